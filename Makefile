@@ -1,0 +1,36 @@
+# Tidings: two commands. `make run` starts the broker; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+DATA   ?= ./.tidings
+
+.PHONY: run test lint typecheck bench clean prereqs
+
+run: $(STAMP)
+	$(BIN)/tidings serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src/tidings
+
+prereqs:
+	@scripts/check-prereqs.sh
+
+$(STAMP): pyproject.toml scripts/check-prereqs.sh
+	@scripts/check-prereqs.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One line per missing prerequisite, saying what to install; exit 1 if any is missing.
+set -u
+missing=0
+need() { printf 'tidings: %s\n' "$1" >&2; missing=1; }
+
+py=${PYTHON:-python3}
+if ! command -v "$py" >/dev/null 2>&1; then
+  need "Python 3.11+ is required: install it (Debian: apt-get install python3 python3-venv)."
+elif ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  need "Python 3.11+ is required, found $("$py" -V 2>&1): install a newer Python."
+elif ! "$py" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  need "Python's venv module is missing: install it (Debian: apt-get install python3-venv)."
+fi
+
+if ! command -v java >/dev/null 2>&1; then
+  need "Java 17+ is required by Spark: install it (Debian: apt-get install openjdk-17-jre-headless)."
+else
+  jv=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+  if [ -n "$jv" ] && [ "$jv" -lt 17 ]; then
+    need "Java 17+ is required by Spark, found Java $jv: install openjdk-17-jre-headless."
+  fi
+fi
+
+if ! command -v tesseract >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -q tesseract-ocr >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q tesseract-ocr >/dev/null 2>&1; }) \
+      || need "Tesseract OCR is required by detect_printed_text: install it (Debian: apt-get install tesseract-ocr)."
+  else
+    need "Tesseract OCR is required by detect_printed_text: install it (Debian: apt-get install tesseract-ocr)."
+  fi
+fi
+exit $missing

@@ -1,0 +1,1 @@
+"""The `tidings` command: serve, publish, subscribe, queue, sim, scenarios, perf, cost, pipeline."""

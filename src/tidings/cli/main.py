@@ -1,0 +1,39 @@
+"""The one entry point. Each command group lives in its own module and is registered here."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from tidings.errors import TidingsError
+
+app = typer.Typer(
+    name="tidings",
+    help="Tidings: publish/subscribe with topic, content and function matching.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# (module, attribute): each module exposes either a Typer group or plain commands.
+COMMAND_MODULES: list[str] = [
+    "tidings.cli.broker",  # serve, publish, subscribe, queue
+]
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        module.register(app)
+
+
+def main() -> None:
+    _register()
+    try:
+        app()
+    except TidingsError as exc:
+        field = f" ({exc.field})" if exc.field else ""
+        typer.echo(f"tidings: {exc.message}{field}", err=True)
+        sys.exit(2)

@@ -1,0 +1,129 @@
+"""Configuration: one typed object, built once (CLI flags > environment > defaults), passed down.
+
+Nothing below the CLI reads the environment; it receives a `Settings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from tidings.errors import ErrorCode, TidingsError
+
+ENV_PREFIX = "TIDINGS_"
+MatchingMode = Literal["local", "spark"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Input limits; each violation is a 4xx naming the field."""
+
+    max_publication_bytes: int = 256 * 1024
+    max_topics_per_publication: int = 64
+    max_topic_length: int = 255
+    max_topic_segments: int = 32
+    max_attributes: int = 64
+    max_predicates: int = 32
+    max_topics_per_subscription: int = 256
+    max_subscriptions_per_subscriber: int = 1000
+    max_function_types: int = 16
+    max_batch: int = 1000
+    max_code_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """Peek-lock queue semantics, as SQS or Service Bus."""
+
+    visibility_timeout_s: float = 30.0
+    max_attempts: int = 5
+    retention_s: float = 7 * 24 * 3600.0
+    max_wait_s: float = 20.0
+    max_pull: int = 100
+    prefetch: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSettings:
+    """Limits for subscriber-supplied matching functions."""
+
+    workers: int = 2
+    cpu_ms: int = 100
+    memory_mib: int = 256
+    url_timeout_s: float = 2.0
+    url_concurrency: int = 64
+    url_retries: int = 2
+    failures_to_suspend: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path(".tidings")
+    store_url: str = ""  # empty: SQLite at data_dir/tidings.db; or postgresql://...
+    matching: MatchingMode = "local"
+    event_log: bool = True
+    log_rotate_bytes: int = 16 * 1024 * 1024
+    log_rotate_s: float = 60.0
+    public_url: str = ""  # base URL used in queue URLs; empty: derived from the request
+    limits: Limits = field(default_factory=Limits)
+    queues: QueueSettings = field(default_factory=QueueSettings)
+    functions: FunctionSettings = field(default_factory=FunctionSettings)
+
+    @property
+    def resolved_store_url(self) -> str:
+        """The store URL, defaulting to the embedded SQLite file under data_dir."""
+        return self.store_url or f"sqlite:///{self.data_dir / 'tidings.db'}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "log"
+
+
+def _coerce(name: str, raw: str, current: Any) -> Any:
+    try:
+        if isinstance(current, bool):
+            if raw.lower() not in {"1", "0", "true", "false", "yes", "no"}:
+                raise ValueError(raw)
+            return raw.lower() in {"1", "true", "yes"}
+        if isinstance(current, Path):
+            return Path(raw)
+        return type(current)(raw)
+    except ValueError:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field=name, detail=f"{name}={raw!r} is not a valid value"
+        ) from None
+
+
+def _apply(obj: Any, prefix: str, env: Mapping[str, str], overrides: Mapping[str, Any]) -> Any:
+    changes: dict[str, Any] = {}
+    for f in fields(obj):
+        current = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(current):
+            changes[f.name] = _apply(current, f"{key}__", env, overrides)
+        elif key in overrides and overrides[key] is not None:
+            changes[f.name] = overrides[key]
+        elif (ENV_PREFIX + key).upper() in env:
+            changes[f.name] = _coerce(key, env[(ENV_PREFIX + key).upper()], current)
+    return dataclasses.replace(obj, **changes)
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Build settings: explicit overrides (CLI flags) > environment (TIDINGS_*) > defaults.
+
+    Nested fields are addressed as `queues__max_attempts` (env `TIDINGS_QUEUES__MAX_ATTEMPTS`).
+    """
+    settings = _apply(Settings(), "", os.environ if env is None else env, overrides or {})
+    if settings.matching not in ("local", "spark"):
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="matching", detail="matching must be local or spark"
+        )
+    return settings  # type: ignore[no-any-return]

@@ -1,0 +1,83 @@
+"""The one error catalogue: stable codes, their HTTP statuses and message templates.
+
+Tests assert on codes, never on message text. Nothing here imports a web framework;
+the API layer turns a `TidingsError` into `{"error": {"code", "message", "field"}}`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class ErrorCode(str, Enum):
+    """A stable, machine-readable error code; its value is what clients see."""
+
+    INVALID_JSON = "invalid_json"
+    INVALID_UTF8 = "invalid_utf8"
+    INVALID_FIELD = "invalid_field"
+    MISSING_FIELD = "missing_field"
+    UNKNOWN_OPERATOR = "unknown_operator"
+    INVALID_TOPIC = "invalid_topic"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
+    SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    FUNCTION_INVALID = "function_invalid"
+    FUNCTION_FORBIDDEN = "function_forbidden"
+    FUNCTION_UNKNOWN = "function_unknown"
+    CONFIG_INVALID = "config_invalid"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+# code -> (HTTP status, message template). Templates take keyword arguments.
+CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
+    ErrorCode.INVALID_JSON: (400, "the body is not valid JSON: {detail}"),
+    ErrorCode.INVALID_UTF8: (400, "the body is not valid UTF-8"),
+    ErrorCode.INVALID_FIELD: (422, "{detail}"),
+    ErrorCode.MISSING_FIELD: (422, "the field is required"),
+    ErrorCode.UNKNOWN_OPERATOR: (422, "unknown operator {op!r}; expected one of {allowed}"),
+    ErrorCode.INVALID_TOPIC: (422, "{detail}"),
+    ErrorCode.LIMIT_EXCEEDED: (422, "{detail}"),
+    ErrorCode.PAYLOAD_TOO_LARGE: (413, "the body is {size} bytes; the limit is {limit} bytes"),
+    ErrorCode.UNAUTHORIZED: (401, "a bearer token is required: Authorization: Bearer <token>"),
+    ErrorCode.FORBIDDEN: (403, "this token does not grant access to {resource}"),
+    ErrorCode.SUBSCRIBER_NOT_FOUND: (404, "no subscriber {id!r}"),
+    ErrorCode.SUBSCRIPTION_NOT_FOUND: (404, "no subscription {id!r}"),
+    ErrorCode.NOT_FOUND: (404, "{detail}"),
+    ErrorCode.METHOD_NOT_ALLOWED: (405, "method not allowed"),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: (415, "{detail}"),
+    ErrorCode.FUNCTION_INVALID: (422, "{detail}"),
+    ErrorCode.FUNCTION_FORBIDDEN: (422, "{detail}"),
+    ErrorCode.FUNCTION_UNKNOWN: (422, "unknown function {name!r}; known: {known}"),
+    ErrorCode.CONFIG_INVALID: (422, "{detail}"),
+    ErrorCode.UNAVAILABLE: (503, "{detail}"),
+    ErrorCode.INTERNAL: (500, "internal error"),
+}
+
+
+class TidingsError(Exception):
+    """An error with a catalogued code; `field` names the offending input, if any."""
+
+    def __init__(self, code: ErrorCode, field: str | None = None, **params: Any) -> None:
+        self.code = code
+        self.field = field
+        self.params = params
+        self.status, template = CATALOGUE[code]
+        self.message = template.format(**params)
+        super().__init__(f"{code.value}: {self.message}" + (f" (field {field})" if field else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON error body every API answers with."""
+        return {"error": {"code": self.code.value, "message": self.message, "field": self.field}}
+
+
+def invalid(field: str, detail: str) -> TidingsError:
+    """Shorthand for the most common error: a field whose value is wrong."""
+    return TidingsError(ErrorCode.INVALID_FIELD, field=field, detail=detail)

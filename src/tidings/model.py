@@ -1,0 +1,396 @@
+"""Publications, subscriptions (topic | content | function), predicates; validation.
+
+Parsing functions take decoded JSON (dicts, lists, scalars) and either return a model
+object or raise `TidingsError` naming the field (as a JSON path such as
+`predicates[2].op`) and the problem. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal, TypeAlias
+
+from tidings.config import Limits
+from tidings.errors import ErrorCode, TidingsError, invalid
+
+Scalar: TypeAlias = str | int | float | bool
+JSON: TypeAlias = Any
+
+
+class Op(str, Enum):
+    EQ = "="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    PREFIX = "prefix"
+    SUFFIX = "suffix"
+    CONTAINS = "contains"
+    IN = "in"
+    EXISTS = "exists"
+
+
+ORDERED_OPS = frozenset({Op.LT, Op.LE, Op.GT, Op.GE})
+STRING_OPS = frozenset({Op.PREFIX, Op.SUFFIX, Op.CONTAINS})
+# Spellings accepted besides the symbols (the thesis's "condition" words among them).
+OP_ALIASES: dict[str, Op] = {
+    "==": Op.EQ, "eq": Op.EQ, "equals": Op.EQ, "ne": Op.NE, "<>": Op.NE,
+    "lt": Op.LT, "le": Op.LE, "lte": Op.LE, "gt": Op.GT, "ge": Op.GE, "gte": Op.GE,
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Predicate:
+    """One test on one attribute: `attributes[key] op value`."""
+
+    key: str
+    op: Op
+    value: Scalar | tuple[Scalar, ...]
+
+    def to_json(self) -> dict[str, JSON]:
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        return {"key": self.key, "op": self.op.value, "value": value}
+
+
+SubscriptionKind = Literal["topic", "content", "function"]
+FunctionKind = Literal["code", "url", "builtin"]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSpec:
+    """A function subscription's matching logic; exactly one of code, url, builtin is used."""
+
+    function_type: str
+    kind: FunctionKind
+    source: str  # the Python source, the URL, or the builtin's name
+    params: Mapping[str, JSON] = field(default_factory=dict)
+    fail_open: bool = False
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "function_type": self.function_type,
+            self.kind: self.source,
+            "params": dict(self.params),
+            "fail_open": self.fail_open,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    id: str
+    subscriber_id: str
+    kind: SubscriptionKind
+    topics: tuple[str, ...] = ()
+    predicates: tuple[Predicate, ...] = ()
+    function: FunctionSpec | None = None
+    created_at: float = 0.0
+    status: Literal["active", "suspended"] = "active"
+    status_reason: str | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {"id": self.id, "subscriber_id": self.subscriber_id}
+        out["kind"] = self.kind
+        if self.kind == "topic":
+            out["topics"] = list(self.topics)
+        elif self.kind == "content":
+            out["predicates"] = [p.to_json() for p in self.predicates]
+        elif self.function is not None:
+            out["function"] = self.function.to_json()
+        out.update(created_at=self.created_at, status=self.status, status_reason=self.status_reason)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    id: str
+    published_at: float
+    data: JSON = None
+    topics: tuple[str, ...] = ()
+    attributes: Mapping[str, Scalar] = field(default_factory=dict)
+    function_types: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "published_at": self.published_at,
+            "data": self.data,
+            "topics": list(self.topics),
+            "attributes": dict(self.attributes),
+            "function_types": list(self.function_types),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, JSON]) -> Publication:
+        """Rebuild a publication that Tidings itself wrote (log, queue); no validation."""
+        return cls(
+            id=raw["id"],
+            published_at=float(raw["published_at"]),
+            data=raw.get("data"),
+            topics=tuple(raw.get("topics", ())),
+            attributes=dict(raw.get("attributes", {})),
+            function_types=tuple(raw.get("function_types", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Subscriber:
+    id: str
+    token_hash: str
+    created_at: float
+
+
+# ---------------------------------------------------------------- validation helpers
+
+_SEGMENT = re.compile(r"^[^\s/*#+\x00-\x1f]+$")
+
+
+def _object(raw: JSON, field_name: str) -> Mapping[str, JSON]:
+    if not isinstance(raw, Mapping):
+        raise invalid(field_name, f"expected an object, got {_kind(raw)}")
+    return raw
+
+
+def _kind(value: JSON) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _string(raw: JSON, field_name: str, *, max_len: int = 1024) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise invalid(field_name, f"expected a non-empty string, got {_kind(raw)}")
+    if len(raw) > max_len:
+        raise invalid(field_name, f"longer than {max_len} characters")
+    return raw
+
+
+def _string_list(raw: JSON, field_name: str, limit: int) -> list[str]:
+    if not isinstance(raw, list):
+        raise invalid(field_name, f"expected an array of strings, got {_kind(raw)}")
+    if len(raw) > limit:
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED, field=field_name, detail=f"at most {limit} items allowed"
+        )
+    return [_string(item, f"{field_name}[{i}]") for i, item in enumerate(raw)]
+
+
+def is_scalar(value: JSON) -> bool:
+    return isinstance(value, str | int | float | bool) and value == value  # NaN is not
+
+
+def required(raw: Mapping[str, JSON], key: str, prefix: str = "") -> JSON:
+    if key not in raw or raw[key] is None:
+        raise TidingsError(ErrorCode.MISSING_FIELD, field=prefix + key)
+    return raw[key]
+
+
+# ---------------------------------------------------------------- topics
+
+def validate_topic(topic: JSON, field_name: str, limits: Limits, *, pattern: bool) -> str:
+    """A topic name (`a/b/c`) or, when `pattern`, a filter with `*` and a trailing `#`."""
+    if not isinstance(topic, str) or not topic:
+        raise TidingsError(
+            ErrorCode.INVALID_TOPIC, field=field_name, detail="a topic is a non-empty string"
+        )
+    if len(topic) > limits.max_topic_length:
+        raise TidingsError(
+            ErrorCode.INVALID_TOPIC,
+            field=field_name,
+            detail=f"a topic is at most {limits.max_topic_length} characters",
+        )
+    segments = topic.split("/")
+    if len(segments) > limits.max_topic_segments:
+        raise TidingsError(
+            ErrorCode.INVALID_TOPIC,
+            field=field_name,
+            detail=f"a topic has at most {limits.max_topic_segments} segments",
+        )
+    for i, segment in enumerate(segments):
+        _check_segment(segment, i == len(segments) - 1, field_name, pattern)
+    return topic
+
+
+def _check_segment(segment: str, last: bool, field_name: str, pattern: bool) -> None:
+    if pattern and segment == "*":
+        return
+    if pattern and segment == "#":
+        if last:
+            return
+        detail = "'#' may only be the last segment"
+    elif segment in ("*", "#"):
+        detail = "wildcards are only allowed in subscriptions"
+    elif not segment:
+        detail = "empty segment (leading, trailing or doubled '/')"
+    elif not _SEGMENT.match(segment):
+        detail = f"segment {segment!r} has whitespace, a control character or a wildcard inside"
+    else:
+        return
+    raise TidingsError(ErrorCode.INVALID_TOPIC, field=field_name, detail=detail)
+
+
+def is_pattern(topic_filter: str) -> bool:
+    return any(s in ("*", "#") for s in topic_filter.split("/"))
+
+
+# ---------------------------------------------------------------- predicates
+
+def parse_op(raw: JSON, field_name: str) -> Op:
+    if isinstance(raw, str):
+        text = raw.strip().lower()
+        if text in OP_ALIASES:
+            return OP_ALIASES[text]
+        try:
+            return Op(text)
+        except ValueError:
+            pass
+    allowed = ", ".join(op.value for op in Op)
+    raise TidingsError(ErrorCode.UNKNOWN_OPERATOR, field=field_name, op=raw, allowed=allowed)
+
+
+def parse_predicate(raw: JSON, field_name: str) -> Predicate:
+    obj = _object(raw, field_name)
+    key = _string(required(obj, "key", f"{field_name}."), f"{field_name}.key", max_len=255)
+    op = parse_op(required(obj, "op", f"{field_name}."), f"{field_name}.op")
+    if op is Op.EXISTS:
+        value = obj.get("value", True)
+        if not isinstance(value, bool):
+            raise invalid(f"{field_name}.value", "exists takes true or false")
+        return Predicate(key, op, value)
+    return Predicate(key, op, _predicate_value(op, required(obj, "value", f"{field_name}."),
+                                              f"{field_name}.value"))
+
+
+def _predicate_value(op: Op, value: JSON, field_name: str) -> Scalar | tuple[Scalar, ...]:
+    if op is Op.IN:
+        if not isinstance(value, list) or not value or not all(is_scalar(v) for v in value):
+            raise invalid(field_name, "in takes a non-empty array of strings, numbers or booleans")
+        return tuple(value)
+    if op in STRING_OPS and not isinstance(value, str):
+        raise invalid(field_name, f"{op.value} takes a string")
+    if op in ORDERED_OPS and (isinstance(value, bool) or not is_scalar(value)):
+        raise invalid(field_name, f"{op.value} takes a number or a string")
+    if not is_scalar(value):
+        raise invalid(field_name, f"expected a string, number or boolean, got {_kind(value)}")
+    return value  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------- subscriptions
+
+def parse_subscription_body(
+    raw: JSON, limits: Limits
+) -> tuple[SubscriptionKind, tuple[str, ...], tuple[Predicate, ...], FunctionSpec | None]:
+    """Validate a native subscription body: `{"topics": [...]}`, `{"predicates": [...]}`,
+    or `{"function": {...}}`. Returns (kind, topics, predicates, function)."""
+    obj = _object(raw, "$")
+    present = [k for k in ("topics", "predicates", "function") if k in obj]
+    if len(present) != 1:
+        raise invalid("$", "give exactly one of topics, predicates, function")
+    if present[0] == "topics":
+        return "topic", parse_topic_filters(obj["topics"], limits), (), None
+    if present[0] == "predicates":
+        return "content", (), parse_predicates(obj["predicates"], limits), None
+    return "function", (), (), parse_function_spec(obj["function"], "function", limits)
+
+
+def parse_topic_filters(raw: JSON, limits: Limits, field_name: str = "topics") -> tuple[str, ...]:
+    items = _string_list(raw, field_name, limits.max_topics_per_subscription)
+    if not items:
+        raise invalid(field_name, "at least one topic is required")
+    return tuple(
+        dict.fromkeys(
+            validate_topic(t, f"{field_name}[{i}]", limits, pattern=True)
+            for i, t in enumerate(items)
+        )
+    )
+
+
+def parse_predicates(
+    raw: JSON, limits: Limits, field_name: str = "predicates"
+) -> tuple[Predicate, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise invalid(field_name, "expected a non-empty array of predicates")
+    if len(raw) > limits.max_predicates:
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED,
+            field=field_name,
+            detail=f"at most {limits.max_predicates} predicates per subscription",
+        )
+    return tuple(parse_predicate(p, f"{field_name}[{i}]") for i, p in enumerate(raw))
+
+
+def parse_function_spec(raw: JSON, field_name: str, limits: Limits) -> FunctionSpec:
+    obj = _object(raw, field_name)
+    ftype = _string(required(obj, "function_type", f"{field_name}."),
+                    f"{field_name}.function_type", max_len=255)
+    kinds = [k for k in ("code", "url", "builtin") if k in obj]
+    if len(kinds) != 1:
+        raise invalid(field_name, "give exactly one of code, url, builtin")
+    kind: FunctionKind = kinds[0]  # type: ignore[assignment]
+    source = _string(obj[kind], f"{field_name}.{kind}", max_len=limits.max_code_bytes)
+    if kind == "url" and not re.match(r"^https?://[^\s/]+", source):
+        raise invalid(f"{field_name}.url", "expected an http:// or https:// URL")
+    params = obj.get("params", {})
+    if not isinstance(params, Mapping):
+        raise invalid(f"{field_name}.params", f"expected an object, got {_kind(params)}")
+    fail_open = obj.get("fail_open", False)
+    if not isinstance(fail_open, bool):
+        raise invalid(f"{field_name}.fail_open", "expected true or false")
+    return FunctionSpec(ftype, kind, source, dict(params), fail_open)
+
+
+# ---------------------------------------------------------------- publications
+
+def parse_publication_body(
+    raw: JSON, limits: Limits
+) -> tuple[JSON, tuple[str, ...], dict[str, Scalar], tuple[str, ...]]:
+    """Validate a native publication body; returns (data, topics, attributes, function_types)."""
+    obj = _object(raw, "$")
+    unknown = set(obj) - {"data", "topics", "attributes", "function_types"}
+    if unknown:
+        raise invalid(sorted(unknown)[0], "unknown field")
+    topics = tuple(
+        dict.fromkeys(
+            validate_topic(t, f"topics[{i}]", limits, pattern=False)
+            for i, t in enumerate(_string_list(obj.get("topics", []), "topics",
+                                               limits.max_topics_per_publication))
+        )
+    )
+    attributes = parse_attributes(obj.get("attributes", {}), limits)
+    ftypes = tuple(dict.fromkeys(_string_list(obj.get("function_types", []), "function_types",
+                                              limits.max_function_types)))
+    return obj.get("data"), topics, attributes, ftypes
+
+
+def parse_attributes(raw: JSON, limits: Limits, field_name: str = "attributes") -> dict[str, Scalar]:
+    obj = _object(raw, field_name)
+    if len(obj) > limits.max_attributes:
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED,
+            field=field_name,
+            detail=f"at most {limits.max_attributes} attributes",
+        )
+    for key, value in obj.items():
+        if not key or len(key) > 255:
+            raise invalid(f"{field_name}.{key}", "attribute names are 1 to 255 characters")
+        if not is_scalar(value):
+            raise invalid(f"{field_name}.{key}",
+                          f"attribute values are strings, numbers or booleans, got {_kind(value)}")
+    return dict(obj)
+
+
+def decode_base64(text: str, field_name: str) -> bytes:
+    """Binary publication data travels as base64 text."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        raise invalid(field_name, "not valid base64") from None
+
+
+def topics_of(values: Sequence[str]) -> tuple[str, ...]:
+    """De-duplicate while keeping order."""
+    return tuple(dict.fromkeys(values))

@@ -1,0 +1,1 @@
+"""Durable state behind one small interface: `tidings.store.base.Store`."""

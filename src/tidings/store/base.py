@@ -1,0 +1,135 @@
+"""The Store interface: subscribers, subscriptions, and each subscriber's durable queue.
+
+Implementations: `memory` (tests, simulation), `sqlite` (embedded default, WAL),
+`postgres` (several broker processes). One behaviour suite runs against all of them.
+
+Methods are synchronous and thread-safe; the asyncio broker calls them from worker
+threads. Times are epoch seconds passed in by the caller, so tests control the clock.
+
+Queue semantics (peek-lock, as SQS or Service Bus):
+- `enqueue` commits all given messages in one transaction, idempotent by
+  (subscriber_id, dedup_key): a repeat is ignored, not an error.
+- `lease` hands out up to `max` ready messages in FIFO order (by sequence), hiding each
+  for `visibility_s` and returning a fresh receipt; `attempt` counts leases.
+  Before leasing, a message whose lease expired after its `max_attempts`-th attempt
+  moves to the dead-letter list (reason `max_attempts`).
+- `ack` deletes by receipt; a receipt from an older lease of the same message is stale
+  and acknowledges nothing.
+- `nack` makes a leased message ready again after `delay_s`.
+- `expire` moves messages older than the retention to the dead-letter list (reason `retention`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from tidings.model import JSON, Subscriber, Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A delivery to put into a subscriber's queue."""
+
+    subscriber_id: str
+    publication_id: str
+    dedup_key: str  # the publication id natively; `<publication id>#<topic>` for compat topics
+    subscription_ids: tuple[str, ...]
+    body: JSON  # what the subscriber receives (a JSON value)
+    enqueued_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A leased message, as handed to a subscriber."""
+
+    id: int
+    subscriber_id: str
+    publication_id: str
+    subscription_ids: tuple[str, ...]
+    body: JSON
+    enqueued_at: float
+    attempt: int
+    receipt: str
+    lease_until: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: int
+    subscriber_id: str
+    publication_id: str
+    subscription_ids: tuple[str, ...]
+    body: JSON
+    enqueued_at: float
+    attempt: int
+    reason: Literal["max_attempts", "retention"] | str
+    dead_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    ready: int = 0
+    leased: int = 0
+    dead: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    acked: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # never issued, stale, or already acked
+
+
+class Store(Protocol):
+    # ---- subscribers
+    def add_subscriber(self, subscriber: Subscriber) -> None: ...
+    def get_subscriber(self, subscriber_id: str) -> Subscriber | None: ...
+    def remove_subscriber(self, subscriber_id: str) -> bool:
+        """Delete the subscriber, its subscriptions, queue and dead letters; False if absent."""
+        ...
+
+    def count_subscribers(self) -> int: ...
+
+    # ---- subscriptions
+    def add_subscription(self, subscription: Subscription) -> None: ...
+    def get_subscription(self, subscription_id: str) -> Subscription | None: ...
+    def list_subscriptions(self, subscriber_id: str) -> list[Subscription]: ...
+    def count_subscriptions(self, subscriber_id: str) -> int: ...
+    def remove_subscription(self, subscription_id: str) -> bool: ...
+    def set_subscription_status(
+        self, subscription_id: str, status: Literal["active", "suspended"], reason: str | None
+    ) -> bool: ...
+
+    def all_subscriptions(self) -> Iterable[Subscription]:
+        """Every subscription, for building the matcher at start-up."""
+        ...
+
+    def subscriptions_version(self) -> int:
+        """A counter bumped by every subscription change (add, remove, status), so a reader
+        can take a consistent, versioned snapshot."""
+        ...
+
+    # ---- queues
+    def enqueue(self, messages: Sequence[NewMessage]) -> int:
+        """Commit all messages in one transaction; returns how many were new."""
+        ...
+
+    def lease(
+        self, subscriber_id: str, max_messages: int, visibility_s: float, max_attempts: int,
+        now: float,
+    ) -> list[Message]: ...
+
+    def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
+    def nack(
+        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
+    ) -> AckResult: ...
+
+    def depth(self, subscriber_id: str, now: float) -> QueueDepth: ...
+    def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]: ...
+    def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
+        """Move dead letters (all, or the given ids) back to the queue with attempt 0."""
+        ...
+
+    def expire(self, now: float, retention_s: float) -> int: ...
+    def close(self) -> None: ...

@@ -1,0 +1,64 @@
+"""Fixtures shared by the whole suite: local services and the one SparkSession."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SERVICES = {
+    "postgres": ("127.0.0.1", 5432),
+    "redis": ("127.0.0.1", 6379),
+    "rabbitmq": ("127.0.0.1", 5672),
+    "mqtt": ("127.0.0.1", 1883),
+    "nats": ("127.0.0.1", 4222),
+}
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str) -> tuple[str, int]:
+    """Skip locally when a service is absent; under CI (CI=true) its absence is a failure."""
+    host, port = SERVICES[name]
+    if not _reachable(host, port):
+        reason = f"{name} is not reachable at {host}:{port}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason} (required under CI)")
+        pytest.skip(reason)
+    return host, port
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] SparkSession for the whole suite."""
+    if shutil.which("java") is None:
+        pytest.fail("Java 17+ is required by Spark: apt-get install openjdk-17-jre-headless")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tidings-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
