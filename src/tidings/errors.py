@@ -6,11 +6,11 @@ the API layer turns a `TidingsError` into `{"error": {"code", "message", "field"
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class ErrorCode(str, Enum):
+class ErrorCode(StrEnum):
     """A stable, machine-readable error code; its value is what clients see."""
 
     INVALID_JSON = "invalid_json"

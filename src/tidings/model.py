@@ -11,7 +11,7 @@ import base64
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from tidings.config import Limits
@@ -21,7 +21,7 @@ Scalar: TypeAlias = str | int | float | bool
 JSON: TypeAlias = Any
 
 
-class Op(str, Enum):
+class Op(StrEnum):
     EQ = "="
     NE = "!="
     LT = "<"
@@ -191,6 +191,7 @@ def required(raw: Mapping[str, JSON], key: str, prefix: str = "") -> JSON:
 
 # ---------------------------------------------------------------- topics
 
+
 def validate_topic(topic: JSON, field_name: str, limits: Limits, *, pattern: bool) -> str:
     """A topic name (`a/b/c`) or, when `pattern`, a filter with `*` and a trailing `#`."""
     if not isinstance(topic, str) or not topic:
@@ -239,6 +240,7 @@ def is_pattern(topic_filter: str) -> bool:
 
 # ---------------------------------------------------------------- predicates
 
+
 def parse_op(raw: JSON, field_name: str) -> Op:
     if isinstance(raw, str):
         text = raw.strip().lower()
@@ -261,8 +263,11 @@ def parse_predicate(raw: JSON, field_name: str) -> Predicate:
         if not isinstance(value, bool):
             raise invalid(f"{field_name}.value", "exists takes true or false")
         return Predicate(key, op, value)
-    return Predicate(key, op, _predicate_value(op, required(obj, "value", f"{field_name}."),
-                                              f"{field_name}.value"))
+    return Predicate(
+        key,
+        op,
+        _predicate_value(op, required(obj, "value", f"{field_name}."), f"{field_name}.value"),
+    )
 
 
 def _predicate_value(op: Op, value: JSON, field_name: str) -> Scalar | tuple[Scalar, ...]:
@@ -280,6 +285,7 @@ def _predicate_value(op: Op, value: JSON, field_name: str) -> Scalar | tuple[Sca
 
 
 # ---------------------------------------------------------------- subscriptions
+
 
 def parse_subscription_body(
     raw: JSON, limits: Limits
@@ -325,8 +331,9 @@ def parse_predicates(
 
 def parse_function_spec(raw: JSON, field_name: str, limits: Limits) -> FunctionSpec:
     obj = _object(raw, field_name)
-    ftype = _string(required(obj, "function_type", f"{field_name}."),
-                    f"{field_name}.function_type", max_len=255)
+    ftype = _string(
+        required(obj, "function_type", f"{field_name}."), f"{field_name}.function_type", max_len=255
+    )
     kinds = [k for k in ("code", "url", "builtin") if k in obj]
     if len(kinds) != 1:
         raise invalid(field_name, "give exactly one of code, url, builtin")
@@ -345,6 +352,7 @@ def parse_function_spec(raw: JSON, field_name: str, limits: Limits) -> FunctionS
 
 # ---------------------------------------------------------------- publications
 
+
 def parse_publication_body(
     raw: JSON, limits: Limits
 ) -> tuple[JSON, tuple[str, ...], dict[str, Scalar], tuple[str, ...]]:
@@ -356,17 +364,23 @@ def parse_publication_body(
     topics = tuple(
         dict.fromkeys(
             validate_topic(t, f"topics[{i}]", limits, pattern=False)
-            for i, t in enumerate(_string_list(obj.get("topics", []), "topics",
-                                               limits.max_topics_per_publication))
+            for i, t in enumerate(
+                _string_list(obj.get("topics", []), "topics", limits.max_topics_per_publication)
+            )
         )
     )
     attributes = parse_attributes(obj.get("attributes", {}), limits)
-    ftypes = tuple(dict.fromkeys(_string_list(obj.get("function_types", []), "function_types",
-                                              limits.max_function_types)))
+    ftypes = tuple(
+        dict.fromkeys(
+            _string_list(obj.get("function_types", []), "function_types", limits.max_function_types)
+        )
+    )
     return obj.get("data"), topics, attributes, ftypes
 
 
-def parse_attributes(raw: JSON, limits: Limits, field_name: str = "attributes") -> dict[str, Scalar]:
+def parse_attributes(
+    raw: JSON, limits: Limits, field_name: str = "attributes"
+) -> dict[str, Scalar]:
     obj = _object(raw, field_name)
     if len(obj) > limits.max_attributes:
         raise TidingsError(
@@ -378,8 +392,10 @@ def parse_attributes(raw: JSON, limits: Limits, field_name: str = "attributes") 
         if not key or len(key) > 255:
             raise invalid(f"{field_name}.{key}", "attribute names are 1 to 255 characters")
         if not is_scalar(value):
-            raise invalid(f"{field_name}.{key}",
-                          f"attribute values are strings, numbers or booleans, got {_kind(value)}")
+            raise invalid(
+                f"{field_name}.{key}",
+                f"attribute values are strings, numbers or booleans, got {_kind(value)}",
+            )
     return dict(obj)
 
 

@@ -116,7 +116,11 @@ class Store(Protocol):
         ...
 
     def lease(
-        self, subscriber_id: str, max_messages: int, visibility_s: float, max_attempts: int,
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        visibility_s: float,
+        max_attempts: int,
         now: float,
     ) -> list[Message]: ...
 
