@@ -1,0 +1,48 @@
+"""Settings come from flags, then the environment, then defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tidings.config import load_settings
+from tidings.errors import ErrorCode, TidingsError
+
+
+def test_defaults_bind_loopback_and_use_sqlite_under_the_data_dir() -> None:
+    settings = load_settings(env={})
+    assert settings.host == "127.0.0.1"
+    assert settings.resolved_store_url == "sqlite:///.tidings/tidings.db"
+
+
+def test_the_environment_overrides_defaults_and_flags_override_the_environment() -> None:
+    env = {"TIDINGS_PORT": "9000", "TIDINGS_HOST": "0.0.0.0"}
+    settings = load_settings({"port": 9100}, env=env)
+    assert (settings.port, settings.host) == (9100, "0.0.0.0")
+
+
+def test_nested_settings_are_addressed_with_double_underscores() -> None:
+    env = {"TIDINGS_QUEUES__MAX_ATTEMPTS": "9", "TIDINGS_EVENT_LOG": "false"}
+    settings = load_settings(env=env)
+    assert settings.queues.max_attempts == 9 and settings.event_log is False
+
+
+def test_paths_are_paths() -> None:
+    assert load_settings({"data_dir": Path("/tmp/x")}, env={}).log_dir == Path("/tmp/x/log")
+
+
+@pytest.mark.parametrize(
+    ("env", "field"),
+    [({"TIDINGS_PORT": "eighty"}, "port"), ({"TIDINGS_EVENT_LOG": "maybe"}, "event_log")],
+)
+def test_a_malformed_environment_value_names_its_setting(env: dict[str, str], field: str) -> None:
+    with pytest.raises(TidingsError) as caught:
+        load_settings(env=env)
+    assert (caught.value.code, caught.value.field) == (ErrorCode.CONFIG_INVALID, field)
+
+
+def test_an_unknown_matching_mode_is_refused() -> None:
+    with pytest.raises(TidingsError) as caught:
+        load_settings({"matching": "magic"}, env={})
+    assert caught.value.field == "matching"

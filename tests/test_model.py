@@ -1,0 +1,134 @@
+"""The model validates input and names the offending field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tidings.config import Limits
+from tidings.errors import ErrorCode, TidingsError
+from tidings.model import (
+    Op,
+    Predicate,
+    Publication,
+    is_pattern,
+    parse_attributes,
+    parse_function_spec,
+    parse_predicate,
+    parse_predicates,
+    parse_publication_body,
+    parse_subscription_body,
+    parse_topic_filters,
+    validate_topic,
+)
+
+LIMITS = Limits()
+
+
+def error_of(call: Any, *args: Any) -> TidingsError:
+    with pytest.raises(TidingsError) as caught:
+        call(*args)
+    return caught.value
+
+
+def test_a_publication_body_keeps_topics_in_order_without_duplicates() -> None:
+    data, topics, attrs, ftypes = parse_publication_body(
+        {"data": "hi", "topics": ["a/b", "c", "a/b"], "attributes": {"x": 1}}, LIMITS
+    )
+    assert (data, topics, attrs, ftypes) == ("hi", ("a/b", "c"), {"x": 1}, ())
+
+
+def test_an_unknown_publication_field_is_named() -> None:
+    err = error_of(parse_publication_body, {"data": 1, "topicz": ["a"]}, LIMITS)
+    assert (err.code, err.field) == (ErrorCode.INVALID_FIELD, "topicz")
+
+
+def test_a_wildcard_in_a_publication_topic_is_rejected() -> None:
+    err = error_of(parse_publication_body, {"topics": ["a/*"]}, LIMITS)
+    assert (err.code, err.field) == (ErrorCode.INVALID_TOPIC, "topics[0]")
+
+
+@pytest.mark.parametrize("topic", ["", "a//b", "/a", "a/", "a b", "a/#/b", "a/b#"])
+def test_malformed_topic_filters_are_rejected(topic: str) -> None:
+    with pytest.raises(TidingsError) as caught:
+        validate_topic(topic, "topics[0]", LIMITS, pattern=True)
+    assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_TOPIC, "topics[0]")
+
+
+def test_patterns_allow_a_single_level_star_and_a_trailing_hash() -> None:
+    assert parse_topic_filters(["a/*/c", "a/#", "#"], LIMITS) == ("a/*/c", "a/#", "#")
+    assert is_pattern("a/*") and is_pattern("#") and not is_pattern("a/b")
+
+
+def test_too_many_topics_in_a_publication_exceed_the_limit() -> None:
+    err = error_of(parse_publication_body, {"topics": [f"t{i}" for i in range(65)]}, LIMITS)
+    assert (err.code, err.field) == (ErrorCode.LIMIT_EXCEEDED, "topics")
+
+
+def test_attribute_values_must_be_scalars() -> None:
+    err = error_of(parse_attributes, {"x": [1]}, LIMITS)
+    assert (err.code, err.field) == (ErrorCode.INVALID_FIELD, "attributes.x")
+
+
+def test_nan_is_not_an_attribute_value() -> None:
+    assert error_of(parse_attributes, {"x": float("nan")}, LIMITS).field == "attributes.x"
+
+
+def test_operators_accept_symbols_and_words() -> None:
+    assert parse_predicate({"key": "k", "op": "gte", "value": 1}, "p").op is Op.GE
+    assert parse_predicate({"key": "k", "op": "==", "value": 1}, "p").op is Op.EQ
+
+
+def test_an_unknown_operator_is_named_with_its_path() -> None:
+    err = error_of(parse_predicates, [{"key": "k", "op": "~", "value": 1}], LIMITS)
+    assert (err.code, err.field) == (ErrorCode.UNKNOWN_OPERATOR, "predicates[0].op")
+
+
+def test_a_missing_predicate_value_is_named() -> None:
+    err = error_of(parse_predicates, [{"key": "k", "op": "<"}], LIMITS)
+    assert (err.code, err.field) == (ErrorCode.MISSING_FIELD, "predicates[0].value")
+
+
+@pytest.mark.parametrize(
+    ("op", "value"), [("in", []), ("in", [[1]]), ("prefix", 3), ("<", True), ("=", {"a": 1})]
+)
+def test_predicate_values_must_fit_their_operator(op: str, value: Any) -> None:
+    err = error_of(parse_predicate, {"key": "k", "op": op, "value": value}, "p")
+    assert (err.code, err.field) == (ErrorCode.INVALID_FIELD, "p.value")
+
+
+def test_exists_defaults_to_true() -> None:
+    assert parse_predicate({"key": "k", "op": "exists"}, "p") == Predicate("k", Op.EXISTS, True)
+
+
+def test_in_values_become_a_tuple() -> None:
+    assert parse_predicate({"key": "k", "op": "in", "value": ["a", 1]}, "p").value == ("a", 1)
+
+
+def test_too_many_predicates_exceed_the_limit() -> None:
+    many = [{"key": f"k{i}", "op": "=", "value": i} for i in range(33)]
+    assert error_of(parse_predicates, many, LIMITS).code is ErrorCode.LIMIT_EXCEEDED
+
+
+def test_a_subscription_body_names_exactly_one_kind() -> None:
+    assert parse_subscription_body({"topics": ["a"]}, LIMITS)[0] == "topic"
+    err = error_of(parse_subscription_body, {"topics": ["a"], "predicates": []}, LIMITS)
+    assert err.field == "$"
+
+
+def test_a_function_spec_takes_exactly_one_source() -> None:
+    spec = parse_function_spec({"function_type": "t", "url": "http://x/f"}, "function", LIMITS)
+    assert (spec.kind, spec.source, spec.fail_open) == ("url", "http://x/f", False)
+    err = error_of(parse_function_spec, {"function_type": "t"}, "function", LIMITS)
+    assert err.field == "function"
+
+
+def test_a_function_url_must_be_http() -> None:
+    err = error_of(parse_function_spec, {"function_type": "t", "url": "file:///etc"}, "f", LIMITS)
+    assert err.field == "f.url"
+
+
+def test_a_publication_round_trips_through_json() -> None:
+    pub = Publication("id1", 1.5, {"a": 1}, ("t",), {"x": 2}, ("f",))
+    assert Publication.from_json(pub.to_json()) == pub
