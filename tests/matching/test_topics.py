@@ -1,0 +1,205 @@
+"""The topic index agrees with `semantics.topic_matches`, through adds, removes and its cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidings.matching.semantics import any_topic_matches
+from tidings.matching.topics import SMALL_BUCKET, TopicIndex
+
+from .strategies import raw_topics, subscription_ids, topic_filters, topic_names
+
+Oracle = dict[str, tuple[str, ...]]
+
+
+def oracle_match(oracle: Oracle, topics: Sequence[str]) -> set[str]:
+    return {sid for sid, filters in oracle.items() if any_topic_matches(filters, tuple(topics))}
+
+
+def index_of(subscriptions: dict[str, list[str]], cache_size: int = 16) -> TopicIndex:
+    index = TopicIndex(cache_size=cache_size)
+    for sid, filters in subscriptions.items():
+        index.add(sid, filters)
+    return index
+
+
+# ---------------------------------------------------------------- documented semantics
+
+
+@pytest.mark.parametrize(
+    ("pattern", "topic", "expected"),
+    [
+        ("a/#", "a", True),
+        ("a/#", "a/b", True),
+        ("a/#", "a/b/c", True),
+        ("a/#", "ab", False),
+        ("a/*", "a/b", True),
+        ("a/*", "a", False),
+        ("a/*", "a/b/c", False),
+        ("*/b", "a/b", True),
+        ("*/*", "a", False),
+        ("#", "a", True),
+        ("#", "a/b/c", True),
+        ("a/*/#", "a", False),
+        ("a/*/#", "a/b", True),
+        ("a/*/#", "a/b/c/d", True),
+        ("a/b", "a/b", True),
+        ("a/b", "a/b/c", False),
+        ("a/b", "a", False),
+    ],
+)
+def test_a_pattern_matches_exactly_the_documented_topics(
+    pattern: str, topic: str, expected: bool
+) -> None:
+    assert (index_of({"s": [pattern]}).match([topic]) == {"s"}) is expected
+
+
+def test_an_exact_name_matches_only_itself() -> None:
+    index = index_of({"s1": ["news/sport"], "s2": ["news"]})
+    assert index.match(["news/sport"]) == {"s1"}
+    assert index.match(["news/sport/tennis"]) == set()
+
+
+def test_a_publication_with_several_topics_matches_a_subscription_once() -> None:
+    index = index_of({"s1": ["a/*", "b"], "s2": ["c"]})
+    assert index.match(["a/x", "b", "z"]) == {"s1"}
+
+
+def test_a_publication_without_topics_matches_nothing() -> None:
+    assert index_of({"s1": ["#"]}).match([]) == set()
+
+
+def test_removing_a_subscription_forgets_all_its_filters() -> None:
+    index = index_of({"s1": ["a/#", "b", "c/*"]})
+    assert index.remove("s1") is True
+    assert index.match(["a", "b", "c/d"]) == set()
+    assert len(index) == 0
+
+
+def test_removing_an_unknown_subscription_answers_false() -> None:
+    index = index_of({"s1": ["a"]})
+    assert index.remove("nope") is False
+    assert len(index) == 1
+
+
+def test_adding_an_existing_id_replaces_its_filters() -> None:
+    index = index_of({"s1": ["a", "b/#"]})
+    index.add("s1", ["c"])
+    assert index.match(["a", "b/x"]) == set()
+    assert index.match(["c"]) == {"s1"}
+    assert len(index) == 1
+
+
+def test_a_subscription_added_after_a_cached_answer_is_matched() -> None:
+    index = index_of({"s1": ["a/b"]})
+    assert index.match(["a/b"]) == {"s1"}
+    index.add("s2", ["a/*"])
+    index.add("s3", ["a/b"])
+    assert index.match(["a/b"]) == {"s1", "s2", "s3"}
+
+
+def test_a_subscription_removed_after_a_cached_answer_is_not_matched() -> None:
+    index = index_of({"s1": ["a/b"], "s2": ["#"]})
+    assert index.match(["a/b"]) == {"s1", "s2"}
+    index.remove("s2")
+    assert index.match(["a/b"]) == {"s1"}
+    index.remove("s1")
+    assert index.match(["a/b"]) == set()
+
+
+def test_the_cache_keeps_only_the_most_recent_topics() -> None:
+    index = index_of({"s1": ["#"]}, cache_size=2)
+    for topic in ("a", "b", "a", "c"):
+        index.match([topic])
+    assert index.cache_info() == (2, 2)
+    assert set(index._cache) == {"a", "c"}
+
+
+def test_an_index_without_cache_still_matches() -> None:
+    index = index_of({"s1": ["a/*"]}, cache_size=0)
+    assert index.match(["a/b"]) == {"s1"}
+    assert index.cache_info() == (0, 0)
+
+
+def test_a_popular_filter_survives_the_switch_to_a_large_bucket() -> None:
+    count = SMALL_BUCKET * 3
+    index = index_of({f"s{i}": ["hot", "hot/#"] for i in range(count)})
+    assert len(index.match(["hot"])) == count
+    for i in range(0, count, 2):
+        index.remove(f"s{i}")
+    assert index.match(["hot/x"]) == {f"s{i}" for i in range(1, count, 2)}
+
+
+def test_removing_the_last_pattern_prunes_the_trie() -> None:
+    index = index_of({"s1": ["a/*/c/#"], "s2": ["a/b"]})
+    index.remove("s1")
+    assert not index._patterns
+    assert index.match(["a/b"]) == {"s2"}
+
+
+def test_every_mutation_advances_the_generation() -> None:
+    index = TopicIndex()
+    before = index.generation
+    index.add("s1", ["a"])
+    index.remove("s1")
+    assert index.generation == before + 2
+
+
+# ---------------------------------------------------------------- against the oracle
+
+Step = tuple[str, str, tuple[str, ...]]
+steps = st.one_of(
+    st.tuples(st.just("add"), subscription_ids, st.lists(topic_filters(), max_size=3).map(tuple)),
+    st.tuples(st.just("remove"), subscription_ids, st.just(())),
+    st.tuples(st.just("match"), st.just(""), st.lists(topic_names(), max_size=3).map(tuple)),
+)
+
+
+def run_against_oracle(index: TopicIndex, script: list[Step]) -> None:
+    oracle: Oracle = {}
+    for action, sid, args in script:
+        if action == "add":
+            index.add(sid, args)
+            oracle[sid] = args
+        elif action == "remove":
+            assert index.remove(sid) is (oracle.pop(sid, None) is not None)
+        else:
+            assert index.match(args) == oracle_match(oracle, args)
+        assert len(index) == len(oracle)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(steps, max_size=40), st.sampled_from([0, 1, 3, 1000]))
+def test_the_index_agrees_with_the_oracle_through_adds_removes_and_matches(
+    script: list[Step], cache_size: int
+) -> None:
+    run_against_oracle(TopicIndex(cache_size=cache_size), script)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(subscription_ids, st.lists(raw_topics, min_size=1, max_size=3)),
+    st.lists(raw_topics, min_size=1, max_size=3),
+)
+def test_the_index_agrees_with_the_oracle_on_any_string(
+    subscriptions: dict[str, list[str]], topics: list[str]
+) -> None:
+    index = index_of(subscriptions)
+    oracle = {sid: tuple(filters) for sid, filters in subscriptions.items()}
+    assert index.match(topics) == oracle_match(oracle, topics)
+    assert index.match(topics) == oracle_match(oracle, topics)  # again, from the cache
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(topic_filters(), min_size=1, max_size=30, unique=True))
+def test_removing_everything_leaves_an_empty_index(filters: list[str]) -> None:
+    index = index_of({f"s{i}": [f] for i, f in enumerate(filters)})
+    for i in range(len(filters)):
+        assert index.remove(f"s{i}") is True
+    assert len(index) == 0
+    assert not index._patterns
+    assert not index._exact
