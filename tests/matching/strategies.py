@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tidings.model import ORDERED_OPS, STRING_OPS, Op, Predicate, Scalar
 
 SEGMENTS = ("a", "b", "c", "dd")
-KEYS = ("k0", "k1", "k2", "k3")
-WORDS = ("", "a", "ab", "abc", "b", "ba", "text", "mobile")
+KEYS = ("k0", "k1", "k2")
+WORDS = ("", "a", "ab", "b", "ba")
 
 segments = st.sampled_from(SEGMENTS)
 
@@ -36,9 +36,7 @@ def topic_filters(draw: st.DrawFn) -> str:
 # even on input that validation would reject (empty segments, `#` in the middle, ...).
 raw_topics = st.text(alphabet="ab/*#", min_size=0, max_size=8)
 
-numbers: st.SearchStrategy[Scalar] = st.integers(-3, 3) | st.sampled_from(
-    [-1.5, -0.0, 0.5, 1.0, 2.0, 2.5, 1e9, -1e9]
-)
+numbers: st.SearchStrategy[Scalar] = st.integers(-1, 2) | st.sampled_from([-0.0, 0.5, 1.0, 1e9])
 strings: st.SearchStrategy[Scalar] = st.sampled_from(WORDS)
 scalars: st.SearchStrategy[Scalar] = st.booleans() | numbers | strings
 
@@ -62,8 +60,8 @@ def predicates(draw: st.DrawFn) -> Predicate:
     return Predicate(key, op, value)
 
 
-predicate_lists = st.lists(predicates(), min_size=1, max_size=4).map(tuple)
+predicate_lists = st.lists(predicates(), min_size=1, max_size=3).map(tuple)
 attribute_maps = st.dictionaries(st.sampled_from(KEYS), scalars, max_size=len(KEYS))
 
-subscription_ids = st.sampled_from([f"s{i}" for i in range(8)])
+subscription_ids = st.sampled_from([f"s{i}" for i in range(5)])
 subscriber_ids = st.sampled_from(["alice", "bob", "carol"])

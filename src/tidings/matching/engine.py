@@ -1,14 +1,20 @@
 """The Matcher: add / remove / match / match_batch over topic and content subscriptions.
 
-Function subscriptions are not matched here: they run in the sandbox (see `tidings.sandbox`).
+It composes two indexes behind one interface: a `TopicIndex` (exact names by hash, patterns
+by a trie, recent answers cached) and a content index (predicates indexed per attribute), and
+maps each subscription id to its subscriber. Function subscriptions are not matched here:
+they run in the sandbox (see `tidings.sandbox`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from tidings.matching.semantics import any_topic_matches, conjunction_holds
+from tidings.matching.semantics import conjunction_holds
+from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex
 from tidings.model import Predicate, Scalar
 
 
@@ -22,41 +28,115 @@ class Event:
 
 # subscriber id -> ids of that subscriber's subscriptions that matched, sorted.
 Matches = dict[str, list[str]]
+_NO_ATTRIBUTES: Mapping[str, Scalar] = {}
+
+
+class ContentMatcher(Protocol):
+    """What the engine needs of a content index."""
+
+    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None: ...
+    def remove(self, subscription_id: str) -> bool: ...
+    def match(self, attributes: Mapping[str, Scalar]) -> list[str]: ...
+    def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]: ...
+    def __len__(self) -> int: ...
+
+
+class ScanContentIndex:
+    """Tests every subscription per event with the reference semantics: the slow baseline."""
+
+    def __init__(self) -> None:
+        self._predicates: dict[str, tuple[Predicate, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._predicates)
+
+    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None:
+        self._predicates[subscription_id] = tuple(predicates)
+
+    def remove(self, subscription_id: str) -> bool:
+        return self._predicates.pop(subscription_id, None) is not None
+
+    def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
+        return [s for s, ps in self._predicates.items() if conjunction_holds(ps, attributes)]
+
+    def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        return [self.match(attributes) for attributes in events]
+
+
+def default_content_index() -> ContentMatcher:
+    return ScanContentIndex()
 
 
 class Matcher:
     """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber."""
 
-    def __init__(self) -> None:
-        self._topic: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self._content: dict[str, tuple[str, tuple[Predicate, ...]]] = {}
+    def __init__(
+        self,
+        *,
+        topic_cache_size: int = DEFAULT_CACHE_SIZE,
+        content: ContentMatcher | None = None,
+    ) -> None:
+        self._owner: dict[str, str] = {}  # subscription id -> subscriber id
+        self._topics = TopicIndex(cache_size=topic_cache_size)
+        self._content = content if content is not None else default_content_index()
 
     def __len__(self) -> int:
-        return len(self._topic) + len(self._content)
+        return len(self._owner)
 
     def add_topic(self, subscription_id: str, subscriber_id: str, filters: Sequence[str]) -> None:
-        self._topic[subscription_id] = (subscriber_id, tuple(filters))
+        """Index a topic subscription; an existing id (of either kind) is replaced."""
+        self.remove(subscription_id)
+        self._topics.add(subscription_id, filters)
+        self._owner[subscription_id] = sys.intern(subscriber_id)
 
     def add_content(
         self, subscription_id: str, subscriber_id: str, predicates: Sequence[Predicate]
     ) -> None:
-        self._content[subscription_id] = (subscriber_id, tuple(predicates))
+        """Index a content subscription; an existing id (of either kind) is replaced."""
+        self.remove(subscription_id)
+        self._content.add(subscription_id, predicates)
+        self._owner[subscription_id] = sys.intern(subscriber_id)
 
     def remove(self, subscription_id: str) -> bool:
         """Forget a subscription; False if it was not there."""
-        found = self._topic.pop(subscription_id, None) or self._content.pop(subscription_id, None)
-        return found is not None
+        if self._owner.pop(subscription_id, None) is None:
+            return False
+        if not self._topics.remove(subscription_id):
+            self._content.remove(subscription_id)
+        return True
 
     def match(self, event: Event) -> Matches:
-        out: Matches = {}
-        for sid, (owner, filters) in self._topic.items():
-            if event.topics and any_topic_matches(filters, event.topics):
-                out.setdefault(owner, []).append(sid)
-        attributes = event.attributes or {}
-        for sid, (owner, predicates) in self._content.items():
-            if conjunction_holds(predicates, attributes):
-                out.setdefault(owner, []).append(sid)
-        return {owner: sorted(ids) for owner, ids in out.items()}
+        content = self._content.match(event.attributes or _NO_ATTRIBUTES) if self._content else []
+        return self._group(self._topic_ids(event.topics), content)
 
     def match_batch(self, events: Sequence[Event]) -> list[Matches]:
-        return [self.match(e) for e in events]
+        """Match many events at once; the content index sees the whole batch in one call."""
+        if self._content:
+            batch = [e.attributes or _NO_ATTRIBUTES for e in events]
+            contents = self._content.match_batch(batch)
+        else:
+            contents = [[] for _ in events]
+        return [
+            self._group(self._topic_ids(e.topics), c) for e, c in zip(events, contents, strict=True)
+        ]
+
+    def _topic_ids(self, topics: Sequence[str]) -> Iterable[str]:
+        if not topics or not self._topics:
+            return ()
+        if len(topics) == 1:
+            return self._topics.match_topic(topics[0])
+        return self._topics.match(topics)
+
+    def _group(self, topic_ids: Iterable[str], content_ids: Iterable[str]) -> Matches:
+        owner = self._owner
+        out: Matches = {}
+        for ids in (topic_ids, content_ids):
+            for sid in ids:
+                found = out.get(owner[sid])
+                if found is None:
+                    out[owner[sid]] = [sid]
+                else:
+                    found.append(sid)
+        for ids in out.values():
+            ids.sort()
+        return out

@@ -1,0 +1,193 @@
+"""The Matcher agrees with a brute-force oracle built from `semantics`, through any interleaving."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidings.matching.engine import ContentMatcher, Event, Matcher, Matches, ScanContentIndex
+from tidings.matching.semantics import any_topic_matches, conjunction_holds
+from tidings.model import Op, Predicate
+
+from .strategies import (
+    attribute_maps,
+    predicate_lists,
+    subscriber_ids,
+    subscription_ids,
+    topic_filters,
+    topic_names,
+)
+
+CONTENT_INDEXES: dict[str, Callable[[], ContentMatcher]] = {"scan": ScanContentIndex}
+
+
+@dataclass
+class Oracle:
+    """Every subscription, tested one by one with the reference semantics."""
+
+    topic: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    content: dict[str, tuple[str, tuple[Predicate, ...]]] = field(default_factory=dict)
+
+    def remove(self, sid: str) -> bool:
+        return (self.topic.pop(sid, None) or self.content.pop(sid, None)) is not None
+
+    def match(self, event: Event) -> Matches:
+        out: Matches = {}
+        for sid, (owner, filters) in self.topic.items():
+            if any_topic_matches(filters, event.topics):
+                out.setdefault(owner, []).append(sid)
+        for sid, (owner, predicates) in self.content.items():
+            if conjunction_holds(predicates, event.attributes or {}):
+                out.setdefault(owner, []).append(sid)
+        return {owner: sorted(ids) for owner, ids in out.items()}
+
+
+def make_matcher(content_index: str) -> Matcher:
+    return Matcher(topic_cache_size=4, content=CONTENT_INDEXES[content_index]())
+
+
+each_content_index = pytest.mark.parametrize("content_index", sorted(CONTENT_INDEXES))
+
+
+# ---------------------------------------------------------------- examples
+
+
+def test_a_match_lists_each_subscribers_matching_subscriptions_sorted() -> None:
+    matcher = Matcher()
+    matcher.add_topic("s3", "alice", ["news/#"])
+    matcher.add_content("s1", "alice", [Predicate("price", Op.LT, 10)])
+    matcher.add_topic("s2", "bob", ["news/*"])
+    event = Event(topics=("news/sport",), attributes={"price": 5})
+    assert matcher.match(event) == {"alice": ["s1", "s3"], "bob": ["s2"]}
+
+
+def test_a_subscription_matching_two_topics_of_a_publication_is_listed_once() -> None:
+    matcher = Matcher()
+    matcher.add_topic("s1", "alice", ["a", "b"])
+    assert matcher.match(Event(topics=("a", "b"))) == {"alice": ["s1"]}
+
+
+def test_adding_an_existing_id_replaces_it_even_across_kinds() -> None:
+    matcher = Matcher()
+    matcher.add_topic("s1", "alice", ["a"])
+    matcher.add_content("s1", "bob", [Predicate("k", Op.EXISTS, True)])
+    assert len(matcher) == 1
+    assert matcher.match(Event(topics=("a",))) == {}
+    assert matcher.match(Event(attributes={"k": 1})) == {"bob": ["s1"]}
+
+
+def test_removing_answers_whether_the_subscription_was_there() -> None:
+    matcher = Matcher()
+    matcher.add_content("s1", "alice", [Predicate("k", Op.EQ, 1)])
+    assert matcher.remove("s1") is True
+    assert matcher.remove("s1") is False
+    assert matcher.match(Event(attributes={"k": 1})) == {}
+    assert len(matcher) == 0
+
+
+def test_an_event_without_attributes_matches_only_exists_false() -> None:
+    matcher = Matcher()
+    matcher.add_content("s1", "alice", [Predicate("k", Op.EXISTS, False)])
+    matcher.add_content("s2", "alice", [Predicate("k", Op.NE, 1)])
+    assert matcher.match(Event(topics=("a",))) == {"alice": ["s1"]}
+
+
+def test_the_thesis_content_scenario_delivers_one_zero_zero_one() -> None:
+    matcher = Matcher()
+    matcher.add_content("c1", "A", [Predicate("content1", Op.LT, 1000)])
+    matcher.add_content("c2", "B", [Predicate("content2", Op.EQ, 1000)])
+    matcher.add_content("c3", "C", [Predicate("content1", Op.GT, 200)])
+    matcher.add_content("c4", "D", [Predicate("content3", Op.EQ, "text")])
+    events = [
+        Event(attributes={"content1": 200}),
+        Event(attributes={"content2": 500}),
+        Event(attributes={"content3": "text"}),
+        Event(attributes={"content3": "mobile"}),
+    ]
+    received = {who: 0 for who in "ABCD"}
+    for matches in matcher.match_batch(events):
+        for who in matches:
+            received[who] += 1
+    assert received == {"A": 1, "B": 0, "C": 0, "D": 1}
+
+
+def test_a_batch_matches_as_its_events_do_one_by_one() -> None:
+    matcher = Matcher()
+    matcher.add_topic("t", "alice", ["a/*"])
+    matcher.add_content("c", "bob", [Predicate("n", Op.IN, (1, 2))])
+    events = [Event(("a/b",), {"n": 1}), Event(("a",), {"n": 3}), Event()]
+    assert matcher.match_batch(events) == [matcher.match(e) for e in events]
+    assert matcher.match_batch([]) == []
+
+
+# ---------------------------------------------------------------- against the oracle
+
+events = st.builds(
+    Event,
+    topics=st.lists(topic_names(), max_size=3, unique=True).map(tuple),
+    attributes=st.none() | attribute_maps,
+)
+steps = st.one_of(
+    st.tuples(
+        st.just("topic"),
+        subscription_ids,
+        subscriber_ids,
+        st.lists(topic_filters(), min_size=1, max_size=3).map(tuple),
+    ),
+    st.tuples(st.just("content"), subscription_ids, subscriber_ids, predicate_lists),
+    st.tuples(st.just("remove"), subscription_ids, st.just(""), st.just(())),
+)
+
+
+def apply(matcher: Matcher, oracle: Oracle, step: tuple[str, str, str, object]) -> None:
+    action, sid, owner, args = step
+    if action == "topic":
+        oracle.remove(sid)
+        matcher.add_topic(sid, owner, args)  # type: ignore[arg-type]
+        oracle.topic[sid] = (owner, args)  # type: ignore[assignment]
+    elif action == "content":
+        oracle.remove(sid)
+        matcher.add_content(sid, owner, args)  # type: ignore[arg-type]
+        oracle.content[sid] = (owner, args)  # type: ignore[assignment]
+    else:
+        assert matcher.remove(sid) is oracle.remove(sid)
+
+
+@each_content_index
+@settings(max_examples=250, deadline=None)
+@given(script=st.lists(steps, min_size=1, max_size=30), probes=st.lists(events, max_size=6))
+def test_the_matcher_agrees_with_the_oracle_through_any_interleaving(
+    content_index: str, script: list[tuple[str, str, str, object]], probes: list[Event]
+) -> None:
+    matcher, oracle = make_matcher(content_index), Oracle()
+    for step in script:
+        apply(matcher, oracle, step)
+        assert len(matcher) == len(oracle.topic) + len(oracle.content)
+        expected = [oracle.match(e) for e in probes]
+        assert matcher.match_batch(probes) == expected
+        assert [matcher.match(e) for e in probes] == expected
+
+
+@each_content_index
+@settings(max_examples=150, deadline=None)
+@given(
+    subscriptions=st.dictionaries(
+        subscription_ids, st.tuples(subscriber_ids, predicate_lists), min_size=1
+    ),
+    batch=st.lists(attribute_maps, min_size=1, max_size=8),
+)
+def test_content_matching_agrees_with_the_oracle_on_every_operator(
+    content_index: str,
+    subscriptions: dict[str, tuple[str, tuple[Predicate, ...]]],
+    batch: list[dict[str, object]],
+) -> None:
+    matcher, oracle = make_matcher(content_index), Oracle()
+    for sid, (owner, predicates) in subscriptions.items():
+        matcher.add_content(sid, owner, predicates)
+        oracle.content[sid] = (owner, predicates)
+    events_ = [Event(attributes=a) for a in batch]  # type: ignore[arg-type]
+    assert matcher.match_batch(events_) == [oracle.match(e) for e in events_]
