@@ -9,12 +9,15 @@ they run in the sandbox (see `tidings.sandbox`).
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
+
+import numpy as np
 
 from tidings.matching.semantics import conjunction_holds
-from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex
+from tidings.matching.topics import DEFAULT_CACHE_SIZE, Slots, TopicIndex
 from tidings.model import Predicate, Scalar
 
 
@@ -28,7 +31,11 @@ class Event:
 
 # subscriber id -> ids of that subscriber's subscriptions that matched, sorted.
 Matches = dict[str, list[str]]
+# A topic's answer grouped by subscriber: ((subscriber id, sorted subscription ids), ...).
+Grouped: TypeAlias = tuple[tuple[str, tuple[str, ...]], ...]
 _NO_ATTRIBUTES: Mapping[str, Scalar] = {}
+# Grouped answers hold Python strings and tuples (about 120 bytes per matched id): keep fewer.
+DEFAULT_GROUPED_CACHE_SIZE = 4096
 
 
 class ContentMatcher(Protocol):
@@ -68,17 +75,25 @@ def default_content_index() -> ContentMatcher:
 
 
 class Matcher:
-    """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber."""
+    """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber.
+
+    Besides the topic index's own cache of slots per topic, the matcher keeps each recent
+    topic's answer grouped by subscriber, valid for as long as the topic index hands back the
+    very same (immutable) slots array: any add or remove that touches the topic replaces it.
+    """
 
     def __init__(
         self,
         *,
         topic_cache_size: int = DEFAULT_CACHE_SIZE,
+        grouped_cache_size: int = DEFAULT_GROUPED_CACHE_SIZE,
         content: ContentMatcher | None = None,
     ) -> None:
         self._owner: dict[str, str] = {}  # subscription id -> subscriber id
         self._topics = TopicIndex(cache_size=topic_cache_size)
         self._content = content if content is not None else default_content_index()
+        self._grouped: OrderedDict[str, tuple[Slots, Grouped]] = OrderedDict()
+        self._grouped_size = grouped_cache_size
 
     def __len__(self) -> int:
         return len(self._owner)
@@ -107,7 +122,7 @@ class Matcher:
 
     def match(self, event: Event) -> Matches:
         content = self._content.match(event.attributes or _NO_ATTRIBUTES) if self._content else []
-        return self._group(self._topic_ids(event.topics), content)
+        return self._combine(self._topic_groups(event.topics), content)
 
     def match_batch(self, events: Sequence[Event]) -> list[Matches]:
         """Match many events at once; the content index sees the whole batch in one call."""
@@ -117,26 +132,47 @@ class Matcher:
         else:
             contents = [[] for _ in events]
         return [
-            self._group(self._topic_ids(e.topics), c) for e, c in zip(events, contents, strict=True)
+            self._combine(self._topic_groups(e.topics), c)
+            for e, c in zip(events, contents, strict=True)
         ]
 
-    def _topic_ids(self, topics: Sequence[str]) -> Iterable[str]:
+    def _topic_groups(self, topics: Sequence[str]) -> Grouped:
         if not topics or not self._topics:
             return ()
-        if len(topics) == 1:
-            return self._topics.match_topic(topics[0])
-        return self._topics.match(topics)
+        if len(topics) > 1:
+            parts = [self._topics.match_slots(t) for t in topics]
+            return self._group(np.unique(np.concatenate(parts)))
+        topic, cache = topics[0], self._grouped
+        slots = self._topics.match_slots(topic)
+        hit = cache.get(topic)
+        if hit is not None and hit[0] is slots:
+            return hit[1]
+        grouped = self._group(slots)
+        if self._grouped_size > 0:
+            cache[topic] = (slots, grouped)
+            cache.move_to_end(topic)
+            if len(cache) > self._grouped_size:
+                cache.popitem(last=False)
+        return grouped
 
-    def _group(self, topic_ids: Iterable[str], content_ids: Iterable[str]) -> Matches:
+    def _group(self, slots: Slots) -> Grouped:
         owner = self._owner
-        out: Matches = {}
-        for ids in (topic_ids, content_ids):
-            for sid in ids:
-                found = out.get(owner[sid])
-                if found is None:
-                    out[owner[sid]] = [sid]
-                else:
-                    found.append(sid)
-        for ids in out.values():
-            ids.sort()
+        out: dict[str, list[str]] = {}
+        for sid in self._topics.ids_of(slots):
+            found = out.get(owner[sid])
+            if found is None:
+                out[owner[sid]] = [sid]
+            else:
+                found.append(sid)
+        return tuple((who, tuple(sorted(ids))) for who, ids in out.items())
+
+    def _combine(self, grouped: Grouped, content_ids: Iterable[str]) -> Matches:
+        out = {who: list(ids) for who, ids in grouped}
+        touched: set[str] = set()
+        for sid in content_ids:
+            who = self._owner[sid]
+            out.setdefault(who, []).append(sid)
+            touched.add(who)
+        for who in touched:
+            out[who].sort()
         return out

@@ -1,4 +1,4 @@
-"""The topic index: exact names by hash, patterns by a trie of segments, recent results cached.
+"""The topic index: exact names by hash, patterns by a trie of segments, recent answers cached.
 
 A topic filter is either an exact name (`a/b/c`), found with one dict lookup, or a pattern
 (`*` is exactly one segment, a trailing `#` zero or more trailing segments), found by walking
@@ -15,34 +15,43 @@ Not safe for concurrent mutation: callers serialise add/remove (matching may run
 from __future__ import annotations
 
 import sys
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import TypeAlias
 
-# A bucket of subscription ids: a list while small (compact), a set once large (O(1) removal).
-Bucket = list[str] | set[str]
-SMALL_BUCKET = 32
-DEFAULT_CACHE_SIZE = 16_384
-_EMPTY: tuple[str, ...] = ()
+import numpy as np
+import numpy.typing as npt
+
+# Subscriptions are dense integer slots; a bucket is a compact array of slots, and an answer a
+# read-only int32 numpy array of slots (no per-id Python object is touched to serve it).
+Slots = npt.NDArray[np.int32]
+Bucket: TypeAlias = "array[int]"  # array("i")
+DEFAULT_CACHE_SIZE = 65_536
 
 
-def _bucket_add(bucket: Bucket | None, sid: str) -> Bucket:
+def _frozen(values: array[int]) -> Slots:
+    out: Slots = np.frombuffer(values, dtype=np.int32)
+    out.flags.writeable = False
+    return out
+
+
+_EMPTY = _frozen(array("i"))
+
+
+def _bucket_add(bucket: Bucket | None, slot: int) -> Bucket:
     if bucket is None:
-        return [sid]
-    if isinstance(bucket, set):
-        bucket.add(sid)
+        return array("i", (slot,))
+    bucket.append(slot)
+    return bucket
+
+
+def _bucket_remove(bucket: Bucket | None, slot: int) -> Bucket | None:
+    """The bucket without `slot` (order is not kept), or None once empty."""
+    if bucket is None or slot not in bucket:
         return bucket
-    bucket.append(sid)
-    return set(bucket) if len(bucket) > SMALL_BUCKET else bucket
-
-
-def _bucket_remove(bucket: Bucket | None, sid: str) -> Bucket | None:
-    """The bucket without `sid`, or None once empty."""
-    if bucket is None:
-        return None
-    if isinstance(bucket, set):
-        bucket.discard(sid)
-    elif sid in bucket:
-        bucket.remove(sid)
+    bucket[bucket.index(slot)] = bucket[-1]
+    bucket.pop()
     return bucket or None
 
 
@@ -104,17 +113,17 @@ class PatternTrie:
     def __bool__(self) -> bool:
         return not self._root.is_empty()
 
-    def add(self, topic_filter: str, sid: str) -> None:
+    def add(self, topic_filter: str, slot: int) -> None:
         node = self._root
         segments, rest = _path(topic_filter)
         for segment in segments:
             node = node.child(segment)
         if rest:
-            node.rest = _bucket_add(node.rest, sid)
+            node.rest = _bucket_add(node.rest, slot)
         else:
-            node.here = _bucket_add(node.here, sid)
+            node.here = _bucket_add(node.here, slot)
 
-    def remove(self, topic_filter: str, sid: str) -> None:
+    def remove(self, topic_filter: str, slot: int) -> None:
         segments, rest = _path(topic_filter)
         trail = [self._root]
         for segment in segments:
@@ -124,9 +133,9 @@ class PatternTrie:
             trail.append(nxt)
         node = trail[-1]
         if rest:
-            node.rest = _bucket_remove(node.rest, sid)
+            node.rest = _bucket_remove(node.rest, slot)
         else:
-            node.here = _bucket_remove(node.here, sid)
+            node.here = _bucket_remove(node.here, slot)
         self._prune(trail, segments)
 
     def _prune(self, trail: list[_Node], segments: list[str]) -> None:
@@ -135,14 +144,14 @@ class PatternTrie:
                 return
             trail[depth - 1].drop_child(segments[depth - 1])
 
-    def walk(self, topic: str, found: set[str]) -> None:
-        """Add to `found` the ids of every pattern that matches `topic`."""
+    def walk(self, topic: str, found: array[int]) -> None:
+        """Append to `found` the slots of every pattern that matches `topic`."""
         nodes = [self._root]
         for segment in topic.split("/"):
             nxt: list[_Node] = []
             for node in nodes:
                 if node.rest:
-                    found.update(node.rest)
+                    found.extend(node.rest)
                 if node.children is not None and (child := node.children.get(segment)):
                     nxt.append(child)
                 if node.star is not None:
@@ -152,81 +161,115 @@ class PatternTrie:
             nodes = nxt
         for node in nodes:
             if node.rest:  # `#` also matches zero segments: `a/#` matches `a`
-                found.update(node.rest)
+                found.extend(node.rest)
             if node.here:
-                found.update(node.here)
+                found.extend(node.here)
 
 
 class TopicIndex:
-    """Subscription ids by topic filter: `match(topics)` gives the ids matching any topic."""
+    """Subscription ids by topic filter: `match(topics)` gives the ids matching any topic.
+
+    Internally each subscription has a dense integer slot; `match_slots` answers with slots
+    (cheap to cache and to pass on), `id_of` turns a slot back into its id.
+    """
 
     def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
-        self._filters: dict[str, str | tuple[str, ...]] = {}  # sid -> its filter(s)
+        self._slot: dict[str, int] = {}  # subscription id -> slot
+        self._ids: list[str | None] = []  # slot -> subscription id
+        self._filters: list[str | tuple[str, ...] | None] = []  # slot -> its filter(s)
+        self._free: list[int] = []
+        self._multi = 0  # subscriptions with several filters: their slot may repeat in an answer
         self._exact: dict[str, Bucket] = {}
         self._patterns = PatternTrie()
-        self._cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._cache: OrderedDict[str, Slots] = OrderedDict()
         self._cache_size = cache_size
         self._generation = 0
 
     def __len__(self) -> int:
-        return len(self._filters)
+        return len(self._slot)
 
     def __contains__(self, subscription_id: object) -> bool:
-        return subscription_id in self._filters
+        return subscription_id in self._slot
 
     @property
     def generation(self) -> int:
         """Bumped by every add and remove."""
         return self._generation
 
+    def id_of(self, slot: int) -> str:
+        sid = self._ids[slot]
+        assert sid is not None, "a free slot is never in an answer"
+        return sid
+
+    def ids_of(self, slots: Slots) -> list[str]:
+        ids = self._ids
+        return [ids[i] for i in slots.tolist()]
+
     def add(self, subscription_id: str, filters: Iterable[str]) -> None:
         """Index a subscription's filters; adding an existing id replaces it."""
         self.remove(subscription_id)
         unique = tuple(dict.fromkeys(sys.intern(f) for f in filters))
+        slot = self._take_slot(subscription_id)
         for topic_filter in unique:
-            self._insert(topic_filter, subscription_id)
-        self._filters[subscription_id] = unique[0] if len(unique) == 1 else unique
+            self._insert(topic_filter, slot)
+        self._filters[slot] = unique[0] if len(unique) == 1 else unique
+        self._multi += len(unique) > 1
         self._generation += 1
 
     def remove(self, subscription_id: str) -> bool:
         """Forget a subscription; False if it was not there."""
-        stored = self._filters.pop(subscription_id, None)
-        if stored is None:
+        slot = self._slot.pop(subscription_id, None)
+        if slot is None:
             return False
-        for topic_filter in (stored,) if isinstance(stored, str) else stored:
-            self._delete(topic_filter, subscription_id)
+        stored = self._filters[slot]
+        filters = (stored,) if isinstance(stored, str) else stored or ()
+        for topic_filter in filters:
+            self._delete(topic_filter, slot)
+        self._multi -= len(filters) > 1
+        self._ids[slot] = self._filters[slot] = None
+        self._free.append(slot)
         self._generation += 1
         return True
 
-    def _insert(self, topic_filter: str, sid: str) -> None:
+    def _take_slot(self, subscription_id: str) -> int:
+        if self._free:
+            slot = self._free.pop()
+            self._ids[slot] = subscription_id
+        else:
+            slot = len(self._ids)
+            self._ids.append(subscription_id)
+            self._filters.append(None)
+        self._slot[subscription_id] = slot
+        return slot
+
+    def _insert(self, topic_filter: str, slot: int) -> None:
         if is_pattern_filter(topic_filter):
-            self._patterns.add(topic_filter, sid)
+            self._patterns.add(topic_filter, slot)
             self._cache.clear()
         else:
-            self._exact[topic_filter] = _bucket_add(self._exact.get(topic_filter), sid)
+            self._exact[topic_filter] = _bucket_add(self._exact.get(topic_filter), slot)
             self._cache.pop(topic_filter, None)
 
-    def _delete(self, topic_filter: str, sid: str) -> None:
+    def _delete(self, topic_filter: str, slot: int) -> None:
         if is_pattern_filter(topic_filter):
-            self._patterns.remove(topic_filter, sid)
+            self._patterns.remove(topic_filter, slot)
             self._cache.clear()
             return
-        bucket = _bucket_remove(self._exact.get(topic_filter), sid)
+        bucket = _bucket_remove(self._exact.get(topic_filter), slot)
         if bucket is None:
             self._exact.pop(topic_filter, None)
         self._cache.pop(topic_filter, None)
 
     def match(self, topics: Sequence[str]) -> set[str]:
         """Ids of the subscriptions with a filter matching at least one of `topics`."""
-        if len(topics) == 1:
-            return set(self.match_topic(topics[0]))
+        ids = self._ids
         out: set[str] = set()
         for topic in topics:
-            out.update(self.match_topic(topic))
+            out.update([ids[i] for i in self.match_slots(topic).tolist()])
         return out
 
-    def match_topic(self, topic: str) -> tuple[str, ...]:
-        """Ids matching one topic, without duplicates (served from the cache when recent)."""
+    def match_slots(self, topic: str) -> Slots:
+        """Slots matching one topic, each once, read-only (served from the cache when recent)."""
         cache = self._cache
         hit = cache.get(topic)
         if hit is not None:
@@ -243,13 +286,17 @@ class TopicIndex:
                 cache.popitem(last=False)
         return result
 
-    def _compute(self, topic: str) -> tuple[str, ...]:
+    def _compute(self, topic: str) -> Slots:
         exact = self._exact.get(topic)
         if not self._patterns:
-            return tuple(exact) if exact else _EMPTY
-        found: set[str] = set(exact) if exact else set()
+            return _frozen(array("i", exact)) if exact else _EMPTY
+        found = array("i", exact) if exact else array("i")
         self._patterns.walk(topic, found)
-        return tuple(found)
+        if self._multi and len(found) > 1:
+            unique = set(found)
+            if len(unique) < len(found):
+                found = array("i", unique)
+        return _frozen(found) if found else _EMPTY
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -257,3 +304,8 @@ class TopicIndex:
     def cache_info(self) -> tuple[int, int]:
         """(entries, capacity) of the result cache."""
         return len(self._cache), self._cache_size
+
+    def resize_cache(self, cache_size: int) -> None:
+        """Change the cache's capacity (0 turns it off); drops the cached answers."""
+        self._cache_size = cache_size
+        self._cache.clear()
