@@ -90,6 +90,7 @@ class Matcher:
         content: ContentMatcher | None = None,
     ) -> None:
         self._owner: dict[str, str] = {}  # subscription id -> subscriber id
+        self._owner_by_slot: list[str] = []  # topic index slot -> subscriber id
         self._topics = TopicIndex(cache_size=topic_cache_size)
         self._content = content if content is not None else default_content_index()
         self._grouped: OrderedDict[str, tuple[Slots, Grouped]] = OrderedDict()
@@ -102,7 +103,12 @@ class Matcher:
         """Index a topic subscription; an existing id (of either kind) is replaced."""
         self.remove(subscription_id)
         self._topics.add(subscription_id, filters)
-        self._owner[subscription_id] = sys.intern(subscriber_id)
+        owner = self._owner[subscription_id] = sys.intern(subscriber_id)
+        slot, by_slot = self._topics.slot_of(subscription_id), self._owner_by_slot
+        if slot == len(by_slot):
+            by_slot.append(owner)
+        else:
+            by_slot[slot] = owner
 
     def add_content(
         self, subscription_id: str, subscriber_id: str, predicates: Sequence[Predicate]
@@ -156,14 +162,14 @@ class Matcher:
         return grouped
 
     def _group(self, slots: Slots) -> Grouped:
-        owner = self._owner
+        by_slot, id_of = self._owner_by_slot, self._topics.ids
         out: dict[str, list[str]] = {}
-        for sid in self._topics.ids_of(slots):
-            found = out.get(owner[sid])
+        for slot in slots.tolist():
+            found = out.get(by_slot[slot])
             if found is None:
-                out[owner[sid]] = [sid]
+                out[by_slot[slot]] = [id_of[slot]]
             else:
-                found.append(sid)
+                found.append(id_of[slot])
         return tuple((who, tuple(sorted(ids))) for who, ids in out.items())
 
     def _combine(self, grouped: Grouped, content_ids: Iterable[str]) -> Matches:

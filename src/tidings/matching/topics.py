@@ -196,6 +196,15 @@ class TopicIndex:
         """Bumped by every add and remove."""
         return self._generation
 
+    def slot_of(self, subscription_id: str) -> int:
+        """The slot of an indexed subscription (reused after its removal)."""
+        return self._slot[subscription_id]
+
+    @property
+    def ids(self) -> Sequence[str | None]:
+        """Subscription id by slot (None for a free slot); read-only by convention."""
+        return self._ids
+
     def id_of(self, slot: int) -> str:
         sid = self._ids[slot]
         assert sid is not None, "a free slot is never in an answer"
