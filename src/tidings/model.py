@@ -105,6 +105,38 @@ class Subscription:
         return out
 
 
+def predicate_from_json(raw: Mapping[str, JSON]) -> Predicate:
+    """Rebuild a predicate that Tidings itself wrote; no validation."""
+    value: JSON = raw.get("value")
+    return Predicate(raw["key"], Op(raw["op"]), tuple(value) if isinstance(value, list) else value)
+
+
+def subscription_from_json(raw: Mapping[str, JSON]) -> Subscription:
+    """Rebuild a subscription that Tidings itself wrote (`Subscription.to_json`)."""
+    fn = raw.get("function")
+    spec = None
+    if fn is not None:
+        kind: FunctionKind = next(k for k in ("code", "url", "builtin") if k in fn)
+        spec = FunctionSpec(
+            fn["function_type"],
+            kind,
+            fn[kind],
+            fn.get("params", {}),
+            bool(fn.get("fail_open", False)),
+        )
+    return Subscription(
+        id=raw["id"],
+        subscriber_id=raw["subscriber_id"],
+        kind=raw["kind"],
+        topics=tuple(raw.get("topics", ())),
+        predicates=tuple(predicate_from_json(p) for p in raw.get("predicates", ())),
+        function=spec,
+        created_at=float(raw.get("created_at", 0.0)),
+        status=raw.get("status", "active"),
+        status_reason=raw.get("status_reason"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Publication:
     id: str

@@ -1,0 +1,430 @@
+"""One SQL implementation of the Store, shared by SQLite and PostgreSQL through a `Dialect`.
+
+A message row is visible when `visible_at <= now`; leasing bumps `attempt`, sets a new
+`receipt` and hides the row until `now + visibility`. Acknowledging deletes the row.
+The `dedup` table remembers every (subscriber, dedup key) ever enqueued, so a repeat is
+ignored even after the first copy was acknowledged (replays rely on this); `expire` prunes
+it together with the retention.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from tidings.model import Subscriber, Subscription, subscription_from_json
+from tidings.store.base import AckResult, DeadLetter, Message, NewMessage, QueueDepth
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
+    def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What differs between the SQL engines."""
+
+    param: str  # "?" or "%s"
+    serial: str  # the auto-increment primary key column type
+    insert_ignore: str  # "INSERT OR IGNORE INTO" or "INSERT INTO"
+    on_conflict_ignore: str  # "" or "ON CONFLICT DO NOTHING"
+    skip_locked: str  # "" or "FOR UPDATE SKIP LOCKED"
+
+    def q(self, sql: str) -> str:
+        return sql.replace("?", self.param) if self.param != "?" else sql
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS subscribers (
+    id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE IF NOT EXISTS subscriptions (
+    id TEXT PRIMARY KEY, subscriber_id TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS subscriptions_owner ON subscriptions (subscriber_id);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS messages (
+    seq {serial}, subscriber_id TEXT NOT NULL, publication_id TEXT NOT NULL,
+    subscription_ids TEXT NOT NULL, body TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0, visible_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    receipt TEXT);
+CREATE INDEX IF NOT EXISTS messages_fifo ON messages (subscriber_id, seq);
+CREATE INDEX IF NOT EXISTS messages_age ON messages (enqueued_at);
+CREATE TABLE IF NOT EXISTS dedup (
+    subscriber_id TEXT NOT NULL, dedup_key TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (subscriber_id, dedup_key));
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id {serial}, subscriber_id TEXT NOT NULL, publication_id TEXT NOT NULL,
+    subscription_ids TEXT NOT NULL, body TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
+    attempt INTEGER NOT NULL, reason TEXT NOT NULL, dead_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX IF NOT EXISTS dead_letters_owner ON dead_letters (subscriber_id, id);
+"""
+
+MESSAGE_COLUMNS = "seq, subscriber_id, publication_id, subscription_ids, body, enqueued_at, attempt"
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _receipt(seq: int, attempt: int) -> str:
+    return f"{seq}.{attempt}.{os.urandom(4).hex()}"
+
+
+def _seq_of(receipt: str) -> int | None:
+    head = receipt.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+class SQLStore:
+    """The Store over a DB-API connection factory; every call is one transaction."""
+
+    def __init__(self, dialect: Dialect, transaction: Callable[[], Any]) -> None:
+        self._d = dialect
+        self._transaction = transaction  # a context manager factory yielding a cursor
+        self._lock = threading.Lock()
+
+    def create_schema(self) -> None:
+        with self._tx() as cur:
+            for statement in SCHEMA.format(serial=self._d.serial).split(";"):
+                if statement.strip():
+                    cur.execute(statement)
+            cur.execute(
+                self._q(
+                    f"{self._d.insert_ignore} meta VALUES ('subscriptions', 0) "
+                    f"{self._d.on_conflict_ignore}"
+                )
+            )
+
+    @contextmanager
+    def _tx(self) -> Iterator[Cursor]:
+        with self._transaction() as cur:
+            yield cur
+
+    def _q(self, sql: str) -> str:
+        return self._d.q(sql)
+
+    # ---------------------------------------------------------------- subscribers
+
+    def add_subscriber(self, subscriber: Subscriber) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("INSERT INTO subscribers VALUES (?, ?, ?)"),
+                (subscriber.id, subscriber.token_hash, subscriber.created_at),
+            )
+
+    def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("SELECT id, token_hash, created_at FROM subscribers WHERE id = ?"),
+                (subscriber_id,),
+            )
+            row = cur.fetchone()
+        return Subscriber(row[0], row[1], float(row[2])) if row else None
+
+    def remove_subscriber(self, subscriber_id: str) -> bool:
+        with self._tx() as cur:
+            for table, column in (
+                ("subscriptions", "subscriber_id"),
+                ("messages", "subscriber_id"),
+                ("dead_letters", "subscriber_id"),
+                ("dedup", "subscriber_id"),
+            ):
+                cur.execute(self._q(f"DELETE FROM {table} WHERE {column} = ?"), (subscriber_id,))
+                if table == "subscriptions" and cur.rowcount:
+                    self._bump(cur)
+            cur.execute(self._q("DELETE FROM subscribers WHERE id = ?"), (subscriber_id,))
+            return bool(cur.rowcount)
+
+    def count_subscribers(self) -> int:
+        with self._tx() as cur:
+            cur.execute("SELECT COUNT(*) FROM subscribers")
+            return int(cur.fetchone()[0])
+
+    # ---------------------------------------------------------------- subscriptions
+
+    def _bump(self, cur: Cursor) -> None:
+        cur.execute("UPDATE meta SET value = value + 1 WHERE name = 'subscriptions'")
+
+    def add_subscription(self, subscription: Subscription) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("INSERT INTO subscriptions VALUES (?, ?, ?)"),
+                (subscription.id, subscription.subscriber_id, _dumps(subscription.to_json())),
+            )
+            self._bump(cur)
+
+    def get_subscription(self, subscription_id: str) -> Subscription | None:
+        with self._tx() as cur:
+            cur.execute(self._q("SELECT body FROM subscriptions WHERE id = ?"), (subscription_id,))
+            row = cur.fetchone()
+        return subscription_from_json(orjson.loads(row[0])) if row else None
+
+    def list_subscriptions(self, subscriber_id: str) -> list[Subscription]:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("SELECT body FROM subscriptions WHERE subscriber_id = ? ORDER BY id"),
+                (subscriber_id,),
+            )
+            rows = cur.fetchall()
+        return [subscription_from_json(orjson.loads(r[0])) for r in rows]
+
+    def count_subscriptions(self, subscriber_id: str) -> int:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("SELECT COUNT(*) FROM subscriptions WHERE subscriber_id = ?"),
+                (subscriber_id,),
+            )
+            return int(cur.fetchone()[0])
+
+    def remove_subscription(self, subscription_id: str) -> bool:
+        with self._tx() as cur:
+            cur.execute(self._q("DELETE FROM subscriptions WHERE id = ?"), (subscription_id,))
+            found = bool(cur.rowcount)
+            if found:
+                self._bump(cur)
+            return found
+
+    def set_subscription_status(
+        self, subscription_id: str, status: Literal["active", "suspended"], reason: str | None
+    ) -> bool:
+        with self._tx() as cur:
+            cur.execute(self._q("SELECT body FROM subscriptions WHERE id = ?"), (subscription_id,))
+            row = cur.fetchone()
+            if row is None:
+                return False
+            body = orjson.loads(row[0])
+            body.update(status=status, status_reason=reason)
+            cur.execute(
+                self._q("UPDATE subscriptions SET body = ? WHERE id = ?"),
+                (_dumps(body), subscription_id),
+            )
+            self._bump(cur)
+            return True
+
+    def all_subscriptions(self) -> list[Subscription]:
+        return self.snapshot()[1]
+
+    def snapshot(self) -> tuple[int, list[Subscription]]:
+        """The subscriptions and their version, read in one transaction."""
+        with self._tx() as cur:
+            cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
+            version = int(cur.fetchone()[0])
+            cur.execute("SELECT body FROM subscriptions ORDER BY id")
+            rows = cur.fetchall()
+        return version, [subscription_from_json(orjson.loads(r[0])) for r in rows]
+
+    def subscriptions_version(self) -> int:
+        with self._tx() as cur:
+            cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
+            return int(cur.fetchone()[0])
+
+    # ---------------------------------------------------------------- queues
+
+    def enqueue(self, messages: Sequence[NewMessage]) -> int:
+        if not messages:
+            return 0
+        dedup = self._q(
+            f"{self._d.insert_ignore} dedup VALUES (?, ?, ?) {self._d.on_conflict_ignore}"
+        )
+        insert = self._q(
+            "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, "
+            "body, enqueued_at) VALUES (?, ?, ?, ?, ?)"
+        )
+        added = 0
+        with self._tx() as cur:
+            for m in messages:
+                cur.execute(dedup, (m.subscriber_id, m.dedup_key, m.enqueued_at))
+                if cur.rowcount == 1:
+                    cur.execute(
+                        insert,
+                        (
+                            m.subscriber_id,
+                            m.publication_id,
+                            _dumps(list(m.subscription_ids)),
+                            _dumps(m.body),
+                            m.enqueued_at,
+                        ),
+                    )
+                    added += 1
+        return added
+
+    def _dead_letter(
+        self, cur: Cursor, where: str, params: Sequence[Any], reason: str, now: float
+    ) -> int:
+        cur.execute(
+            self._q(
+                "INSERT INTO dead_letters (subscriber_id, publication_id, subscription_ids, body, "
+                f"enqueued_at, attempt, reason, dead_at) SELECT subscriber_id, publication_id, "
+                f"subscription_ids, body, enqueued_at, attempt, ?, ? FROM messages WHERE {where}"
+            ),
+            (reason, now, *params),
+        )
+        cur.execute(self._q(f"DELETE FROM messages WHERE {where}"), params)
+        return int(cur.rowcount)
+
+    def lease(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        visibility_s: float,
+        max_attempts: int,
+        now: float,
+    ) -> list[Message]:
+        with self._tx() as cur:
+            self._dead_letter(
+                cur,
+                "subscriber_id = ? AND attempt >= ? AND visible_at <= ?",
+                (subscriber_id, max_attempts, now),
+                "max_attempts",
+                now,
+            )
+            cur.execute(
+                self._q(
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE subscriber_id = ? AND "
+                    f"visible_at <= ? ORDER BY seq LIMIT ? {self._d.skip_locked}"
+                ),
+                (subscriber_id, now, max_messages),
+            )
+            rows = cur.fetchall()
+            leased = [self._leased(row, now + visibility_s) for row in rows]
+            cur.executemany(
+                self._q(
+                    "UPDATE messages SET attempt = ?, visible_at = ?, receipt = ? WHERE seq = ?"
+                ),
+                [(m.attempt, m.lease_until, m.receipt, m.id) for m in leased],
+            )
+        return leased
+
+    def _leased(self, row: Sequence[Any], until: float) -> Message:
+        attempt = int(row[6]) + 1
+        return Message(
+            id=int(row[0]),
+            subscriber_id=row[1],
+            publication_id=row[2],
+            subscription_ids=tuple(orjson.loads(row[3])),
+            body=orjson.loads(row[4]),
+            enqueued_at=float(row[5]),
+            attempt=attempt,
+            receipt=_receipt(int(row[0]), attempt),
+            lease_until=until,
+        )
+
+    def _by_receipt(
+        self, subscriber_id: str, receipts: Sequence[str], sql: str, extra: Sequence[Any]
+    ) -> AckResult:
+        result = AckResult()
+        with self._tx() as cur:
+            for receipt in dict.fromkeys(receipts):
+                seq = _seq_of(receipt)
+                if seq is not None:
+                    cur.execute(self._q(sql), (*extra, subscriber_id, seq, receipt))
+                (result.acked if seq is not None and cur.rowcount else result.unknown).append(
+                    receipt
+                )
+        return result
+
+    def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        return self._by_receipt(
+            subscriber_id,
+            receipts,
+            "DELETE FROM messages WHERE subscriber_id = ? AND seq = ? AND receipt = ?",
+            (),
+        )
+
+    def nack(
+        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
+    ) -> AckResult:
+        return self._by_receipt(
+            subscriber_id,
+            receipts,
+            "UPDATE messages SET visible_at = ?, receipt = NULL "
+            "WHERE subscriber_id = ? AND seq = ? AND receipt = ?",
+            (now + delay_s,),
+        )
+
+    def depth(self, subscriber_id: str, now: float) -> QueueDepth:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT COALESCE(SUM(CASE WHEN visible_at <= ? THEN 1 ELSE 0 END), 0), "
+                    "COALESCE(SUM(CASE WHEN visible_at > ? THEN 1 ELSE 0 END), 0) "
+                    "FROM messages WHERE subscriber_id = ?"
+                ),
+                (now, now, subscriber_id),
+            )
+            ready, leased = cur.fetchone()
+            cur.execute(
+                self._q("SELECT COUNT(*) FROM dead_letters WHERE subscriber_id = ?"),
+                (subscriber_id,),
+            )
+            dead = cur.fetchone()[0]
+        return QueueDepth(int(ready), int(leased), int(dead))
+
+    def total_depth(self) -> int:
+        with self._tx() as cur:
+            cur.execute("SELECT COUNT(*) FROM messages")
+            return int(cur.fetchone()[0])
+
+    def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT id, subscriber_id, publication_id, subscription_ids, body, "
+                    "enqueued_at, "
+                    "attempt, reason, dead_at FROM dead_letters WHERE subscriber_id = ? "
+                    "ORDER BY id LIMIT ?"
+                ),
+                (subscriber_id, limit),
+            )
+            rows = cur.fetchall()
+        return [
+            DeadLetter(
+                int(r[0]),
+                r[1],
+                r[2],
+                tuple(orjson.loads(r[3])),
+                orjson.loads(r[4]),
+                float(r[5]),
+                int(r[6]),
+                r[7],
+                float(r[8]),
+            )
+            for r in rows
+        ]
+
+    def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
+        where = "subscriber_id = ?"
+        params: list[Any] = [subscriber_id]
+        if ids is not None:
+            if not ids:
+                return 0
+            where += f" AND id IN ({', '.join('?' * len(ids))})"
+            params += list(ids)
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, body, "
+                    f"enqueued_at) SELECT subscriber_id, publication_id, subscription_ids, body, ? "
+                    f"FROM dead_letters WHERE {where} ORDER BY id"
+                ),
+                (now, *params),
+            )
+            cur.execute(self._q(f"DELETE FROM dead_letters WHERE {where}"), params)
+            return int(cur.rowcount)
+
+    def expire(self, now: float, retention_s: float) -> int:
+        cutoff = now - retention_s
+        with self._tx() as cur:
+            moved = self._dead_letter(cur, "enqueued_at < ?", (cutoff,), "retention", now)
+            cur.execute(self._q("DELETE FROM dedup WHERE enqueued_at < ?"), (cutoff,))
+        return moved

@@ -1,0 +1,33 @@
+"""One behaviour suite, every backend: memory, SQLite, PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from tests.conftest import require_service
+
+from tidings.store import open_store
+from tidings.store.sql import SQLStore
+
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
+    if request.param == "memory":
+        s = open_store("memory://")
+    elif request.param == "sqlite":
+        s = open_store(f"sqlite:///{tmp_path}/t.db")
+    else:
+        require_service("postgres")
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        s = open_store(f"{PG}?schema={schema}")
+    yield s
+    s.close()
+    if request.param == "postgres":
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -1,0 +1,162 @@
+"""The Store's promises, checked against every backend."""
+
+from __future__ import annotations
+
+import threading
+
+from tidings.model import Op, Predicate, Subscriber, Subscription
+from tidings.store.base import NewMessage
+from tidings.store.sql import SQLStore
+
+T0 = 1_000_000.0
+
+
+def subscriber(store: SQLStore, sid: str = "s1") -> str:
+    store.add_subscriber(Subscriber(sid, "hash", T0))
+    return sid
+
+
+def msg(pub: str, owner: str = "s1", key: str | None = None, at: float = T0) -> NewMessage:
+    return NewMessage(owner, pub, key or pub, ("sub1",), {"id": pub}, at)
+
+
+def lease(store: SQLStore, n: int = 10, now: float = T0, owner: str = "s1", attempts: int = 5):  # type: ignore[no-untyped-def]
+    return store.lease(owner, n, 30.0, attempts, now)
+
+
+def test_a_subscriber_is_stored_and_found(store: SQLStore) -> None:
+    subscriber(store)
+    found = store.get_subscriber("s1")
+    assert found is not None and found.token_hash == "hash"
+    assert store.get_subscriber("nobody") is None and store.count_subscribers() == 1
+
+
+def test_subscriptions_round_trip_with_their_predicates(store: SQLStore) -> None:
+    subscriber(store)
+    sub = Subscription("x1", "s1", "content", predicates=(Predicate("a", Op.IN, ("p", 2)),))
+    store.add_subscription(sub)
+    assert store.get_subscription("x1") == sub
+    assert store.list_subscriptions("s1") == [sub] and store.count_subscriptions("s1") == 1
+
+
+def test_every_subscription_change_bumps_the_version(store: SQLStore) -> None:
+    subscriber(store)
+    v0 = store.subscriptions_version()
+    store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))
+    store.set_subscription_status("x1", "suspended", "keeps failing")
+    assert store.get_subscription("x1").status_reason == "keeps failing"  # type: ignore[union-attr]
+    store.remove_subscription("x1")
+    assert store.subscriptions_version() == v0 + 3
+    assert store.remove_subscription("x1") is False
+
+
+def test_enqueue_is_idempotent_by_subscriber_and_dedup_key(store: SQLStore) -> None:
+    subscriber(store)
+    assert store.enqueue([msg("p1"), msg("p2")]) == 2
+    assert store.enqueue([msg("p1"), msg("p2"), msg("p3")]) == 1
+    assert store.depth("s1", T0).ready == 3
+
+
+def test_a_repeat_is_ignored_even_after_the_first_copy_was_acknowledged(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    store.ack("s1", [m.receipt for m in lease(store)])
+    assert store.enqueue([msg("p1")]) == 0
+
+
+def test_lease_hands_out_messages_in_fifo_order(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg(f"p{i}") for i in range(5)])
+    assert [m.publication_id for m in lease(store, 3)] == ["p0", "p1", "p2"]
+    assert [m.publication_id for m in lease(store, 3)] == ["p3", "p4"]
+
+
+def test_a_leased_message_is_hidden_until_its_visibility_timeout(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    first = lease(store)
+    assert lease(store, now=T0 + 29) == []
+    again = lease(store, now=T0 + 31)
+    assert [m.attempt for m in first + again] == [1, 2]
+    assert store.depth("s1", T0 + 31).leased == 1
+
+
+def test_ack_deletes_and_a_stale_receipt_acknowledges_nothing(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    stale = lease(store)[0].receipt
+    fresh = lease(store, now=T0 + 31)[0].receipt
+    assert store.ack("s1", [stale, "garbage", "12.1.x"]).acked == []
+    assert store.ack("s1", [fresh]).acked == [fresh]
+    assert store.depth("s1", T0 + 100).ready == 0
+
+
+def test_a_receipt_of_another_subscriber_acknowledges_nothing(store: SQLStore) -> None:
+    subscriber(store, "s1"), subscriber(store, "s2")
+    store.enqueue([msg("p1")])
+    receipt = lease(store)[0].receipt
+    assert store.ack("s2", [receipt]).unknown == [receipt]
+
+
+def test_nack_releases_a_message_after_its_delay(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    receipt = lease(store)[0].receipt
+    assert store.nack("s1", [receipt], T0, delay_s=5).acked == [receipt]
+    assert lease(store, now=T0 + 4) == []
+    assert lease(store, now=T0 + 5)[0].attempt == 2
+
+
+def test_a_message_leased_max_attempts_times_becomes_a_dead_letter(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    for i in range(3):
+        assert len(lease(store, now=T0 + 31 * i, attempts=3)) == 1
+    assert lease(store, now=T0 + 31 * 3, attempts=3) == []
+    dead = store.dead_letters("s1")
+    assert [(d.publication_id, d.reason, d.attempt) for d in dead] == [("p1", "max_attempts", 3)]
+    assert store.depth("s1", T0 + 200).dead == 1
+
+
+def test_redrive_returns_dead_letters_to_the_queue_with_fresh_attempts(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1"), msg("p2")])
+    store.expire(T0 + 10, retention_s=5)
+    dead = store.dead_letters("s1")
+    assert [d.reason for d in dead] == ["retention", "retention"]
+    assert store.redrive("s1", [dead[0].id], T0 + 11) == 1
+    assert [(m.publication_id, m.attempt) for m in lease(store, now=T0 + 11)] == [("p1", 1)]
+    assert store.redrive("s1", None, T0 + 12) == 1 and store.dead_letters("s1") == []
+
+
+def test_removing_a_subscriber_removes_everything_it_owned(store: SQLStore) -> None:
+    subscriber(store)
+    store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))
+    store.enqueue([msg("p1"), msg("p2")])
+    store.expire(T0 + 10, retention_s=5)
+    assert store.remove_subscriber("s1") is True
+    assert store.get_subscription("x1") is None and store.dead_letters("s1") == []
+    assert store.depth("s1", T0) == store.depth("nobody", T0)
+    assert store.remove_subscriber("s1") is False
+
+
+def test_concurrent_enqueues_lose_nothing_and_duplicate_nothing(store: SQLStore) -> None:
+    subscriber(store)
+
+    def worker(start: int) -> None:
+        for i in range(start, start + 200, 10):
+            store.enqueue([msg(f"p{j}") for j in range(i, i + 10)] + [msg("shared")])
+
+    threads = [threading.Thread(target=worker, args=(k * 100,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.depth("s1", T0).ready == len({f"p{j}" for j in range(500)}) + 1
+
+
+def test_snapshot_reads_subscriptions_and_version_together(store: SQLStore) -> None:
+    subscriber(store)
+    store.add_subscription(Subscription("x1", "s1", "topic", topics=("a/#",)))
+    version, subs = store.snapshot()
+    assert version == store.subscriptions_version() and [s.id for s in subs] == ["x1"]
