@@ -93,6 +93,9 @@ class SQLStore:
         self._transaction = transaction  # a context manager factory yielding a cursor
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Release connections; the engines override it."""
+
     def create_schema(self) -> None:
         with self._tx() as cur:
             for statement in SCHEMA.format(serial=self._d.serial).split(";"):

@@ -1,0 +1,1 @@
+"""The ASGI application: native API (/v1), the thesis-compatible API (/api), metrics, docs."""

@@ -1,0 +1,71 @@
+"""The ASGI application factory."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from tidings.api import compat, openapi, v1
+from tidings.api.errors import HANDLERS
+from tidings.api.io import JSONResponse
+from tidings.broker import Broker
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness: the broker answers."""
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics: publications, deliveries, queue depths, matching time."""
+    broker: Broker = request.app.state.broker
+    text = broker.metrics.render(await broker.gauges())
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+def function_routes() -> list[BaseRoute]:
+    """The custom function library served as URL functions, when it is installed."""
+    if importlib.util.find_spec("tidings.api.functions") is None:
+        return []
+    from tidings.api.functions import routes  # type: ignore[import-not-found,unused-ignore]
+
+    return list(routes)
+
+
+def create_app(broker: Broker) -> Starlette:
+    """The app around a broker that is not yet started; the app's lifespan starts and
+    closes it."""
+    ops: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
+        Route("/docs", openapi.docs, methods=["GET"]),
+    ]
+    routes = [*ops, *v1.routes, *compat.routes, *function_routes()]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await broker.start()
+        try:
+            yield
+        finally:
+            await broker.close()
+
+    app = Starlette(routes=routes, exception_handlers=dict(HANDLERS), lifespan=lifespan)
+    app.state.broker = broker
+    app.state.openapi = openapi.document([r for r in routes if isinstance(r, Route)])
+    return app
+
+
+def build(settings: Any) -> Starlette:
+    """A broker from settings (store, event log, function runner), wrapped in the app."""
+    from tidings.server import build_broker
+
+    return create_app(build_broker(settings))

@@ -1,0 +1,120 @@
+"""The push stream: one WebSocket per subscriber, acknowledgements on the same socket.
+
+At most `prefetch` messages are unacknowledged at once, so a slow subscriber holds the
+broker to a bounded amount of work and memory; the rest waits in its durable queue.
+Messages still unacknowledged when the socket closes are released for redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tidings.errors import TidingsError
+
+if TYPE_CHECKING:
+    from tidings.broker import Broker
+
+CLOSE_CODES = {401: 4401, 403: 4403, 404: 4404}
+
+
+class Flow:
+    """Receipts in flight, and a wake-up when room frees."""
+
+    def __init__(self, prefetch: int) -> None:
+        self.prefetch = prefetch
+        self.inflight: set[str] = set()
+        self.room = asyncio.Event()
+
+    def free(self) -> int:
+        return self.prefetch - len(self.inflight)
+
+    def settle(self, receipts: list[str]) -> None:
+        self.inflight.difference_update(receipts)
+        self.room.set()
+
+
+def _token(ws: WebSocket) -> str | None:
+    scheme, _, token = ws.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token:
+        return token.strip()
+    return ws.query_params.get("token")
+
+
+def _prefetch(ws: WebSocket, default: int) -> int:
+    raw = ws.query_params.get("prefetch", "")
+    return max(1, min(int(raw), 10_000)) if raw.isdigit() else default
+
+
+async def stream(ws: WebSocket) -> None:
+    broker: Broker = ws.app.state.broker
+    sid = ws.path_params["subscriber_id"]
+    await ws.accept()
+    try:
+        await broker.authenticate(sid, _token(ws))
+    except TidingsError as exc:
+        await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
+        await ws.close(CLOSE_CODES.get(exc.status, 4400))
+        return
+    flow = Flow(_prefetch(ws, broker.settings.queues.prefetch))
+    tasks = [
+        asyncio.create_task(_send(ws, broker, sid, flow)),
+        asyncio.create_task(_receive(ws, broker, sid, flow)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if flow.inflight:  # hand them back now rather than after the visibility timeout
+            await broker.nack(sid, list(flow.inflight))
+
+
+async def _send(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
+    from tidings.api.v1 import message_json
+
+    while True:
+        if flow.free() <= 0:
+            flow.room.clear()
+            await flow.room.wait()
+            continue
+        for m in await broker.pull(sid, min(flow.free(), 500), wait_s=5.0):
+            flow.inflight.add(m.receipt)
+            await ws.send_bytes(orjson.dumps({"type": "message", **message_json(m)}))
+
+
+async def _receive(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            frame = await ws.receive()
+            if frame["type"] == "websocket.disconnect":
+                return
+            await _handle(ws, broker, sid, flow, frame.get("bytes") or frame.get("text") or "")
+
+
+async def _handle(ws: WebSocket, broker: Broker, sid: str, flow: Flow, raw: Any) -> None:
+    try:
+        frame = orjson.loads(raw)
+        kind, receipts = frame["type"], frame["receipts"]
+        assert kind in ("ack", "nack") and isinstance(receipts, list)
+    except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError):
+        error = {
+            "code": "invalid_field",
+            "field": "$",
+            "message": 'expected {"type": "ack"|"nack", "receipts": [...]}',
+        }
+        await ws.send_bytes(orjson.dumps({"type": "error", "error": error}))
+        return
+    receipts = [r for r in receipts if isinstance(r, str)]
+    if kind == "ack":
+        await broker.ack(sid, receipts)
+    else:
+        await broker.nack(sid, receipts)
+    flow.settle(receipts)

@@ -1,0 +1,449 @@
+"""The stateless operations of the serverless broker, over external state.
+
+register / unregister / subscribe / unsubscribe / publish / pull / ack: each reads and writes
+the Store; the only process-local state is derived and rebuildable (the Matcher, built from
+the store's subscriptions at start, and wake-up signals). This is the only module that
+knows the Matcher, the function runner and the Store together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tidings.config import Settings
+from tidings.delivery.batcher import EnqueueBatcher
+from tidings.delivery.signals import Signals
+from tidings.errors import ErrorCode, TidingsError
+from tidings.eventlog import EventLog
+from tidings.ids import hash_token, new_id, new_token
+from tidings.matching.engine import Event, Matcher
+from tidings.metrics import Metrics
+from tidings.model import (
+    JSON,
+    FunctionSpec,
+    Predicate,
+    Publication,
+    Scalar,
+    Subscriber,
+    Subscription,
+    SubscriptionKind,
+)
+from tidings.sandbox import FunctionOutcome, FunctionRunner
+from tidings.store.base import AckResult, DeadLetter, Message, NewMessage, QueueDepth
+from tidings.store.sql import SQLStore
+
+log = logging.getLogger("tidings.broker")
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    publication: Publication
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationInput:
+    data: JSON = None
+    topics: tuple[str, ...] = ()
+    attributes: dict[str, Scalar] | None = None
+    function_types: tuple[str, ...] = ()
+
+
+class Broker:
+    def __init__(
+        self,
+        settings: Settings,
+        store: SQLStore,
+        *,
+        runner: FunctionRunner | None = None,
+        eventlog: EventLog | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.runner = runner
+        self.eventlog = eventlog
+        self.clock = clock
+        self.metrics = Metrics()
+        self.signals = Signals()
+        self._matcher = Matcher()
+        self._kinds: dict[str, SubscriptionKind] = {}
+        self._functions: dict[str, dict[str, Subscription]] = {}  # type -> id -> sub
+        self._failures: dict[str, int] = {}
+        self._tokens: dict[str, str] = {}
+        self._batcher = EnqueueBatcher(store.enqueue)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._version = -1
+
+    # ---------------------------------------------------------------- life cycle
+
+    async def start(self) -> None:
+        await self._reload()
+        self._spawn(self._housekeeping())
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.runner is not None:
+            await self.runner.aclose()
+        if self.eventlog is not None:
+            self.eventlog.close()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reload(self) -> None:
+        """Rebuild the derived state from the store's subscriptions."""
+        version, subscriptions = await asyncio.to_thread(self.store.snapshot)
+        self._matcher, self._kinds, self._functions = Matcher(), {}, {}
+        for sub in subscriptions:
+            self._index(sub)
+        self._version = version
+
+    async def _housekeeping(self) -> None:
+        """Retention, event-log rotation by age, and (with a shared store) other brokers'
+        subscription changes."""
+        shared = self.settings.resolved_store_url.startswith("postgres")
+        last_expire = 0.0
+        while True:
+            await asyncio.sleep(1.0)
+            now = self.clock()
+            if now - last_expire >= 60:
+                moved = await asyncio.to_thread(
+                    self.store.expire, now, self.settings.queues.retention_s
+                )
+                self.metrics.inc("expired_total", moved)
+                last_expire = now
+            if self.eventlog is not None:
+                self.eventlog.tick()
+            if (
+                shared
+                and await asyncio.to_thread(self.store.subscriptions_version) != self._version
+            ):
+                await self._reload()
+
+    # ---------------------------------------------------------------- subscribers
+
+    async def register(self) -> tuple[Subscriber, str]:
+        token = new_token()
+        subscriber = Subscriber(new_id(), hash_token(token), self.clock())
+        await asyncio.to_thread(self.store.add_subscriber, subscriber)
+        self._tokens[subscriber.id] = subscriber.token_hash
+        self.metrics.inc("subscribers_registered_total")
+        return subscriber, token
+
+    async def authenticate(self, subscriber_id: str, token: str | None) -> None:
+        """401 without a token, 404 for an unknown subscriber, 403 for another's token."""
+        if not token:
+            raise TidingsError(ErrorCode.UNAUTHORIZED)
+        expected = self._tokens.get(subscriber_id)
+        if expected is None:
+            found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)
+            if found is None:
+                raise TidingsError(
+                    ErrorCode.SUBSCRIBER_NOT_FOUND, field="subscriberId", id=subscriber_id
+                )
+            expected = self._tokens[subscriber_id] = found.token_hash
+        if not hmac.compare_digest(expected, hash_token(token)):
+            raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
+
+    async def subscriber(self, subscriber_id: str) -> Subscriber:
+        found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)
+        if found is None:
+            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
+        return found
+
+    async def unregister(self, subscriber_id: str) -> None:
+        owned = await asyncio.to_thread(self.store.list_subscriptions, subscriber_id)
+        if not await asyncio.to_thread(self.store.remove_subscriber, subscriber_id):
+            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
+        for sub in owned:
+            self._unindex(sub.id)
+        self._tokens.pop(subscriber_id, None)
+
+    # ---------------------------------------------------------------- subscriptions
+
+    async def subscribe(
+        self,
+        subscriber_id: str,
+        kind: SubscriptionKind,
+        topics: tuple[str, ...] = (),
+        predicates: tuple[Predicate, ...] = (),
+        function: FunctionSpec | None = None,
+    ) -> Subscription:
+        limit = self.settings.limits.max_subscriptions_per_subscriber
+        if await asyncio.to_thread(self.store.count_subscriptions, subscriber_id) >= limit:
+            raise TidingsError(
+                ErrorCode.LIMIT_EXCEEDED,
+                field="subscriptions",
+                detail=f"at most {limit} subscriptions per subscriber",
+            )
+        if function is not None:
+            self._validate_function(function)
+        sub = Subscription(
+            new_id(), subscriber_id, kind, topics, predicates, function, self.clock()
+        )
+        await asyncio.to_thread(self.store.add_subscription, sub)
+        self._index(sub)
+        return sub
+
+    def _validate_function(self, spec: FunctionSpec) -> None:
+        if self.runner is None:
+            raise TidingsError(ErrorCode.UNAVAILABLE, detail="function matching is not enabled")
+        self.runner.validate(spec)
+
+    async def subscriptions(self, subscriber_id: str) -> list[Subscription]:
+        return await asyncio.to_thread(self.store.list_subscriptions, subscriber_id)
+
+    async def subscription(self, subscriber_id: str, subscription_id: str) -> Subscription:
+        sub = await asyncio.to_thread(self.store.get_subscription, subscription_id)
+        if sub is None or sub.subscriber_id != subscriber_id:
+            raise TidingsError(ErrorCode.SUBSCRIPTION_NOT_FOUND, id=subscription_id)
+        return sub
+
+    async def unsubscribe(self, subscriber_id: str, subscription_id: str) -> None:
+        await self.subscription(subscriber_id, subscription_id)
+        await asyncio.to_thread(self.store.remove_subscription, subscription_id)
+        self._unindex(subscription_id)
+
+    async def resume(self, subscriber_id: str, subscription_id: str) -> Subscription:
+        await self.subscription(subscriber_id, subscription_id)
+        await self._set_status(subscription_id, "active", None)
+        return await self.subscription(subscriber_id, subscription_id)
+
+    async def _set_status(
+        self, subscription_id: str, status: Literal["active", "suspended"], reason: str | None
+    ) -> None:
+        await asyncio.to_thread(self.store.set_subscription_status, subscription_id, status, reason)
+        sub = await asyncio.to_thread(self.store.get_subscription, subscription_id)
+        self._failures.pop(subscription_id, None)
+        if sub is not None:
+            self._index(sub)
+
+    def _index(self, sub: Subscription) -> None:
+        self._unindex(sub.id)
+        self._kinds[sub.id] = sub.kind
+        if sub.kind == "topic":
+            self._matcher.add_topic(sub.id, sub.subscriber_id, sub.topics)
+        elif sub.kind == "content":
+            self._matcher.add_content(sub.id, sub.subscriber_id, sub.predicates)
+        elif sub.function is not None and sub.status == "active":
+            self._functions.setdefault(sub.function.function_type, {})[sub.id] = sub
+
+    def _unindex(self, subscription_id: str) -> None:
+        kind = self._kinds.pop(subscription_id, None)
+        if kind in ("topic", "content"):
+            self._matcher.remove(subscription_id)
+        elif kind == "function":
+            for subs in self._functions.values():
+                subs.pop(subscription_id, None)
+
+    # ---------------------------------------------------------------- publishing
+
+    async def publish(self, item: PublicationInput) -> Published:
+        return (await self.publish_batch([item]))[0]
+
+    async def publish_batch(self, items: Sequence[PublicationInput]) -> list[Published]:
+        now = self.clock()
+        pubs = [
+            Publication(new_id(), now, i.data, i.topics, dict(i.attributes or {}), i.function_types)
+            for i in items
+        ]
+        per_pub = [self._match(p) for p in pubs]
+        messages = [m for ms in per_pub for m in ms]
+        await self._commit(pubs, messages)
+        self._spawn_functions(pubs)
+        return [Published(p, len(ms)) for p, ms in zip(pubs, per_pub, strict=True)]
+
+    async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
+        """The thesis's topic publishing: one message per (subscriber, matching topic)."""
+        pub = Publication(new_id(), self.clock(), data, topics, {}, ())
+        messages = []
+        for topic in topics:
+            for owner, sids in self._timed_match(Event((topic,), None)).items():
+                sids = [s for s in sids if self._kinds.get(s) == "topic"]
+                if sids:
+                    body = {**pub.to_json(), "matched_topic": topic}
+                    messages.append(
+                        NewMessage(
+                            owner, pub.id, f"{pub.id}#{topic}", tuple(sids), body, pub.published_at
+                        )
+                    )
+        if self.settings.matching == "spark":
+            messages = []
+        await self._commit([pub], messages)
+        return Published(pub, len(messages))
+
+    def _timed_match(self, event: Event) -> dict[str, list[str]]:
+        started = time.perf_counter()
+        matches = self._matcher.match(event)
+        self.metrics.matching.observe(time.perf_counter() - started)
+        return matches
+
+    def _match(self, pub: Publication) -> list[NewMessage]:
+        if self.settings.matching == "spark" or not (
+            pub.topics or pub.attributes or len(self._matcher)
+        ):
+            return []
+        matches = self._timed_match(Event(pub.topics, pub.attributes))
+        body = pub.to_json()
+        return [
+            NewMessage(owner, pub.id, pub.id, tuple(sids), body, pub.published_at)
+            for owner, sids in matches.items()
+        ]
+
+    async def _commit(self, pubs: list[Publication], messages: list[NewMessage]) -> None:
+        await self._batcher.submit(messages)
+        self.metrics.inc("publications_total", len(pubs))
+        self.metrics.inc("deliveries_enqueued_total", len(messages))
+        if self.eventlog is not None:
+            self.eventlog.published(pubs)
+            self.eventlog.delivery_events(self._enqueued_events(messages))
+        self.signals.notify({m.subscriber_id for m in messages})
+
+    def _enqueued_events(self, messages: list[NewMessage]) -> list[dict[str, Any]]:
+        return [
+            {
+                "publication_id": m.publication_id,
+                "subscriber_id": m.subscriber_id,
+                "subscription_ids": list(m.subscription_ids),
+                "event": "enqueued",
+                "kind": self._kinds.get(m.subscription_ids[0]),
+                "at": m.enqueued_at,
+                "attempt": 0,
+            }
+            for m in messages
+        ]
+
+    # ---------------------------------------------------------------- functions
+
+    def _spawn_functions(self, pubs: list[Publication]) -> None:
+        if self.runner is None or self.settings.matching == "spark":
+            return
+        for pub in pubs:
+            subs = [s for t in pub.function_types for s in self._functions.get(t, {}).values()]
+            if subs:
+                self._spawn(self._run_functions(pub, subs))
+
+    async def _run_functions(self, pub: Publication, subs: list[Subscription]) -> None:
+        assert self.runner is not None
+        outcomes = await self.runner.evaluate(pub, subs)
+        by_id = {s.id: s for s in subs}
+        matched: dict[str, list[str]] = {}
+        for outcome in outcomes:
+            sub = by_id[outcome.subscription_id]
+            await self._record(outcome)
+            if outcome.matched or (outcome.error and sub.function and sub.function.fail_open):
+                matched.setdefault(sub.subscriber_id, []).append(sub.id)
+        body = pub.to_json()
+        messages = [
+            NewMessage(owner, pub.id, pub.id, tuple(sorted(ids)), body, self.clock())
+            for owner, ids in matched.items()
+        ]
+        await self._batcher.submit(messages)
+        self.metrics.inc("deliveries_enqueued_total", len(messages))
+        if self.eventlog is not None:
+            self.eventlog.delivery_events(self._enqueued_events(messages))
+        self.signals.notify(matched)
+
+    async def _record(self, outcome: FunctionOutcome) -> None:
+        self.metrics.inc("function_calls_total")
+        if outcome.error is None:
+            self._failures.pop(outcome.subscription_id, None)
+            return
+        self.metrics.inc("function_failures_total")
+        count = self._failures[outcome.subscription_id] = (
+            self._failures.get(outcome.subscription_id, 0) + 1
+        )
+        if count >= self.settings.functions.failures_to_suspend:
+            reason = f"{count} consecutive failures; last: {outcome.error}"
+            await self._set_status(outcome.subscription_id, "suspended", reason)
+
+    # ---------------------------------------------------------------- receiving
+
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+    ) -> list[Message]:
+        q = self.settings.queues
+        visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
+        deadline = time.monotonic() + min(wait_s, q.max_wait_s)
+        while True:
+            leased = await asyncio.to_thread(
+                self.store.lease,
+                subscriber_id,
+                max_messages,
+                visibility,
+                q.max_attempts,
+                self.clock(),
+            )
+            remaining = deadline - time.monotonic()
+            if leased or remaining <= 0:
+                self._leased(leased)
+                return leased
+            # another process may enqueue or a lease may expire: look again at least each second
+            await self.signals.wait(subscriber_id, min(remaining, 1.0))
+
+    def _leased(self, leased: list[Message]) -> None:
+        self.metrics.inc("deliveries_leased_total", len(leased))
+        if self.eventlog is not None and leased:
+            self.eventlog.delivery_events(
+                {
+                    "publication_id": m.publication_id,
+                    "subscriber_id": m.subscriber_id,
+                    "subscription_ids": list(m.subscription_ids),
+                    "event": "delivered",
+                    "kind": None,
+                    "at": self.clock(),
+                    "attempt": m.attempt,
+                }
+                for m in leased
+            )
+
+    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        result = await asyncio.to_thread(self.store.ack, subscriber_id, receipts)
+        self.metrics.inc("deliveries_acked_total", len(result.acked))
+        return result
+
+    async def nack(
+        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
+    ) -> AckResult:
+        result = await asyncio.to_thread(
+            self.store.nack, subscriber_id, receipts, self.clock(), delay_s
+        )
+        self.signals.notify([subscriber_id])
+        return result
+
+    async def depth(self, subscriber_id: str) -> QueueDepth:
+        return await asyncio.to_thread(self.store.depth, subscriber_id, self.clock())
+
+    async def dead_letters(self, subscriber_id: str, limit: int) -> list[DeadLetter]:
+        return await asyncio.to_thread(self.store.dead_letters, subscriber_id, limit)
+
+    async def redrive(self, subscriber_id: str, ids: Sequence[int] | None) -> int:
+        moved = await asyncio.to_thread(self.store.redrive, subscriber_id, ids, self.clock())
+        self.signals.notify([subscriber_id])
+        return moved
+
+    async def gauges(self) -> dict[str, float]:
+        depth = await asyncio.to_thread(self.store.total_depth)
+        return {
+            "queued_messages": depth,
+            "subscriptions": len(self._kinds),
+            "subscribers": await asyncio.to_thread(self.store.count_subscribers),
+        }

@@ -1,0 +1,1 @@
+"""Queue delivery: group commit of enqueues, long-poll wake-ups, push streams."""

@@ -1,0 +1,101 @@
+"""The broker's append-only event logs (publications, deliveries), read by the Spark pipeline.
+
+Format and rotation are documented in docs/eventlog.md. A file is written under a name
+beginning with `_inprogress-`, which Spark's file source ignores, and renamed when rotated,
+so readers only ever see finished files. Files left in progress by a crash are finished at
+the next start (a torn last line is quarantined by the reader).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tidings.model import Publication
+
+INPROGRESS = "_inprogress-"
+
+
+class RotatingLog:
+    """JSON Lines appended to one directory, rotated by size and age."""
+
+    def __init__(self, directory: Path, max_bytes: int, max_age_s: float) -> None:
+        self._dir = directory
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._max_bytes, self._max_age_s = max_bytes, max_age_s
+        self._lock = threading.Lock()
+        self._file: IO[bytes] | None = None
+        self._name = ""
+        self._opened = 0.0
+        self._seq = 0
+        finish_leftovers(directory)
+
+    def write(self, records: Iterable[dict[str, Any]]) -> None:
+        data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+        if not data:
+            return
+        with self._lock:
+            out = self._current()
+            out.write(data)
+            out.flush()
+            if out.tell() >= self._max_bytes:
+                self._rotate()
+
+    def tick(self) -> None:
+        """Rotate a file that has grown old, so readers see it without waiting for size."""
+        with self._lock:
+            if self._file is not None and time.time() - self._opened >= self._max_age_s:
+                self._rotate()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._rotate()
+
+    def _current(self) -> IO[bytes]:
+        if self._file is None:
+            self._seq += 1
+            self._opened = time.time()
+            self._name = f"{int(self._opened * 1000):013d}-{os.getpid()}-{self._seq:06d}.jsonl"
+            self._file = open(self._dir / f"{INPROGRESS}{self._name}", "ab")  # noqa: SIM115
+        return self._file
+
+    def _rotate(self) -> None:
+        assert self._file is not None
+        self._file.close()
+        os.replace(self._dir / f"{INPROGRESS}{self._name}", self._dir / self._name)
+        self._file = None
+
+
+def finish_leftovers(directory: Path) -> None:
+    """Rename files a crashed writer left in progress; their last line may be torn."""
+    for path in directory.glob(f"{INPROGRESS}*"):
+        os.replace(path, directory / path.name[len(INPROGRESS) :])
+
+
+class EventLog:
+    """Both logs of one broker process."""
+
+    def __init__(self, directory: Path, max_bytes: int, max_age_s: float) -> None:
+        self.publications = RotatingLog(directory / "publications", max_bytes, max_age_s)
+        self.deliveries = RotatingLog(directory / "deliveries", max_bytes, max_age_s)
+
+    def published(self, publications: Iterable[Publication]) -> None:
+        self.publications.write(p.to_json() for p in publications)
+
+    def delivery_events(self, events: Iterable[dict[str, Any]]) -> None:
+        self.deliveries.write(events)
+
+    def tick(self) -> None:
+        self.publications.tick()
+        self.deliveries.tick()
+
+    def close(self) -> None:
+        self.publications.close()
+        self.deliveries.close()
