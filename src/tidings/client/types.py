@@ -1,0 +1,127 @@
+"""What the client returns, and the one error it raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+class TidingsClientError(Exception):
+    """The broker refused a call (status, code, field), or could not be reached (status 0)."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+        super().__init__(f"{status} {code}: {message}" + (f" ({field})" if field else ""))
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    id: str
+    token: str
+    queue_url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: int
+    receipt: str
+    attempt: int
+    publication_id: str
+    subscription_ids: list[str]
+    enqueued_at: float
+    body: Any
+
+    @property
+    def data(self) -> Any:
+        return self.body.get("data") if isinstance(self.body, dict) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    id: str
+    published_at: float
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    acked: list[str]
+    unknown: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    ready: int
+    leased: int
+    dead: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: int
+    publication_id: str
+    attempt: int
+    reason: str
+    dead_at: float
+    body: Any
+
+
+def message(raw: dict[str, Any]) -> Message:
+    fields = ("id", "receipt", "attempt", "publication_id", "subscription_ids", "enqueued_at")
+    return Message(**{k: raw[k] for k in fields}, body=raw["body"])
+
+
+def dead_letter(raw: dict[str, Any]) -> DeadLetter:
+    keys = ("id", "publication_id", "attempt", "reason", "dead_at", "body")
+    return DeadLetter(**{k: raw[k] for k in keys})
+
+
+def subscription_body(
+    topics: list[str] | None,
+    predicates: list[dict[str, Any]] | None,
+    function: dict[str, Any] | None,
+) -> dict[str, Any]:
+    given = {
+        k: v
+        for k, v in (("topics", topics), ("predicates", predicates), ("function", function))
+        if v is not None
+    }
+    if len(given) != 1:
+        raise ValueError("give exactly one of topics, predicates, function")
+    return given
+
+
+def publication_body(
+    data: Any,
+    topics: list[str] | None,
+    attributes: dict[str, Any] | None,
+    function_types: list[str] | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"data": data}
+    for key, value in (
+        ("topics", topics),
+        ("attributes", attributes),
+        ("function_types", function_types),
+    ):
+        if value:
+            body[key] = value
+    return body
+
+
+def checked(response: httpx.Response) -> Any:
+    """The decoded body of a success, or TidingsClientError with the broker's code."""
+    if response.status_code < 400:
+        return response.json() if response.content else None
+    try:
+        err = response.json()["error"]
+        raise TidingsClientError(
+            response.status_code, err["code"], err["message"], err.get("field")
+        )
+    except (ValueError, KeyError, TypeError):
+        raise TidingsClientError(response.status_code, "http_error", response.text[:200]) from None
+
+
+def unreachable(url: str, exc: Exception) -> TidingsClientError:
+    return TidingsClientError(0, "unreachable", f"cannot reach the broker at {url}: {exc}")
