@@ -47,9 +47,7 @@ class Oracle:
 
 
 def make_matcher(content_index: str) -> Matcher:
-    return Matcher(
-        topic_cache_size=4, grouped_cache_size=2, content=CONTENT_INDEXES[content_index]()
-    )
+    return Matcher(topic_cache_size=4, content=CONTENT_INDEXES[content_index]())
 
 
 each_content_index = pytest.mark.parametrize("content_index", sorted(CONTENT_INDEXES))

@@ -9,15 +9,15 @@ they run in the sandbox (see `tidings.sandbox`).
 from __future__ import annotations
 
 import sys
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from operator import itemgetter
+from typing import Protocol
 
 import numpy as np
 
 from tidings.matching.semantics import conjunction_holds
-from tidings.matching.topics import DEFAULT_CACHE_SIZE, Slots, TopicIndex
+from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex
 from tidings.model import Predicate, Scalar
 
 
@@ -31,11 +31,7 @@ class Event:
 
 # subscriber id -> ids of that subscriber's subscriptions that matched, sorted.
 Matches = dict[str, list[str]]
-# A topic's answer grouped by subscriber: ((subscriber id, sorted subscription ids), ...).
-Grouped: TypeAlias = tuple[tuple[str, tuple[str, ...]], ...]
 _NO_ATTRIBUTES: Mapping[str, Scalar] = {}
-# Grouped answers hold Python strings and tuples (about 120 bytes per matched id): keep fewer.
-DEFAULT_GROUPED_CACHE_SIZE = 4096
 
 
 class ContentMatcher(Protocol):
@@ -75,26 +71,18 @@ def default_content_index() -> ContentMatcher:
 
 
 class Matcher:
-    """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber.
-
-    Besides the topic index's own cache of slots per topic, the matcher keeps each recent
-    topic's answer grouped by subscriber, valid for as long as the topic index hands back the
-    very same (immutable) slots array: any add or remove that touches the topic replaces it.
-    """
+    """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber."""
 
     def __init__(
         self,
         *,
         topic_cache_size: int = DEFAULT_CACHE_SIZE,
-        grouped_cache_size: int = DEFAULT_GROUPED_CACHE_SIZE,
         content: ContentMatcher | None = None,
     ) -> None:
         self._owner: dict[str, str] = {}  # subscription id -> subscriber id
         self._owner_by_slot: list[str] = []  # topic index slot -> subscriber id
         self._topics = TopicIndex(cache_size=topic_cache_size)
         self._content = content if content is not None else default_content_index()
-        self._grouped: OrderedDict[str, tuple[Slots, Grouped]] = OrderedDict()
-        self._grouped_size = grouped_cache_size
 
     def __len__(self) -> int:
         return len(self._owner)
@@ -128,7 +116,7 @@ class Matcher:
 
     def match(self, event: Event) -> Matches:
         content = self._content.match(event.attributes or _NO_ATTRIBUTES) if self._content else []
-        return self._combine(self._topic_groups(event.topics), content)
+        return self._answer(self._topic_slots(event.topics), content)
 
     def match_batch(self, events: Sequence[Event]) -> list[Matches]:
         """Match many events at once; the content index sees the whole batch in one call."""
@@ -138,47 +126,39 @@ class Matcher:
         else:
             contents = [[] for _ in events]
         return [
-            self._combine(self._topic_groups(e.topics), c)
+            self._answer(self._topic_slots(e.topics), c)
             for e, c in zip(events, contents, strict=True)
         ]
 
-    def _topic_groups(self, topics: Sequence[str]) -> Grouped:
+    def _topic_slots(self, topics: Sequence[str]) -> list[int]:
         if not topics or not self._topics:
-            return ()
-        if len(topics) > 1:
-            parts = [self._topics.match_slots(t) for t in topics]
-            return self._group(np.unique(np.concatenate(parts)))
-        topic, cache = topics[0], self._grouped
-        slots = self._topics.match_slots(topic)
-        hit = cache.get(topic)
-        if hit is not None and hit[0] is slots:
-            return hit[1]
-        grouped = self._group(slots)
-        if self._grouped_size > 0:
-            cache[topic] = (slots, grouped)
-            cache.move_to_end(topic)
-            if len(cache) > self._grouped_size:
-                cache.popitem(last=False)
-        return grouped
+            return []
+        if len(topics) == 1:
+            return self._topics.match_slots(topics[0]).tolist()  # type: ignore[no-any-return]
+        parts = [self._topics.match_slots(t) for t in topics]
+        return np.unique(np.concatenate(parts)).tolist()  # type: ignore[no-any-return]
 
-    def _group(self, slots: Slots) -> Grouped:
-        by_slot, id_of = self._owner_by_slot, self._topics.ids
-        out: dict[str, list[str]] = {}
-        for slot in slots.tolist():
-            found = out.get(by_slot[slot])
+    def _answer(self, slots: list[int], content_ids: Iterable[str]) -> Matches:
+        out: Matches = {}
+        for owner, sid in zip(*self._owners_and_ids(slots), strict=True):
+            found = out.get(owner)
             if found is None:
-                out[by_slot[slot]] = [id_of[slot]]
+                out[owner] = [sid]
             else:
-                found.append(id_of[slot])
-        return tuple((who, tuple(sorted(ids))) for who, ids in out.items())
-
-    def _combine(self, grouped: Grouped, content_ids: Iterable[str]) -> Matches:
-        out = {who: list(ids) for who, ids in grouped}
-        touched: set[str] = set()
+                found.append(sid)
         for sid in content_ids:
-            who = self._owner[sid]
-            out.setdefault(who, []).append(sid)
-            touched.add(who)
-        for who in touched:
-            out[who].sort()
+            out.setdefault(self._owner[sid], []).append(sid)
+        for ids in out.values():
+            if len(ids) > 1:
+                ids.sort()
         return out
+
+    def _owners_and_ids(self, slots: list[int]) -> tuple[Sequence[str], Sequence[str]]:
+        # Memory-bound at scale: each matched id costs cache misses, and fetching all of them
+        # in one C loop (itemgetter) lets those misses overlap; about 3x faster than one by one.
+        if len(slots) < 2:
+            if not slots:
+                return (), ()
+            return (self._owner_by_slot[slots[0]],), (self._topics.id_of(slots[0]),)
+        fetch = itemgetter(*slots)
+        return fetch(self._owner_by_slot), fetch(self._topics.ids)
