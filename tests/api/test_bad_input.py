@@ -1,0 +1,101 @@
+"""Every client mistake is a 4xx with a JSON error naming the field; nothing accepted is lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from tests.api.conftest import Sub
+
+BAD_BODIES: list[tuple[bytes, str]] = [
+    (b"{nope", "invalid_json"),
+    (b"\xff\xfe", "invalid_utf8"),
+    (b"", "invalid_json"),
+    (b"[1, 2]", "invalid_field"),
+    (b'"text"', "invalid_field"),
+    (b"null", "invalid_field"),
+]
+
+
+@pytest.mark.parametrize(("body", "code"), BAD_BODIES)
+def test_malformed_publication_bodies_are_client_errors(
+    http: httpx.Client, body: bytes, code: str
+) -> None:
+    response = http.post("/v1/publications", content=body)
+    assert response.status_code in (400, 422) and response.json()["error"]["code"] == code
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        ({"topics": "a"}, "invalid_field", "topics"),
+        ({"topics": ["a//b"]}, "invalid_topic", "topics[0]"),
+        ({"attributes": {"x": {"y": 1}}}, "invalid_field", "attributes.x"),
+        ({"function_types": [1]}, "invalid_field", "function_types[0]"),
+        ({"extra": 1}, "invalid_field", "extra"),
+    ],
+)
+def test_invalid_publications_name_their_field(
+    http: httpx.Client, body: dict[str, Any], code: str, field: str
+) -> None:
+    error = http.post("/v1/publications", json=body).json()["error"]
+    assert (error["code"], error["field"]) == (code, field)
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        ({}, "invalid_field", "$"),
+        ({"topics": []}, "invalid_field", "topics"),
+        ({"topics": ["a/#/b"]}, "invalid_topic", "topics[0]"),
+        (
+            {"predicates": [{"key": "k", "op": "~", "value": 1}]},
+            "unknown_operator",
+            "predicates[0].op",
+        ),
+        (
+            {"predicates": [{"key": "k", "op": "in", "value": 3}]},
+            "invalid_field",
+            "predicates[0].value",
+        ),
+        (
+            {"predicates": [{"key": "k", "op": "=", "value": 1}] * 33},
+            "limit_exceeded",
+            "predicates",
+        ),
+        ({"function": {"function_type": "t", "url": "ftp://x"}}, "invalid_field", "function.url"),
+    ],
+)
+def test_invalid_subscriptions_name_their_field(
+    sub: Sub, body: dict[str, Any], code: str, field: str
+) -> None:
+    response = sub.post("/subscriptions", body)
+    assert response.status_code == 422
+    assert (response.json()["error"]["code"], response.json()["error"]["field"]) == (code, field)
+
+
+def test_an_oversize_publication_is_refused_with_413(http: httpx.Client) -> None:
+    response = http.post("/v1/publications", json={"data": "x" * (256 * 1024)})
+    assert (response.status_code, response.json()["error"]["code"]) == (413, "payload_too_large")
+
+
+@pytest.mark.parametrize("query", ["max=0", "max=abc", "wait=99", "visibility=-1"])
+def test_out_of_range_pull_parameters_are_named(sub: Sub, query: str) -> None:
+    name = query.split("=")[0]
+    response = sub.http.get(f"{sub.base}/messages?{query}", headers=sub.auth)
+    assert (response.status_code, response.json()["error"]["field"]) == (422, name)
+
+
+def test_an_unknown_route_and_a_wrong_method_are_json_errors(http: httpx.Client) -> None:
+    assert http.get("/v2/nothing").json()["error"]["code"] == "not_found"
+    assert http.put("/v1/publications").json()["error"]["code"] == "method_not_allowed"
+
+
+def test_bad_input_loses_nothing_already_accepted(http: httpx.Client, sub: Sub) -> None:
+    sub.subscribe(topics=["kept"])
+    http.post("/v1/publications", json={"topics": ["kept"], "data": 1})
+    for body, _ in BAD_BODIES:
+        http.post("/v1/publications", content=body)
+    assert [m["body"]["data"] for m in sub.drain()] == [1]
+    assert http.get("/healthz").status_code == 200
