@@ -1,0 +1,70 @@
+"""The WebSocket push stream: deliveries, acknowledgements, the prefetch bound."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import orjson
+from tests.api.conftest import Sub
+from websockets.asyncio.client import connect
+
+from tidings.server import EmbeddedServer
+
+
+def ws_url(server: EmbeddedServer, sub: Sub, query: str = "") -> str:
+    return server.url.replace("http", "ws") + f"{sub.base}/stream{query}"
+
+
+async def frames(ws: object, n: int) -> list[dict[str, object]]:
+    return [orjson.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(n)]  # type: ignore[attr-defined]
+
+
+async def test_a_stream_pushes_messages_and_takes_acks(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["push"])
+    async with connect(ws_url(server, sub), additional_headers=sub.auth) as ws:
+        http.post("/v1/publications", json={"topics": ["push"], "data": "hello"})
+        [frame] = await frames(ws, 1)
+        assert frame["type"] == "message" and frame["body"]["data"] == "hello"  # type: ignore[index]
+        await ws.send(orjson.dumps({"type": "ack", "receipts": [frame["receipt"]]}).decode())
+        await asyncio.sleep(0.2)
+    assert sub.get("").json()["depth"] == {"ready": 0, "leased": 0, "dead": 0}
+
+
+async def test_no_more_than_prefetch_messages_are_unacknowledged(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["pf"])
+    http.post("/v1/publications/batch", json={"publications": [{"topics": ["pf"]}] * 5})
+    async with connect(ws_url(server, sub, "?prefetch=2"), additional_headers=sub.auth) as ws:
+        first = await frames(ws, 2)
+        assert sub.get("").json()["depth"]["ready"] == 3
+        await ws.send(orjson.dumps({"type": "ack", "receipts": [first[0]["receipt"]]}).decode())
+        assert len(await frames(ws, 1)) == 1
+    # what was in flight when the socket closed is released at once
+    await asyncio.sleep(0.3)
+    assert sub.get("").json()["depth"]["ready"] == 4
+
+
+async def test_a_stream_with_a_wrong_token_is_closed_with_an_error(
+    server: EmbeddedServer, sub: Sub
+) -> None:
+    async with connect(ws_url(server, sub, "?token=wrong")) as ws:
+        [frame] = await frames(ws, 1)
+        assert frame["error"]["code"] == "forbidden"  # type: ignore[index]
+        await asyncio.sleep(0.1)
+    assert ws.close_code == 4403
+
+
+async def test_a_malformed_frame_gets_an_error_frame_and_the_stream_goes_on(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["mf"])
+    async with connect(ws_url(server, sub), additional_headers=sub.auth) as ws:
+        await ws.send("not json")
+        [error] = await frames(ws, 1)
+        assert error["type"] == "error"
+        http.post("/v1/publications", json={"topics": ["mf"]})
+        assert (await frames(ws, 1))[0]["type"] == "message"
