@@ -37,3 +37,7 @@ def main() -> None:
         field = f" ({exc.field})" if exc.field else ""
         typer.echo(f"tidings: {exc.message}{field}", err=True)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
