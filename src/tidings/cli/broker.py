@@ -135,40 +135,47 @@ async def _subscribe(
     token: str | None,
     count: int,
 ) -> None:
+    bodies: list[dict[str, Any]] = []  # checked before anything is registered
+    if topics:
+        bodies.append({"topics": topics})
+    if where:
+        bodies.append({"predicates": [predicate(w) for w in where]})
+    if builtin:
+        bodies.append(
+            {
+                "function": {
+                    "function_type": ftype or builtin,
+                    "builtin": builtin,
+                    "params": pairs(params, "--param"),
+                }
+            }
+        )
     async with AsyncClient(url) as client:
         if sid and token:
             me = client.subscriber(sid, token)
         else:
             me = await client.register()
             typer.echo(orjson.dumps({"subscriber": me.id, "token": me.token}).decode(), err=True)
-        if topics:
-            await me.subscribe(topics=topics)
-        if where:
-            await me.subscribe(predicates=[predicate(w) for w in where])
-        if builtin:
-            fn = {
-                "function_type": ftype or builtin,
-                "builtin": builtin,
-                "params": pairs(params, "--param"),
+        for body in bodies:
+            await me.subscribe(**body)
+        await _print_deliveries(me, count)
+
+
+async def _print_deliveries(me: Any, count: int) -> None:
+    seen = 0
+    async with me.stream() as stream:
+        async for message in stream:
+            line = {
+                "publication_id": message.publication_id,
+                "attempt": message.attempt,
+                "body": message.body,
             }
-            await me.subscribe(function=fn)
-        seen = 0
-        async with me.stream() as stream:
-            async for message in stream:
-                typer.echo(
-                    orjson.dumps(
-                        {
-                            "publication_id": message.publication_id,
-                            "attempt": message.attempt,
-                            "body": message.body,
-                        }
-                    ).decode()
-                )
-                sys.stdout.flush()
-                await stream.ack([message.receipt])
-                seen += 1
-                if count and seen >= count:
-                    return
+            typer.echo(orjson.dumps(line).decode())
+            sys.stdout.flush()
+            await stream.ack([message.receipt])
+            seen += 1
+            if count and seen >= count:
+                return
 
 
 def queue(

@@ -1,0 +1,92 @@
+"""The broker commands, run as a user runs them, against a real server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tidings.config import load_settings
+from tidings.server import EmbeddedServer
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("cli")}, env={})
+    with EmbeddedServer(settings) as server:
+        yield server.url
+
+
+def tidings(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tidings.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_subscribe_prints_what_publish_sends(url: str) -> None:
+    sub = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tidings.cli.main",
+            "subscribe",
+            "--url",
+            url,
+            "-t",
+            "cli/#",
+            "-w",
+            "n > 1",
+            "--count",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert sub.stderr is not None
+    orjson.loads(sub.stderr.readline())  # the subscriber id and token come first
+    assert tidings("publish", "--url", url, "-t", "cli/a", '{"k": 1}').returncode == 0
+    assert tidings("publish", "--url", url, "-a", "n=5", "plain text").returncode == 0
+    out, _ = sub.communicate(timeout=30)
+    bodies = [orjson.loads(line)["body"]["data"] for line in out.splitlines()]
+    assert bodies == [{"k": 1}, "plain text"]
+
+
+def test_queue_shows_depth_of_a_subscriber(url: str) -> None:
+    import httpx
+
+    me = httpx.post(f"{url}/v1/subscribers").json()
+    result = tidings(
+        "queue", "--url", url, "--id", me["id"], "--token", me["token"], "--dead-letters"
+    )
+    assert orjson.loads(result.stdout.splitlines()[-1]) == {"ready": 0, "leased": 0, "dead": 0}
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["publish", "-t", "a/*", "x"], "wildcards"),
+        (["publish", "--url", "http://127.0.0.1:1", "x"], "cannot reach the broker"),
+        (["publish", "-a", "novalue", "x"], "key=value"),
+        (["subscribe", "-w", "just-a-word"], "key op value"),
+    ],
+)
+def test_mistakes_are_one_line_without_a_traceback(url: str, args: list[str], needle: str) -> None:
+    if "--url" not in args:
+        args = [args[0], "--url", url, *args[1:]]
+    result = tidings(*args)
+    assert result.returncode != 0 and needle in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_serve_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    result = tidings("serve", "--store", "mysql://x", "--data-dir", str(tmp_path))
+    assert result.returncode != 0 and "unknown store URL" in result.stderr
+    assert "Traceback" not in result.stderr

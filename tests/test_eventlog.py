@@ -1,0 +1,58 @@
+"""The event logs: JSON lines, finished files only, leftovers finished at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from tidings.eventlog import EventLog, RotatingLog
+from tidings.model import Publication
+
+
+def lines(directory: Path) -> list[dict[str, object]]:
+    return [
+        orjson.loads(line)
+        for f in sorted(directory.glob("[!_]*.jsonl"))
+        for line in f.read_bytes().splitlines()
+    ]
+
+
+def test_records_are_visible_only_once_their_file_is_rotated(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path, max_bytes=10**6, max_age_s=3600)
+    log.write([{"a": 1}])
+    assert lines(tmp_path) == [] and len(list(tmp_path.glob("_inprogress-*"))) == 1
+    log.close()
+    assert lines(tmp_path) == [{"a": 1}]
+
+
+def test_a_file_rotates_when_it_reaches_its_size(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path, max_bytes=50, max_age_s=3600)
+    for i in range(10):
+        log.write([{"i": i, "pad": "x" * 20}])
+    log.close()
+    assert [r["i"] for r in lines(tmp_path)] == list(range(10))
+    assert len(list(tmp_path.glob("*.jsonl"))) == 5  # two 30-byte records pass 50 bytes
+
+
+def test_a_file_rotates_when_it_grows_old(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path, max_bytes=10**6, max_age_s=0)
+    log.write([{"a": 1}])
+    log.tick()
+    assert lines(tmp_path) == [{"a": 1}]
+
+
+def test_a_file_left_in_progress_by_a_crash_is_finished_at_the_next_start(tmp_path: Path) -> None:
+    (tmp_path / "_inprogress-0000000000001-1-000001.jsonl").write_bytes(b'{"a": 1}\n{"tor')
+    RotatingLog(tmp_path, max_bytes=10**6, max_age_s=60)
+    assert (tmp_path / "0000000000001-1-000001.jsonl").exists()
+
+
+def test_publications_are_logged_as_their_json(tmp_path: Path) -> None:
+    log = EventLog(tmp_path, 10**6, 60)
+    pub = Publication("p1", 1.0, "d", ("t",), {"x": 1}, ())
+    log.published([pub])
+    log.delivery_events([{"publication_id": "p1", "event": "enqueued"}])
+    log.close()
+    assert lines(tmp_path / "publications") == [pub.to_json()]
+    assert lines(tmp_path / "deliveries")[0]["event"] == "enqueued"
