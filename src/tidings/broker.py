@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import logging
 import time
@@ -78,7 +79,7 @@ class Broker:
         self._functions: dict[str, dict[str, Subscription]] = {}  # type -> id -> sub
         self._failures: dict[str, int] = {}
         self._tokens: dict[str, str] = {}
-        self._batcher = EnqueueBatcher(store.enqueue)
+        self._batcher = EnqueueBatcher(functools.partial(store.enqueue, fresh=True))
         self._tasks: set[asyncio.Task[Any]] = set()
         self._version = -1
 
@@ -352,8 +353,9 @@ class Broker:
             NewMessage(owner, pub.id, pub.id, tuple(sorted(ids)), body, self.clock())
             for owner, ids in matched.items()
         ]
-        await self._batcher.submit(messages)
-        self.metrics.inc("deliveries_enqueued_total", len(messages))
+        # checked, not fresh: topic or content may have delivered this publication already
+        added = await asyncio.to_thread(self.store.enqueue, messages)
+        self.metrics.inc("deliveries_enqueued_total", added)
         if self.eventlog is not None:
             self.eventlog.delivery_events(self._enqueued_events(messages))
         self.signals.notify(matched)

@@ -160,3 +160,17 @@ def test_snapshot_reads_subscriptions_and_version_together(store: SQLStore) -> N
     store.add_subscription(Subscription("x1", "s1", "topic", topics=("a/#",)))
     version, subs = store.snapshot()
     assert version == store.subscriptions_version() and [s.id for s in subs] == ["x1"]
+
+
+def test_a_stale_and_a_fresh_receipt_in_one_call_ack_only_the_fresh(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    stale = lease(store)[0].receipt
+    fresh = lease(store, now=T0 + 31)[0].receipt
+    assert store.ack("s1", [stale, fresh]).acked == [fresh]
+
+
+def test_fresh_messages_go_in_in_bulk_and_are_still_remembered(store: SQLStore) -> None:
+    subscriber(store)
+    assert store.enqueue([msg("p1"), msg("p2")], fresh=True) == 2
+    assert store.enqueue([msg("p1")]) == 0 and store.depth("s1", T0).ready == 2

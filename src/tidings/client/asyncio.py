@@ -83,8 +83,9 @@ class Stream:
     async def _messages(self) -> AsyncIterator[t.Message]:
         async for frame in self._ws:
             raw = orjson.loads(frame)
-            if raw.get("type") == "message":
-                yield t.message(raw)
+            if raw.get("type") == "messages":
+                for m in raw["messages"]:
+                    yield t.message(m)
             elif raw.get("type") == "error":
                 err = raw["error"]
                 raise t.TidingsClientError(400, err["code"], err["message"], err.get("field"))

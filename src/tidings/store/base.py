@@ -111,8 +111,9 @@ class Store(Protocol):
         ...
 
     # ---- queues
-    def enqueue(self, messages: Sequence[NewMessage]) -> int:
-        """Commit all messages in one transaction; returns how many were new."""
+    def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
+        """Commit all messages in one transaction; returns how many were new. `fresh`
+        promises that no key was enqueued before (a new publication), allowing bulk inserts."""
         ...
 
     def lease(

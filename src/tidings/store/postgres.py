@@ -20,6 +20,7 @@ DIALECT = Dialect(
     serial="BIGSERIAL PRIMARY KEY",
     insert_ignore="INSERT INTO",
     on_conflict_ignore="ON CONFLICT DO NOTHING",
+    concat_receipt="seq::text || '.' || (attempt + 1)::text || '.' || %s",
     skip_locked="FOR UPDATE SKIP LOCKED",
 )
 

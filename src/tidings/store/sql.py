@@ -40,6 +40,7 @@ class Dialect:
     insert_ignore: str  # "INSERT OR IGNORE INTO" or "INSERT INTO"
     on_conflict_ignore: str  # "" or "ON CONFLICT DO NOTHING"
     skip_locked: str  # "" or "FOR UPDATE SKIP LOCKED"
+    concat_receipt: str  # SQL for `seq.attempt.nonce`, the attempt already bumped
 
     def q(self, sql: str) -> str:
         return sql.replace("?", self.param) if self.param != "?" else sql
@@ -76,8 +77,13 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _receipt(seq: int, attempt: int) -> str:
-    return f"{seq}.{attempt}.{os.urandom(4).hex()}"
+def _row(m: NewMessage) -> tuple[Any, ...]:
+    subscriptions = _dumps(list(m.subscription_ids))
+    return (m.subscriber_id, m.publication_id, subscriptions, _dumps(m.body), m.enqueued_at)
+
+
+def _receipt(seq: int, attempt: int, nonce: str) -> str:
+    return f"{seq}.{attempt}.{nonce}"
 
 
 def _seq_of(receipt: str) -> int | None:
@@ -233,7 +239,9 @@ class SQLStore:
 
     # ---------------------------------------------------------------- queues
 
-    def enqueue(self, messages: Sequence[NewMessage]) -> int:
+    def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
+        """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
+        rows go in with two bulk statements instead of a check per row."""
         if not messages:
             return 0
         dedup = self._q(
@@ -243,23 +251,19 @@ class SQLStore:
             "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, "
             "body, enqueued_at) VALUES (?, ?, ?, ?, ?)"
         )
-        added = 0
         with self._tx() as cur:
+            if fresh:
+                keys = [(m.subscriber_id, m.dedup_key, m.enqueued_at) for m in messages]
+                cur.executemany(dedup, keys)
+                cur.executemany(insert, [_row(m) for m in messages])
+                return len(messages)
+            added = 0
             for m in messages:
                 cur.execute(dedup, (m.subscriber_id, m.dedup_key, m.enqueued_at))
                 if cur.rowcount == 1:
-                    cur.execute(
-                        insert,
-                        (
-                            m.subscriber_id,
-                            m.publication_id,
-                            _dumps(list(m.subscription_ids)),
-                            _dumps(m.body),
-                            m.enqueued_at,
-                        ),
-                    )
+                    cur.execute(insert, _row(m))
                     added += 1
-        return added
+            return added
 
     def _dead_letter(
         self, cur: Cursor, where: str, params: Sequence[Any], reason: str, now: float
@@ -283,6 +287,7 @@ class SQLStore:
         max_attempts: int,
         now: float,
     ) -> list[Message]:
+        nonce = os.urandom(6).hex()
         with self._tx() as cur:
             self._dead_letter(
                 cur,
@@ -299,50 +304,56 @@ class SQLStore:
                 (subscriber_id, now, max_messages),
             )
             rows = cur.fetchall()
-            leased = [self._leased(row, now + visibility_s) for row in rows]
-            cur.executemany(
-                self._q(
-                    "UPDATE messages SET attempt = ?, visible_at = ?, receipt = ? WHERE seq = ?"
-                ),
-                [(m.attempt, m.lease_until, m.receipt, m.id) for m in leased],
-            )
-        return leased
+            if rows:
+                marks = ", ".join("?" * len(rows))
+                cur.execute(
+                    self._q(
+                        f"UPDATE messages SET attempt = attempt + 1, visible_at = ?, receipt = "
+                        f"{self._d.concat_receipt} WHERE seq IN ({marks})"
+                    ),
+                    (now + visibility_s, nonce, *(r[0] for r in rows)),
+                )
+        return [self._leased(row, now + visibility_s, nonce) for row in rows]
 
-    def _leased(self, row: Sequence[Any], until: float) -> Message:
-        attempt = int(row[6]) + 1
+    def _leased(self, row: Sequence[Any], until: float, nonce: str) -> Message:
+        seq, attempt = int(row[0]), int(row[6]) + 1
         return Message(
-            id=int(row[0]),
+            id=seq,
             subscriber_id=row[1],
             publication_id=row[2],
             subscription_ids=tuple(orjson.loads(row[3])),
             body=orjson.loads(row[4]),
             enqueued_at=float(row[5]),
             attempt=attempt,
-            receipt=_receipt(int(row[0]), attempt),
+            receipt=_receipt(seq, attempt, nonce),
             lease_until=until,
         )
 
     def _by_receipt(
         self, subscriber_id: str, receipts: Sequence[str], sql: str, extra: Sequence[Any]
     ) -> AckResult:
-        result = AckResult()
-        with self._tx() as cur:
-            for receipt in dict.fromkeys(receipts):
-                seq = _seq_of(receipt)
-                if seq is not None:
-                    cur.execute(self._q(sql), (*extra, subscriber_id, seq, receipt))
-                (result.acked if seq is not None and cur.rowcount else result.unknown).append(
-                    receipt
+        """One statement for all receipts: `sql WHERE ... RETURNING seq, receipt`."""
+        wanted = list(dict.fromkeys(receipts))
+        valid = [r for r in wanted if _seq_of(r) is not None]
+        done: set[str] = set()
+        if valid:
+            marks = ", ".join("?" * len(valid))
+            with self._tx() as cur:
+                cur.execute(
+                    self._q(
+                        f"{sql} WHERE subscriber_id = ? AND seq IN ({marks}) "
+                        f"AND receipt IN ({marks}) RETURNING seq, receipt"
+                    ),
+                    (*extra, subscriber_id, *(_seq_of(r) for r in valid), *valid),
                 )
-        return result
+                rows = cur.fetchall()
+            # a DELETE returns the receipt that matched; an UPDATE returns the new (NULL) one
+            seqs = {int(row[0]) for row in rows if row[1] is None}
+            done = {row[1] for row in rows} | {r for r in valid if _seq_of(r) in seqs}
+        return AckResult([r for r in wanted if r in done], [r for r in wanted if r not in done])
 
     def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        return self._by_receipt(
-            subscriber_id,
-            receipts,
-            "DELETE FROM messages WHERE subscriber_id = ? AND seq = ? AND receipt = ?",
-            (),
-        )
+        return self._by_receipt(subscriber_id, receipts, "DELETE FROM messages", ())
 
     def nack(
         self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
@@ -350,8 +361,7 @@ class SQLStore:
         return self._by_receipt(
             subscriber_id,
             receipts,
-            "UPDATE messages SET visible_at = ?, receipt = NULL "
-            "WHERE subscriber_id = ? AND seq = ? AND receipt = ?",
+            "UPDATE messages SET visible_at = ?, receipt = NULL",
             (now + delay_s,),
         )
 

@@ -20,6 +20,7 @@ DIALECT = Dialect(
     serial="INTEGER PRIMARY KEY AUTOINCREMENT",
     insert_ignore="INSERT OR IGNORE INTO",
     on_conflict_ignore="",
+    concat_receipt="seq || '.' || (attempt + 1) || '.' || ?",
     skip_locked="",
 )
 
