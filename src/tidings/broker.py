@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hmac
 import logging
 import time
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tidings.config import Settings
-from tidings.delivery.batcher import EnqueueBatcher
+from tidings.delivery.committer import Committer
 from tidings.delivery.signals import Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
@@ -79,7 +78,7 @@ class Broker:
         self._functions: dict[str, dict[str, Subscription]] = {}  # type -> id -> sub
         self._failures: dict[str, int] = {}
         self._tokens: dict[str, str] = {}
-        self._batcher = EnqueueBatcher(functools.partial(store.enqueue, fresh=True))
+        self._committer = Committer(store.batch)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._version = -1
 
@@ -306,7 +305,8 @@ class Broker:
         ]
 
     async def _commit(self, pubs: list[Publication], messages: list[NewMessage]) -> None:
-        await self._batcher.submit(messages)
+        if messages:  # fresh: a new publication's keys were never enqueued before
+            await self._committer.submit(self.store.enqueue_op(messages, fresh=True))
         self.metrics.inc("publications_total", len(pubs))
         self.metrics.inc("deliveries_enqueued_total", len(messages))
         if self.eventlog is not None:
@@ -354,7 +354,7 @@ class Broker:
             for owner, ids in matched.items()
         ]
         # checked, not fresh: topic or content may have delivered this publication already
-        added = await asyncio.to_thread(self.store.enqueue, messages)
+        added = await self._committer.submit(self.store.enqueue_op(messages)) if messages else 0
         self.metrics.inc("deliveries_enqueued_total", added)
         if self.eventlog is not None:
             self.eventlog.delivery_events(self._enqueued_events(messages))
@@ -418,7 +418,7 @@ class Broker:
             )
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        result = await asyncio.to_thread(self.store.ack, subscriber_id, receipts)
+        result = await self._committer.submit(self.store.ack_op(subscriber_id, receipts))
         self.metrics.inc("deliveries_acked_total", len(result.acked))
         return result
 

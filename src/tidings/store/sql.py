@@ -239,11 +239,29 @@ class SQLStore:
 
     # ---------------------------------------------------------------- queues
 
+    def batch(self, ops: Sequence[Callable[[Cursor], Any]]) -> list[Any]:
+        """Group commit: run independent operations in one transaction. Each result is the
+        operation's value, or the exception it raised (the others still commit)."""
+        results: list[Any] = []
+        with self._tx() as cur:
+            for op in ops:
+                try:
+                    results.append(op(cur))
+                except Exception as exc:  # one caller's failure is that caller's answer
+                    results.append(exc)
+        return results
+
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
-        """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
-        rows go in with two bulk statements instead of a check per row."""
         if not messages:
             return 0
+        with self._tx() as cur:
+            return self.enqueue_op(messages, fresh)(cur)
+
+    def enqueue_op(
+        self, messages: Sequence[NewMessage], fresh: bool = False
+    ) -> Callable[[Cursor], int]:
+        """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
+        rows go in with two bulk statements instead of a check per row."""
         dedup = self._q(
             f"{self._d.insert_ignore} dedup VALUES (?, ?, ?) {self._d.on_conflict_ignore}"
         )
@@ -251,7 +269,8 @@ class SQLStore:
             "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, "
             "body, enqueued_at) VALUES (?, ?, ?, ?, ?)"
         )
-        with self._tx() as cur:
+
+        def op(cur: Cursor) -> int:
             if fresh:
                 keys = [(m.subscriber_id, m.dedup_key, m.enqueued_at) for m in messages]
                 cur.executemany(dedup, keys)
@@ -264,6 +283,8 @@ class SQLStore:
                     cur.execute(insert, _row(m))
                     added += 1
             return added
+
+        return op
 
     def _dead_letter(
         self, cur: Cursor, where: str, params: Sequence[Any], reason: str, now: float
@@ -287,8 +308,20 @@ class SQLStore:
         max_attempts: int,
         now: float,
     ) -> list[Message]:
-        nonce = os.urandom(6).hex()
         with self._tx() as cur:
+            return self.lease_op(subscriber_id, max_messages, visibility_s, max_attempts, now)(cur)
+
+    def lease_op(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        visibility_s: float,
+        max_attempts: int,
+        now: float,
+    ) -> Callable[[Cursor], list[Message]]:
+        nonce = os.urandom(6).hex()
+
+        def op(cur: Cursor) -> list[Message]:
             self._dead_letter(
                 cur,
                 "subscriber_id = ? AND attempt >= ? AND visible_at <= ?",
@@ -313,7 +346,9 @@ class SQLStore:
                     ),
                     (now + visibility_s, nonce, *(r[0] for r in rows)),
                 )
-        return [self._leased(row, now + visibility_s, nonce) for row in rows]
+            return [self._leased(row, now + visibility_s, nonce) for row in rows]
+
+        return op
 
     def _leased(self, row: Sequence[Any], until: float, nonce: str) -> Message:
         seq, attempt = int(row[0]), int(row[6]) + 1
@@ -331,14 +366,15 @@ class SQLStore:
 
     def _by_receipt(
         self, subscriber_id: str, receipts: Sequence[str], sql: str, extra: Sequence[Any]
-    ) -> AckResult:
+    ) -> Callable[[Cursor], AckResult]:
         """One statement for all receipts: `sql WHERE ... RETURNING seq, receipt`."""
         wanted = list(dict.fromkeys(receipts))
         valid = [r for r in wanted if _seq_of(r) is not None]
-        done: set[str] = set()
-        if valid:
-            marks = ", ".join("?" * len(valid))
-            with self._tx() as cur:
+
+        def op(cur: Cursor) -> AckResult:
+            rows: list[Any] = []
+            if valid:
+                marks = ", ".join("?" * len(valid))
                 cur.execute(
                     self._q(
                         f"{sql} WHERE subscriber_id = ? AND seq IN ({marks}) "
@@ -350,14 +386,26 @@ class SQLStore:
             # a DELETE returns the receipt that matched; an UPDATE returns the new (NULL) one
             seqs = {int(row[0]) for row in rows if row[1] is None}
             done = {row[1] for row in rows} | {r for r in valid if _seq_of(r) in seqs}
-        return AckResult([r for r in wanted if r in done], [r for r in wanted if r not in done])
+            return AckResult([r for r in wanted if r in done], [r for r in wanted if r not in done])
+
+        return op
 
     def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        with self._tx() as cur:
+            return self.ack_op(subscriber_id, receipts)(cur)
+
+    def ack_op(self, subscriber_id: str, receipts: Sequence[str]) -> Callable[[Cursor], AckResult]:
         return self._by_receipt(subscriber_id, receipts, "DELETE FROM messages", ())
 
     def nack(
         self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
     ) -> AckResult:
+        with self._tx() as cur:
+            return self.nack_op(subscriber_id, receipts, now, delay_s)(cur)
+
+    def nack_op(
+        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
+    ) -> Callable[[Cursor], AckResult]:
         return self._by_receipt(
             subscriber_id,
             receipts,
