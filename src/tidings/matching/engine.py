@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tidings.matching.content import ContentIndex
 from tidings.matching.semantics import conjunction_holds
 from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex
 from tidings.model import Predicate, Scalar
@@ -67,7 +68,7 @@ class ScanContentIndex:
 
 
 def default_content_index() -> ContentMatcher:
-    return ScanContentIndex()
+    return ContentIndex()
 
 
 class Matcher:

@@ -1,0 +1,177 @@
+"""The content index: predicates indexed per attribute, matched by counting.
+
+Each subscription is a conjunction of `n` predicates. For an event, every satisfied
+predicate adds one to its subscription's count, and the subscriptions whose count reaches
+their `n` match. Satisfied predicates are found per attribute of the event, never by testing
+every subscription:
+- `=` and `in`: a hash of (type, value) -> subscription slots;
+- `<`, `<=`, `>`, `>=`: per type (numbers, strings) and operator, the thresholds sorted, so
+  one binary search gives the slice of satisfied slots;
+- `exists: false`: counted for each indexed key the event lacks;
+- `!=`, `prefix`, `suffix`, `contains`, `exists: true`: checked one by one, but only those on
+  keys the event carries.
+Semantics are exactly `semantics.conjunction_holds` (the property tests compare them).
+The million-subscription bitset index is a separate structure behind the same interface.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tidings.matching.semantics import predicate_holds, type_class
+from tidings.model import ORDERED_OPS, Op, Predicate, Scalar
+
+NUMBER, STRING = 1, 2
+_HASHED = (Op.EQ, Op.IN)
+
+
+@dataclass
+class _Sorted:
+    """Thresholds of one (key, type, operator), sorted, with their slots."""
+
+    pairs: list[tuple[Scalar, int]] = field(default_factory=list)
+    values: list[Scalar] = field(default_factory=list)
+    slots: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    dirty: bool = False
+
+    def ready(self) -> None:
+        if self.dirty:
+            self.pairs.sort(key=lambda p: p[0])
+            self.values = [v for v, _ in self.pairs]
+            self.slots = np.fromiter((s for _, s in self.pairs), np.int64, len(self.pairs))
+            self.dirty = False
+
+    def satisfied(self, op: Op, x: Scalar) -> np.ndarray:
+        """Slots of the predicates `attribute op threshold` that `x` satisfies."""
+        self.ready()
+        if op is Op.LT:  # x < t
+            return self.slots[bisect_right(self.values, x) :]
+        if op is Op.LE:
+            return self.slots[bisect_left(self.values, x) :]
+        if op is Op.GT:  # x > t
+            return self.slots[: bisect_left(self.values, x)]
+        return self.slots[: bisect_right(self.values, x)]
+
+
+@dataclass
+class _KeyIndex:
+    """Everything indexed on one attribute name."""
+
+    hashed: dict[tuple[int, Scalar], list[int]] = field(default_factory=dict)
+    ordered: dict[tuple[int, Op], _Sorted] = field(default_factory=dict)
+    residual: list[tuple[int, Predicate]] = field(default_factory=list)
+    absent: list[int] = field(default_factory=list)  # slots with `exists: false` here
+
+
+class ContentIndex:
+    def __init__(self) -> None:
+        self._keys: dict[str, _KeyIndex] = {}
+        self._slot_of: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._predicates: list[tuple[Predicate, ...]] = []
+        self._required = np.empty(0, np.int64)
+        self._free: list[int] = []
+        self._always: set[int] = set()  # subscriptions with no predicate at all
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None:
+        self.remove(subscription_id)
+        slot = self._new_slot(subscription_id, tuple(predicates))
+        for p in predicates:
+            self._index(slot, p)
+        if not predicates:
+            self._always.add(slot)
+
+    def _new_slot(self, subscription_id: str, predicates: tuple[Predicate, ...]) -> int:
+        if self._free:
+            slot = self._free.pop()
+            self._ids[slot], self._predicates[slot] = subscription_id, predicates
+        else:
+            slot = len(self._ids)
+            self._ids.append(subscription_id)
+            self._predicates.append(predicates)
+            self._required = np.resize(self._required, max(16, 2 * slot + 2))
+        self._required[slot] = len(predicates)
+        self._slot_of[subscription_id] = slot
+        return slot
+
+    def _index(self, slot: int, p: Predicate) -> None:
+        key = self._keys.setdefault(p.key, _KeyIndex())
+        if p.op in _HASHED:
+            values = p.value if isinstance(p.value, tuple) else (p.value,)
+            for v in dict.fromkeys((type_class(v), v) for v in values):
+                key.hashed.setdefault(v, []).append(slot)
+        elif p.op in ORDERED_OPS:
+            kind = type_class(p.value)
+            if kind in (NUMBER, STRING):  # booleans have no order: never satisfied
+                bucket = key.ordered.setdefault((kind, p.op), _Sorted())
+                bucket.pairs.append((p.value, slot))  # type: ignore[arg-type]
+                bucket.dirty = True
+        elif p.op is Op.EXISTS and p.value is False:
+            key.absent.append(slot)
+        else:
+            key.residual.append((slot, p))
+
+    def remove(self, subscription_id: str) -> bool:
+        slot = self._slot_of.pop(subscription_id, None)
+        if slot is None:
+            return False
+        for p in self._predicates[slot]:
+            self._unindex(slot, p)
+        self._always.discard(slot)
+        self._ids[slot], self._predicates[slot] = None, ()
+        self._required[slot] = -1
+        self._free.append(slot)
+        return True
+
+    def _unindex(self, slot: int, p: Predicate) -> None:
+        key = self._keys[p.key]
+        if p.op in _HASHED:
+            values = p.value if isinstance(p.value, tuple) else (p.value,)
+            for v in dict.fromkeys((type_class(v), v) for v in values):
+                bucket = key.hashed[v]
+                bucket.remove(slot)
+                if not bucket:
+                    del key.hashed[v]
+        elif p.op in ORDERED_OPS and type_class(p.value) in (NUMBER, STRING):
+            bucket_sorted = key.ordered[(type_class(p.value), p.op)]
+            bucket_sorted.pairs.remove((p.value, slot))  # type: ignore[arg-type]
+            bucket_sorted.dirty = True
+        elif p.op is Op.EXISTS and p.value is False:
+            key.absent.remove(slot)
+        else:
+            key.residual.remove((slot, p))
+
+    def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
+        hits = self._satisfied(attributes)
+        counts = np.bincount(hits, minlength=len(self._ids)) if hits.size else None
+        matched = set(self._always)
+        if counts is not None:
+            required = self._required[: len(counts)]
+            matched.update(np.flatnonzero(counts == required).tolist())
+        return [self._ids[s] for s in sorted(matched)]  # type: ignore[misc]
+
+    def _satisfied(self, attributes: Mapping[str, Scalar]) -> np.ndarray:
+        parts: list[np.ndarray | list[int]] = []
+        for name, key in self._keys.items():
+            if name not in attributes:
+                parts.append(key.absent)
+                continue
+            x = attributes[name]
+            parts.append(key.hashed.get((type_class(x), x), []))
+            kind = type_class(x)
+            for (k, op), bucket in key.ordered.items():
+                if k == kind:
+                    parts.append(bucket.satisfied(op, x))
+            parts.append([s for s, p in key.residual if predicate_holds(p, attributes)])
+        chunks = [np.asarray(p, np.int64) for p in parts if len(p)]
+        return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
+
+    def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        return [self.match(e) for e in events]
