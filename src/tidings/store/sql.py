@@ -77,9 +77,19 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _row(m: NewMessage) -> tuple[Any, ...]:
-    subscriptions = _dumps(list(m.subscription_ids))
-    return (m.subscriber_id, m.publication_id, subscriptions, _dumps(m.body), m.enqueued_at)
+def _rows(messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
+    """Insert rows; a publication's body, shared by its deliveries, is encoded once."""
+    bodies: dict[int, str] = {}
+    return [
+        (
+            m.subscriber_id,
+            m.publication_id,
+            _dumps(list(m.subscription_ids)),
+            bodies.get(id(m.body)) or bodies.setdefault(id(m.body), _dumps(m.body)),
+            m.enqueued_at,
+        )
+        for m in messages
+    ]
 
 
 def _receipt(seq: int, attempt: int, nonce: str) -> str:
@@ -274,13 +284,13 @@ class SQLStore:
             if fresh:
                 keys = [(m.subscriber_id, m.dedup_key, m.enqueued_at) for m in messages]
                 cur.executemany(dedup, keys)
-                cur.executemany(insert, [_row(m) for m in messages])
+                cur.executemany(insert, _rows(messages))
                 return len(messages)
             added = 0
             for m in messages:
                 cur.execute(dedup, (m.subscriber_id, m.dedup_key, m.enqueued_at))
                 if cur.rowcount == 1:
-                    cur.execute(insert, _row(m))
+                    cur.execute(insert, _rows([m])[0])
                     added += 1
             return added
 
@@ -322,13 +332,7 @@ class SQLStore:
         nonce = os.urandom(6).hex()
 
         def op(cur: Cursor) -> list[Message]:
-            self._dead_letter(
-                cur,
-                "subscriber_id = ? AND attempt >= ? AND visible_at <= ?",
-                (subscriber_id, max_attempts, now),
-                "max_attempts",
-                now,
-            )
+            # candidates in FIFO order; one leased max_attempts times already is a dead letter
             cur.execute(
                 self._q(
                     f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE subscriber_id = ? AND "
@@ -337,6 +341,12 @@ class SQLStore:
                 (subscriber_id, now, max_messages),
             )
             rows = cur.fetchall()
+            dead = [r[0] for r in rows if int(r[6]) >= max_attempts]
+            if dead:
+                self._dead_letter(
+                    cur, f"seq IN ({', '.join('?' * len(dead))})", dead, "max_attempts", now
+                )
+                rows = [r for r in rows if int(r[6]) < max_attempts]
             if rows:
                 marks = ", ".join("?" * len(rows))
                 cur.execute(
