@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidings.matching.content import ContentIndex
 from tidings.matching.engine import ContentMatcher, Event, Matcher, Matches, ScanContentIndex
 from tidings.matching.semantics import any_topic_matches, conjunction_holds
 from tidings.model import Op, Predicate
@@ -22,7 +23,10 @@ from .strategies import (
     topic_names,
 )
 
-CONTENT_INDEXES: dict[str, Callable[[], ContentMatcher]] = {"scan": ScanContentIndex}
+CONTENT_INDEXES: dict[str, Callable[[], ContentMatcher]] = {
+    "scan": ScanContentIndex,
+    "index": ContentIndex,
+}
 
 
 @dataclass
