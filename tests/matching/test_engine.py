@@ -100,6 +100,25 @@ def test_an_event_without_attributes_matches_only_exists_false() -> None:
     assert matcher.match(Event(topics=("a",))) == {"alice": ["s1"]}
 
 
+def test_the_thesis_topic_scenario_matches_each_publication_once_per_subscriber() -> None:
+    matcher = Matcher()
+    matcher.add_topic("t1", "S1", ["topic1", "topic2"])
+    matcher.add_topic("t2", "S2", ["topic2"])
+    matcher.add_topic("t3", "S3", ["topic2", "topic3"])
+    events = [
+        Event(("topic1",)),
+        Event(("topic2", "topic3")),
+        Event(("topic3",)),
+        Event(("topic4",)),
+    ]
+    received = {who: 0 for who in ("S1", "S2", "S3", "S4")}
+    for matches in matcher.match_batch(events):
+        for who in matches:
+            received[who] += 1
+    # The compat API delivers once per matching topic (S3 then gets 3); matching is per event.
+    assert received == {"S1": 2, "S2": 1, "S3": 2, "S4": 0}
+
+
 def test_the_thesis_content_scenario_delivers_one_zero_zero_one() -> None:
     matcher = Matcher()
     matcher.add_content("c1", "A", [Predicate("content1", Op.LT, 1000)])
