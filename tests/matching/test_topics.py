@@ -141,6 +141,21 @@ def test_removing_the_last_pattern_prunes_the_trie() -> None:
     assert index.match(["a/b"]) == {"s2"}
 
 
+def test_an_answer_computed_while_the_index_changed_is_not_cached() -> None:
+    index = index_of({"s1": ["a"]})
+    compute = index._compute
+
+    def racing(topic: str) -> object:
+        answer = compute(topic)
+        index.add("s2", ["a"])  # a mutation lands while the answer is being computed
+        return answer
+
+    index._compute = racing  # type: ignore[method-assign,assignment]
+    assert index.match(["a"]) == {"s1"}
+    index._compute = compute  # type: ignore[method-assign]
+    assert index.match(["a"]) == {"s1", "s2"}
+
+
 def test_every_mutation_advances_the_generation() -> None:
     index = TopicIndex()
     before = index.generation
