@@ -1,6 +1,7 @@
 """Durable delivery throughput and latency, over HTTP pull or the WebSocket stream.
 
     python benchmarks/delivery.py --case one-to-one|fanout --transport http|websocket [--quick]
+        [--url U]
 
 The broker runs as its own process (`tidings serve`, SQLite in a temporary directory);
 subscribers run in separate processes, the publisher in this one. Each case is measured
@@ -133,33 +134,40 @@ async def setup(url: str, n: int) -> list[tuple[str, str]]:
         return subs
 
 
-def measure(w: Workload, store: str) -> dict[str, Any]:
+def measure(w: Workload, store: str, url: str | None = None) -> dict[str, Any]:
+    """One run against `url`, or against a fresh broker process with `store`."""
+    if url:
+        return run(w, url)
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_broker(store, tmp)
         try:
-            subs = asyncio.run(setup(url, w.subscribers))
-            procs = 2 if w.subscribers > 1 else 1
-            deadline = time.time() + (w.messages / w.rate if w.rate else 60) + 60
-            queue: Any = mp.get_context("spawn").Queue()
-            workers = [
-                mp.get_context("spawn").Process(
-                    target=subscriber_process,
-                    args=(url, subs[i::procs], w.transport, w.messages, deadline, queue),
-                )
-                for i in range(procs)
-            ]
-            for p in workers:
-                p.start()
-            time.sleep(1.0)
-            started = time.time()
-            asyncio.run(publish(url, w))
-            results = [queue.get(timeout=deadline - time.time() + 30) for _ in workers]
-            elapsed = time.time() - started
-            for p in workers:
-                p.join(10)
+            return run(w, url)
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def run(w: Workload, url: str) -> dict[str, Any]:
+    subs = asyncio.run(setup(url, w.subscribers))
+    procs = 2 if w.subscribers > 1 else 1
+    deadline = time.time() + (w.messages / w.rate if w.rate else 60) + 60
+    queue: Any = mp.get_context("spawn").Queue()
+    workers = [
+        mp.get_context("spawn").Process(
+            target=subscriber_process,
+            args=(url, subs[i::procs], w.transport, w.messages, deadline, queue),
+        )
+        for i in range(procs)
+    ]
+    for p in workers:
+        p.start()
+    time.sleep(1.0)
+    started = time.time()
+    asyncio.run(publish(url, w))
+    results = [queue.get(timeout=deadline - time.time() + 30) for _ in workers]
+    elapsed = time.time() - started
+    for p in workers:
+        p.join(10)
     latencies = [x for per_proc in results for per_sub in per_proc for x in per_sub]
     expected = w.messages * w.subscribers
     return {
@@ -175,7 +183,7 @@ def measure(w: Workload, store: str) -> dict[str, Any]:
 def workload(case: str, transport: str, quick: bool) -> Workload:
     if case == "one-to-one":
         return Workload(case, transport, 1, 20_000 if quick else 100_000, 0, 100)
-    seconds = 10 if quick else 60
+    seconds = 3 if quick else 60  # --quick: both stores within about a minute
     return Workload(case, transport, 100, 500 * seconds, 500, 25)
 
 
@@ -184,9 +192,10 @@ def main() -> None:
     parser.add_argument("--case", choices=["one-to-one", "fanout"], default="one-to-one")
     parser.add_argument("--transport", choices=["http", "websocket"], default="websocket")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--url", help="Measure this running broker (baseline: a local memory://).")
     args = parser.parse_args()
     w = workload(args.case, args.transport, args.quick)
-    durable = measure(w, "")
+    durable = measure(w, "", args.url)
     baseline = measure(w, "memory://")
     ratio = durable["messages_per_s"] / max(baseline["messages_per_s"], 1e-9)
     workload_info = {
