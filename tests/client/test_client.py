@@ -24,10 +24,11 @@ def test_the_sync_client_covers_a_subscribers_life(url: str) -> None:
         made = me.subscribe(predicates=[{"key": "t", "op": ">=", "value": 20}])
         assert client.publish("warm", attributes={"t": 21}).deliveries == 1
         [message] = me.pull(wait=1)
-        assert message.data == "warm" and message.subscription_ids == [made["id"]]
+        assert message.data == "warm" and message.subscription_ids == [made.id]
         assert me.ack([message.receipt]).acked == [message.receipt]
-        assert me.depth().ready == 0 and me.subscriptions()[0]["id"] == made["id"]
-        me.unsubscribe(made["id"])
+        assert me.depth().ready == 0 and me.subscriptions() == [made]
+        assert (made.kind, made.status) == ("content", "active")
+        me.unsubscribe(made.id)
         me.unregister()
         assert client.health()
 
@@ -40,6 +41,20 @@ def test_a_refusal_carries_the_brokers_code_and_field(url: str) -> None:
         "invalid_topic",
         "topics[0]",
     )
+
+
+def test_a_handle_rebuilt_from_id_and_token_sees_the_same_subscriber(url: str) -> None:
+    with Client(url) as client:
+        first = client.register()
+        again = client.subscriber(first.id, first.token)
+        assert again.info().id == first.id and again.info().depth.ready == 0
+
+
+def test_a_wrong_token_is_refused_with_the_brokers_code(url: str) -> None:
+    with Client(url) as client, pytest.raises(TidingsClientError) as caught:
+        me = client.register()
+        client.subscriber(me.id, "not-the-token").depth()
+    assert (caught.value.status, caught.value.code) == (403, "forbidden")
 
 
 def test_an_unreachable_broker_is_one_clear_error() -> None:
@@ -62,7 +77,9 @@ def test_dead_letters_are_listed_and_redriven_through_the_client(url: str) -> No
 async def test_the_async_client_streams_and_acknowledges(url: str) -> None:
     async with AsyncClient(url) as client:
         me = await client.register()
-        await me.subscribe(topics=["s/#"])
+        made = await me.subscribe(topics=["s/#"])
+        assert await me.subscription(made.id) == await me.resume(made.id) == made
+        assert (await me.info()).id == me.id
         async with me.stream(prefetch=5) as stream:
             await client.publish({"n": 1}, topics=["s/1"])
             async for message in stream:

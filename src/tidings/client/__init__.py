@@ -17,6 +17,8 @@ from tidings.client.types import (
     Message,
     Published,
     Registration,
+    SubscriberInfo,
+    Subscription,
     TidingsClientError,
 )
 
@@ -31,5 +33,7 @@ __all__ = [
     "Published",
     "Registration",
     "SubscriberHandle",
+    "SubscriberInfo",
+    "Subscription",
     "TidingsClientError",
 ]

@@ -114,16 +114,19 @@ class AsyncSubscriberHandle:
         topics: list[str] | None = None,
         predicates: list[dict[str, Any]] | None = None,
         function: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> t.Subscription:
         return await self._run(calls.subscribe(self.base, topics, predicates, function))  # type: ignore[no-any-return]
 
-    async def subscriptions(self) -> list[dict[str, Any]]:
+    async def subscriptions(self) -> list[t.Subscription]:
         return await self._run(calls.subscriptions(self.base))  # type: ignore[no-any-return]
+
+    async def subscription(self, subscription_id: str) -> t.Subscription:
+        return await self._run(calls.subscription(self.base, subscription_id))  # type: ignore[no-any-return]
 
     async def unsubscribe(self, subscription_id: str) -> None:
         await self._run(calls.subscription(self.base, subscription_id, "DELETE"))
 
-    async def resume(self, subscription_id: str) -> dict[str, Any]:
+    async def resume(self, subscription_id: str) -> t.Subscription:
         return await self._run(calls.subscription(self.base, subscription_id, "POST", "/resume"))  # type: ignore[no-any-return]
 
     async def pull(
@@ -136,6 +139,9 @@ class AsyncSubscriberHandle:
 
     async def nack(self, receipts: list[str], delay: float = 0.0) -> t.AckResult:
         return await self._run(calls.settle(self.base, "nack", receipts, delay))  # type: ignore[no-any-return]
+
+    async def info(self) -> t.SubscriberInfo:
+        return await self._run(calls.info(self.base))  # type: ignore[no-any-return]
 
     async def depth(self) -> t.Depth:
         return await self._run(calls.depth(self.base))  # type: ignore[no-any-return]

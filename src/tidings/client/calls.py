@@ -60,17 +60,23 @@ def subscribe(
     predicates: list[dict[str, Any]] | None,
     function: dict[str, Any] | None,
 ) -> Call:
-    return Call(
-        "POST", f"{base}/subscriptions", json=t.subscription_body(topics, predicates, function)
-    )
+    body = t.subscription_body(topics, predicates, function)
+    return Call("POST", f"{base}/subscriptions", t.subscription, json=body)
 
 
 def subscriptions(base: str) -> Call:
-    return Call("GET", f"{base}/subscriptions", lambda r: r["subscriptions"])
+    return Call(
+        "GET", f"{base}/subscriptions", lambda r: [t.subscription(s) for s in r["subscriptions"]]
+    )
 
 
 def subscription(base: str, sid: str, method: str = "GET", suffix: str = "") -> Call:
-    return Call(method, f"{base}/subscriptions/{sid}{suffix}")
+    parse = t.subscription if method != "DELETE" else (lambda r: r)
+    return Call(method, f"{base}/subscriptions/{sid}{suffix}", parse)
+
+
+def info(base: str) -> Call:
+    return Call("GET", base, t.subscriber_info)
 
 
 def pull(base: str, max_messages: int, wait: float, visibility: float | None) -> Call:

@@ -82,19 +82,19 @@ class SubscriberHandle:
         topics: list[str] | None = None,
         predicates: list[dict[str, Any]] | None = None,
         function: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> t.Subscription:
         return self._run(calls.subscribe(self.base, topics, predicates, function))  # type: ignore[no-any-return]
 
-    def subscriptions(self) -> list[dict[str, Any]]:
+    def subscriptions(self) -> list[t.Subscription]:
         return self._run(calls.subscriptions(self.base))  # type: ignore[no-any-return]
 
-    def subscription(self, subscription_id: str) -> dict[str, Any]:
+    def subscription(self, subscription_id: str) -> t.Subscription:
         return self._run(calls.subscription(self.base, subscription_id))  # type: ignore[no-any-return]
 
     def unsubscribe(self, subscription_id: str) -> None:
         self._run(calls.subscription(self.base, subscription_id, "DELETE"))
 
-    def resume(self, subscription_id: str) -> dict[str, Any]:
+    def resume(self, subscription_id: str) -> t.Subscription:
         return self._run(calls.subscription(self.base, subscription_id, "POST", "/resume"))  # type: ignore[no-any-return]
 
     def pull(
@@ -107,6 +107,9 @@ class SubscriberHandle:
 
     def nack(self, receipts: list[str], delay: float = 0.0) -> t.AckResult:
         return self._run(calls.settle(self.base, "nack", receipts, delay))  # type: ignore[no-any-return]
+
+    def info(self) -> t.SubscriberInfo:
+        return self._run(calls.info(self.base))  # type: ignore[no-any-return]
 
     def depth(self) -> t.Depth:
         return self._run(calls.depth(self.base))  # type: ignore[no-any-return]

@@ -59,6 +59,27 @@ class Depth:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriberInfo:
+    id: str
+    created_at: float
+    queue_url: str
+    depth: Depth
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    id: str
+    subscriber_id: str
+    kind: str  # topic | content | function
+    created_at: float
+    status: str  # active | suspended
+    status_reason: str | None = None
+    topics: list[str] | None = None
+    predicates: list[dict[str, Any]] | None = None
+    function: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     id: int
     publication_id: str
@@ -71,6 +92,15 @@ class DeadLetter:
 def message(raw: dict[str, Any]) -> Message:
     fields = ("id", "receipt", "attempt", "publication_id", "subscription_ids", "enqueued_at")
     return Message(**{k: raw[k] for k in fields}, body=raw["body"])
+
+
+def subscriber_info(raw: dict[str, Any]) -> SubscriberInfo:
+    return SubscriberInfo(raw["id"], raw["created_at"], raw["queue_url"], Depth(**raw["depth"]))
+
+
+def subscription(raw: dict[str, Any]) -> Subscription:
+    known = Subscription.__dataclass_fields__
+    return Subscription(**{k: v for k, v in raw.items() if k in known})
 
 
 def dead_letter(raw: dict[str, Any]) -> DeadLetter:
