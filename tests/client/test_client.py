@@ -87,3 +87,17 @@ async def test_the_async_client_streams_and_acknowledges(url: str) -> None:
                 await stream.ack([message.receipt])
                 break
         assert (await me.depth()).leased in (0, 1)
+
+
+async def test_a_stream_refused_or_unreachable_is_a_client_error(url: str) -> None:
+    async with AsyncClient(url) as client:
+        me = await client.register()
+        with pytest.raises(TidingsClientError) as refused:
+            async with client.subscriber(me.id, "not-the-token").stream() as stream:
+                [m async for m in stream]
+    async with AsyncClient("http://127.0.0.1:1") as nowhere:
+        with pytest.raises(TidingsClientError) as unreachable:
+            async with nowhere.subscriber(me.id, me.token).stream():
+                pass
+    assert (refused.value.status, refused.value.code) == (403, "forbidden")
+    assert unreachable.value.code == "unreachable"

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosedError, InvalidHandshake, InvalidStatus
 
 from tidings.client import calls
 from tidings.client import types as t
@@ -81,20 +82,27 @@ class Stream:
         return self._messages()
 
     async def _messages(self) -> AsyncIterator[t.Message]:
-        async for frame in self._ws:
-            raw = orjson.loads(frame)
-            if raw.get("type") == "messages":
-                for m in raw["messages"]:
-                    yield t.message(m)
-            elif raw.get("type") == "error":
-                err = raw["error"]
-                raise t.TidingsClientError(400, err["code"], err["message"], err.get("field"))
+        try:
+            async for frame in self._ws:
+                for message in _decoded(frame):
+                    yield message
+        except ConnectionClosedError as exc:
+            raise t.TidingsClientError(0, "stream_closed", f"the stream broke: {exc}") from None
 
     async def ack(self, receipts: list[str]) -> None:
         await self._ws.send(orjson.dumps({"type": "ack", "receipts": receipts}).decode())
 
     async def nack(self, receipts: list[str]) -> None:
         await self._ws.send(orjson.dumps({"type": "nack", "receipts": receipts}).decode())
+
+
+def _decoded(frame: str | bytes) -> list[t.Message]:
+    raw = orjson.loads(frame)
+    if raw.get("type") == "error":
+        err = raw["error"]
+        status = t.status_of(err["code"])
+        raise t.TidingsClientError(status, err["code"], err["message"], err.get("field"))
+    return [t.message(m) for m in raw.get("messages", ())]
 
 
 class AsyncSubscriberHandle:
@@ -159,6 +167,12 @@ class AsyncSubscriberHandle:
     async def stream(self, prefetch: int = 100) -> AsyncIterator[Stream]:
         url = self.client.url.replace("http", "ws", 1) + f"{self.base}/stream?prefetch={prefetch}"
         headers = {"Authorization": f"Bearer {self.token}"}
-        # No permessage-deflate: compressing small JSON frames costs more CPU than it saves.
-        async with connect(url, additional_headers=headers, max_size=2**24, compression=None) as ws:
+        try:
+            # No permessage-deflate: compressing small JSON frames costs more CPU than it saves.
+            ws = await connect(url, additional_headers=headers, max_size=2**24, compression=None)
+        except InvalidStatus as exc:
+            raise t.refused(exc.response.status_code, exc.response.body) from None
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            raise t.unreachable(self.client.url, exc) from None
+        async with ws:
             yield Stream(ws)

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
+
+from tidings.errors import CATALOGUE
 
 
 class TidingsClientError(Exception):
@@ -144,13 +147,22 @@ def checked(response: httpx.Response) -> Any:
     """The decoded body of a success, or TidingsClientError with the broker's code."""
     if response.status_code < 400:
         return response.json() if response.content else None
+    raise refused(response.status_code, response.content)
+
+
+def refused(status: int, body: bytes | bytearray | None) -> TidingsClientError:
     try:
-        err = response.json()["error"]
-        raise TidingsClientError(
-            response.status_code, err["code"], err["message"], err.get("field")
-        )
-    except (ValueError, KeyError, TypeError):
-        raise TidingsClientError(response.status_code, "http_error", response.text[:200]) from None
+        err = orjson.loads(bytes(body or b""))["error"]
+        return TidingsClientError(status, err["code"], err["message"], err.get("field"))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        text = bytes(body or b"").decode(errors="replace")[:200]
+        return TidingsClientError(status, "http_error", text or f"HTTP {status}")
+
+
+def status_of(code: str) -> int:
+    """The HTTP status the catalogue gives a code (for errors sent over the stream)."""
+    known = {c.value: status for c, (status, _) in CATALOGUE.items()}
+    return known.get(code, 400)
 
 
 def unreachable(url: str, exc: Exception) -> TidingsClientError:
