@@ -1,0 +1,142 @@
+"""The jobs: match (once or `--follow`, a Structured Streaming query with a checkpoint),
+replay a time range, and the per-batch work they share. Reading and writing happen here;
+the matching itself is `transforms`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from tidings.config import FunctionSettings, Settings
+from tidings.pipeline import logs, transforms
+from tidings.pipeline.sink import QueueSink
+from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    publications: Path
+    quarantine: Path
+    checkpoint: Path
+
+    @classmethod
+    def of(cls, settings: Settings) -> Paths:
+        work = settings.data_dir / "pipeline"
+        return cls(settings.log_dir / "publications", work / "quarantine", work / "checkpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    batch: str
+    publications: int
+    quarantined: int
+    enqueued: int
+    version: int
+
+
+class Subscriptions:
+    """The versioned snapshot, rebuilt only when the store's version moved."""
+
+    def __init__(self, spark: SparkSession, store: SubscriptionSource) -> None:
+        self.spark = spark
+        self.store = store
+        self._frames: SnapshotFrames | None = None
+
+    def frames(self) -> SnapshotFrames:
+        current = self._frames
+        if current is not None and self.store.subscriptions_version() == current.version:
+            return current
+        version, subscriptions = take_snapshot(self.store)
+        self._frames = to_frames(self.spark, version, subscriptions)
+        return self._frames
+
+
+@dataclass
+class Matching:
+    """What one batch needs: subscriptions, the sink, where bad lines go, and options."""
+
+    subscriptions: Subscriptions
+    sink: QueueSink
+    quarantine: Path
+    functions: FunctionSettings | None = None
+    since: float | None = None
+    subscriber_id: str | None = None
+
+    def run(self, parsed: DataFrame, batch: str) -> BatchResult:
+        parsed = parsed.cache()
+        try:
+            quarantined = quarantine(parsed, self.quarantine, batch)
+            pubs = transforms.since(logs.valid(parsed), self.since)
+            frames = self.subscriptions.frames()
+            if self.subscriber_id is not None:
+                frames = transforms.for_subscriber(frames, self.subscriber_id)
+            found = transforms.all_matches(pubs, frames, self.functions)
+            added = self.sink.write(transforms.deliveries(found, pubs))
+            return BatchResult(batch, pubs.count(), quarantined, added, frames.version)
+        finally:
+            parsed.unpersist()
+
+
+def quarantine(parsed: DataFrame, directory: Path, batch: str) -> int:
+    """Write the malformed lines of a batch, with their reasons, to `<batch>.jsonl`
+    (rewritten whole if the batch runs again); returns how many there were."""
+    bad = logs.malformed(parsed).collect()
+    if not bad:
+        return 0
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = b"".join(
+        orjson.dumps({"batch": batch, "line": r["line"], "error": r["error"]}) + b"\n" for r in bad
+    )
+    (directory / f"{batch}.jsonl").write_bytes(lines)
+    return len(bad)
+
+
+def start_stream(
+    spark: SparkSession,
+    matching: Matching,
+    paths: Paths,
+    trigger_s: float | None,
+    max_files: int = 1000,
+    on_batch: list[BatchResult] | None = None,
+) -> StreamingQuery:
+    """The streaming matcher over the publication log. `trigger_s` None processes what is
+    there now and stops (availableNow); otherwise a micro-batch every `trigger_s` seconds."""
+    lines = logs.stream_publication_lines(spark, paths.publications, max_files)
+
+    def each(batch_df: DataFrame, epoch: int) -> None:
+        result = matching.run(logs.parse_publications(batch_df), f"batch-{epoch:08d}")
+        if on_batch is not None:
+            on_batch.append(result)
+
+    writer = lines.writeStream.foreachBatch(each).option(
+        "checkpointLocation", str(paths.checkpoint)
+    )
+    if trigger_s is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(trigger_s * 1000)} milliseconds")
+    return writer.start()
+
+
+def match_available(spark: SparkSession, matching: Matching, paths: Paths) -> list[BatchResult]:
+    """Match every publication logged since the checkpoint, then stop."""
+    results: list[BatchResult] = []
+    query = start_stream(spark, matching, paths, None, on_batch=results)
+    query.awaitTermination()
+    return results
+
+
+def replay(spark: SparkSession, matching: Matching, paths: Paths) -> BatchResult:
+    """Re-match the whole log (from `matching.since`) against the current subscriptions and
+    enqueue what is missing; what was delivered already is not delivered again."""
+    lines = logs.read_publication_lines(spark, paths.publications)
+    batch = f"replay-{int(time.time() * 1000)}"
+    return matching.run(logs.parse_publications(lines), batch)

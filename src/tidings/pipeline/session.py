@@ -1,0 +1,64 @@
+"""The SparkSession, built from explicit options: local by default, any `--master` given.
+
+No Maven packages are asked for, so the job needs no network; Java is checked first so
+that a missing or old runtime is one clear line, not a py4j traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from tidings.errors import ErrorCode, TidingsError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JAVA_HINT = "Spark needs Java 17 or 21: apt-get install openjdk-17-jre-headless"
+
+
+def java_major(version_text: str) -> int | None:
+    """The major version from `java -version` output (`"17.0.15"`, `"1.8.0_392"`)."""
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
+    if found is None:
+        return None
+    major = int(found.group(1))
+    return int(found.group(2) or 0) if major == 1 else major
+
+
+def check_java() -> None:
+    """Raise a one-line error when Java is missing or older than 17."""
+    java = shutil.which("java")
+    if java is None:
+        raise TidingsError(ErrorCode.UNAVAILABLE, detail=f"java was not found. {JAVA_HINT}")
+    shown = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    major = java_major(shown.stderr + shown.stdout)
+    if major is None or major < 17:
+        raise TidingsError(
+            ErrorCode.UNAVAILABLE, detail=f"java {major or '?'} is too old. {JAVA_HINT}"
+        )
+
+
+def build_session(
+    master: str = "local[2]", app_name: str = "tidings-pipeline", shuffle_partitions: int = 4
+) -> SparkSession:
+    """A SparkSession for the pipeline's jobs (reused if one is already running)."""
+    check_java()
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
