@@ -102,7 +102,13 @@ class Broker:
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.metrics.inc("background_errors_total")
+            log.error("background task failed", exc_info=task.exception())
 
     async def _reload(self) -> None:
         """Rebuild the derived state from the store's subscriptions."""

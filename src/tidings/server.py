@@ -4,7 +4,6 @@ harness (a real server on 127.0.0.1 and a free port, in a background thread)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import socket
 import threading
@@ -17,17 +16,8 @@ from tidings.api.app import create_app
 from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.eventlog import EventLog
-from tidings.sandbox import FunctionRunner
+from tidings.sandbox.runner import create_runner
 from tidings.store import open_store
-
-
-def build_runner(settings: Settings) -> FunctionRunner | None:
-    """The sandboxed function runner, when the sandbox package provides one."""
-    if importlib.util.find_spec("tidings.sandbox.runner") is None:
-        return None
-    from tidings.sandbox.runner import create_runner  # type: ignore[import-not-found,unused-ignore]
-
-    return create_runner(settings.functions)  # type: ignore[no-any-return,unused-ignore]
 
 
 def build_broker(settings: Settings) -> Broker:
@@ -38,7 +28,7 @@ def build_broker(settings: Settings) -> Broker:
         if settings.event_log
         else None
     )
-    return Broker(settings, store, runner=build_runner(settings), eventlog=log)
+    return Broker(settings, store, runner=create_runner(settings.functions), eventlog=log)
 
 
 def _config(settings: Settings, broker: Broker) -> uvicorn.Config:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.api import compat, openapi, v1
+from tidings.api import compat, functions, openapi, v1
 from tidings.api.errors import HANDLERS
 from tidings.api.io import JSONResponse
 from tidings.broker import Broker
@@ -30,15 +29,6 @@ async def metrics(request: Request) -> Response:
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
 
-def function_routes() -> list[BaseRoute]:
-    """The custom function library served as URL functions, when it is installed."""
-    if importlib.util.find_spec("tidings.api.functions") is None:
-        return []
-    from tidings.api.functions import routes  # type: ignore[import-not-found,unused-ignore]
-
-    return list(routes)
-
-
 def create_app(broker: Broker) -> Starlette:
     """The app around a broker that is not yet started; the app's lifespan starts and
     closes it."""
@@ -48,7 +38,7 @@ def create_app(broker: Broker) -> Starlette:
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),
     ]
-    routes = [*ops, *v1.routes, *compat.routes, *function_routes()]
+    routes = [*ops, *v1.routes, *compat.routes, *functions.routes]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -156,7 +156,11 @@ async def subscribe_function(request: Request) -> Response:
     except TidingsError as exc:
         exc.field = _thesis_field(exc.field)
         raise
-    sub = await broker.subscribe(sid, "function", function=spec)
+    try:
+        sub = await broker.subscribe(sid, "function", function=spec)
+    except TidingsError as exc:  # refusals of the code itself, under the thesis's name
+        exc.field = _thesis_field(exc.field)
+        raise
     return JSONResponse(
         {"subscriberId": sid, "subscriptionId": sub.id, "subscriptionTopic": spec.function_type}
     )

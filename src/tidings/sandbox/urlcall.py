@@ -1,0 +1,90 @@
+"""URL functions: POST `{"publication", "params"}`, read `{"match": bool}`.
+
+Per-call timeout, bounded concurrency, reused connections, retries with backoff, and a
+circuit breaker per URL: after `OPEN_AFTER` consecutive failures a URL is not called for
+`OPEN_FOR_S` seconds, and every evaluation meanwhile fails at once with the last error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tidings.config import FunctionSettings
+
+OPEN_AFTER = 5
+OPEN_FOR_S = 30.0
+
+
+@dataclass
+class Breaker:
+    failures: int = 0
+    open_until: float = 0.0
+    last_error: str = ""
+
+    def check(self) -> None:
+        if time.monotonic() < self.open_until:
+            raise RuntimeError(f"circuit open after {self.failures} failures: {self.last_error}")
+
+    def record(self, error: str | None) -> None:
+        if error is None:
+            self.failures, self.open_until = 0, 0.0
+            return
+        self.failures += 1
+        self.last_error = error
+        if self.failures >= OPEN_AFTER:
+            self.open_until = time.monotonic() + OPEN_FOR_S
+
+
+class URLCaller:
+    def __init__(self, settings: FunctionSettings) -> None:
+        self.settings = settings
+        self._http: httpx.AsyncClient | None = None
+        self._gate = asyncio.Semaphore(settings.url_concurrency)
+        self._breakers: dict[str, Breaker] = {}
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            limits = httpx.Limits(max_connections=self.settings.url_concurrency)
+            self._http = httpx.AsyncClient(timeout=self.settings.url_timeout_s, limits=limits)
+        return self._http
+
+    async def call(self, url: str, publication: Any, params: Any) -> tuple[bool, str | None]:
+        """(matched, error); never raises."""
+        breaker = self._breakers.setdefault(url, Breaker())
+        try:
+            breaker.check()
+            matched = await self._with_retries(url, {"publication": publication, "params": params})
+        except Exception as exc:  # the endpoint's fault, reported on the subscription
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            breaker.record(error)
+            return False, error
+        breaker.record(None)
+        return matched, None
+
+    async def _with_retries(self, url: str, body: dict[str, Any]) -> bool:
+        for attempt in range(self.settings.url_retries + 1):
+            try:
+                return await self._once(url, body)
+            except (httpx.TransportError, httpx.HTTPStatusError):
+                if attempt == self.settings.url_retries:
+                    raise
+                await asyncio.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _once(self, url: str, body: dict[str, Any]) -> bool:
+        async with self._gate:
+            response = await self._client().post(url, json=body)
+        response.raise_for_status()
+        answer = response.json()
+        if not isinstance(answer, dict) or not isinstance(answer.get("match"), bool):
+            raise ValueError('the answer is not {"match": true|false}')
+        return bool(answer["match"])
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()

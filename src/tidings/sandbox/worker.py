@@ -1,0 +1,142 @@
+"""A sandbox worker: `python -m tidings.sandbox.worker MEMORY_MIB CPU_MS`.
+
+Reads one JSON request per line on stdin, `{"publication": {...}, "calls": [{"sid", "kind",
+"hash", "source"?, "name"?, "params"}]}`, and answers one line per call as it finishes,
+`{"sid", "match", "error"}`, then `{"done": true}`. The parent kills and replaces a worker
+that overruns its time; the worker itself bounds each call's CPU time (a profiling timer),
+its address space, recursion depth, and what the code can reach (restricted builtins,
+allow-listed imports).
+"""
+
+from __future__ import annotations
+
+import builtins
+import resource
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import orjson
+
+from tidings.sandbox.compile import ALLOWED_MODULES
+
+SAFE_BUILTINS = (
+    "abs", "all", "any", "bool", "bytes", "chr", "dict", "divmod", "enumerate", "filter",
+    "float", "frozenset", "hash", "int", "isinstance", "issubclass", "iter", "len", "list",
+    "map", "max", "min", "next", "ord", "pow", "range", "repr", "reversed", "round", "set",
+    "slice", "sorted", "str", "sum", "tuple", "zip", "ArithmeticError", "AssertionError",
+    "Exception", "IndexError", "KeyError", "LookupError", "RuntimeError", "StopIteration",
+    "TypeError", "ValueError", "ZeroDivisionError", "__build_class__",
+)  # fmt: skip
+
+
+BUILTIN_CPU_S = 10.0
+
+
+class TimeLimit(BaseException):
+    """Raised inside a call that used up its CPU time (BaseException: code cannot catch it
+    with `except Exception`)."""
+
+
+def guarded_import(
+    name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+) -> Any:
+    if level or name not in ALLOWED_MODULES:
+        raise ImportError(f"import of {name!r} is not allowed")
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def safe_builtins() -> dict[str, Any]:
+    table = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+    return {**table, "__import__": guarded_import, "True": True, "False": False, "None": None}
+
+
+class Worker:
+    def __init__(self, cpu_s: float) -> None:
+        self.cpu_s = cpu_s
+        self.compiled: dict[str, Callable[[Any], Any]] = {}
+        self.builtins = safe_builtins()
+
+    def load(self, call: dict[str, Any]) -> Callable[[Any], Any]:
+        fn = self.compiled.get(call["hash"])
+        if fn is None:
+            namespace: dict[str, Any] = {"__builtins__": self.builtins, "__name__": "subscription"}
+            exec(compile(call["source"], "<subscription>", "exec"), namespace)
+            fn = self.compiled[call["hash"]] = namespace["match"]
+        return fn
+
+    def run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
+        # the library's own functions (vision takes seconds) are not held to the code limit
+        limit = BUILTIN_CPU_S if call["kind"] == "builtin" else self.cpu_s
+        signal.setitimer(signal.ITIMER_PROF, limit)
+        try:
+            if call["kind"] == "builtin":
+                from tidings.functions import call_builtin
+
+                result = call_builtin(call["name"], publication, call.get("params") or {})
+            else:
+                result = self.load(call)(publication)
+            if not isinstance(result, bool):
+                return {
+                    "sid": call["sid"],
+                    "match": False,
+                    "error": f"match returned {type(result).__name__}, not a bool",
+                }
+            return {"sid": call["sid"], "match": result, "error": None}
+        except TimeLimit:
+            return {"sid": call["sid"], "match": False, "error": "cpu time limit exceeded"}
+        except MemoryError:
+            return {"sid": call["sid"], "match": False, "error": "memory limit exceeded"}
+        except RecursionError:
+            return {"sid": call["sid"], "match": False, "error": "recursion too deep"}
+        except Exception as exc:  # the subscriber's bug, reported back to it
+            return {
+                "sid": call["sid"],
+                "match": False,
+                "error": f"{type(exc).__name__}: {exc}"[:300],
+            }
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def _on_timer(signum: int, frame: FrameType | None) -> None:
+    raise TimeLimit
+
+
+def limit_resources(memory_mib: int) -> None:
+    """Cap the address space at what the worker already uses plus `memory_mib`; no child
+    processes; no core files."""
+    with open("/proc/self/statm") as f:
+        used = int(f.read().split()[0]) * resource.getpagesize()
+    cap = used + memory_mib * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def main() -> None:
+    memory_mib, cpu_ms = int(sys.argv[1]), int(sys.argv[2])
+    from tidings.functions import preload
+
+    preload()  # the library and its models load before the limits apply
+
+    signal.signal(signal.SIGPROF, _on_timer)
+    sys.setrecursionlimit(300)
+    limit_resources(memory_mib)
+    worker = Worker(cpu_ms / 1000)
+    out = sys.stdout.buffer
+    out.write(b'{"ready": true}\n')
+    out.flush()
+    for line in sys.stdin.buffer:
+        request = orjson.loads(line)
+        for call in request["calls"]:
+            out.write(orjson.dumps(worker.run(call, request["publication"])) + b"\n")
+            out.flush()
+        out.write(b'{"done": true}\n')
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
