@@ -10,6 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tidings.cli.broker import _pretty
+from tidings.client import Client, Message
 from tidings.config import load_settings
 from tidings.server import EmbeddedServer
 
@@ -67,6 +69,28 @@ def test_queue_shows_depth_of_a_subscriber(url: str) -> None:
         "queue", "--url", url, "--id", me["id"], "--token", me["token"], "--dead-letters"
     )
     assert orjson.loads(result.stdout.splitlines()[-1]) == {"ready": 0, "leased": 0, "dead": 0}
+
+
+def test_queue_lists_then_redrives_dead_letters(url: str) -> None:
+    with Client(url) as client:
+        me = client.register()
+        me.subscribe(topics=["dl"])
+        published = client.publish("x", topics=["dl"])
+        while not me.dead_letters():
+            me.nack([m.receipt for m in me.pull()])
+    out = tidings(
+        "queue", "--url", url, "--id", me.id, "--token", me.token, "--dead-letters", "--redrive"
+    ).stdout
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert lines[0]["publication_id"] == published.id and lines[0]["reason"] == "max_attempts"
+    assert lines[1:] == [{"redriven": 1}, {"ready": 1, "leased": 0, "dead": 0}]
+
+
+def test_a_terminal_sees_topics_and_data_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    body = {"topics": ["a/b"], "data": {"t": 1}}
+    _pretty(Message(1, "r", 2, "pub-1", ["s"], 0.0, body))
+    out = capsys.readouterr().out
+    assert out.splitlines() == ['pub-1 a/b (attempt 2) {"t":1}']
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from tidings.client import AsyncClient, Client, TidingsClientError
+from tidings.client import AsyncClient, Client, Message, TidingsClientError
 from tidings.config import load_settings
 
 URL = typer.Option("--url", envvar="TIDINGS_URL", help="The broker's base URL.")
@@ -162,20 +162,38 @@ async def _subscribe(
 
 
 async def _print_deliveries(me: Any, count: int) -> None:
+    show = _pretty if sys.stdout.isatty() else _json_line
     seen = 0
     async with me.stream() as stream:
         async for message in stream:
-            line = {
-                "publication_id": message.publication_id,
-                "attempt": message.attempt,
-                "body": message.body,
-            }
-            typer.echo(orjson.dumps(line).decode())
-            sys.stdout.flush()
+            show(message)
             await stream.ack([message.receipt])
             seen += 1
             if count and seen >= count:
                 return
+
+
+def _json_line(message: Message) -> None:
+    line = {
+        "publication_id": message.publication_id,
+        "attempt": message.attempt,
+        "body": message.body,
+    }
+    typer.echo(orjson.dumps(line).decode())
+    sys.stdout.flush()
+
+
+def _pretty(message: Message) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    body = message.body if isinstance(message.body, dict) else {}
+    topics = ", ".join(body.get("topics") or []) or "-"
+    data = orjson.dumps(body.get("data")).decode()
+    retry = f" [yellow](attempt {message.attempt})[/]" if message.attempt > 1 else ""
+    Console(highlight=False).print(
+        f"[dim]{message.publication_id}[/] [bold cyan]{escape(topics)}[/]{retry} {escape(data)}"
+    )
 
 
 def queue(
@@ -187,11 +205,9 @@ def queue(
     redrive: Annotated[bool, typer.Option("--redrive", help="Re-drive all dead letters.")] = False,
     url: Annotated[str, URL] = DEFAULT_URL,
 ) -> None:
-    """Show a subscriber's queue depth; list or re-drive its dead letters."""
+    """Show a subscriber's queue depth; list, then re-drive, its dead letters."""
     with Client(url) as client:
         me = client.subscriber(subscriber_id, token)
-        if redrive:
-            typer.echo(orjson.dumps({"redriven": me.redrive()}).decode())
         if dead_letters:
             for d in me.dead_letters():
                 typer.echo(
@@ -204,6 +220,8 @@ def queue(
                         }
                     ).decode()
                 )
+        if redrive:
+            typer.echo(orjson.dumps({"redriven": me.redrive()}).decode())
         depth = me.depth()
         typer.echo(
             orjson.dumps(
