@@ -10,25 +10,54 @@ from tidings.matching.content import ContentIndex
 from tidings.matching.semantics import conjunction_holds
 from tidings.model import Op, Predicate, Scalar
 
+numbers = st.integers(-3, 3) | st.sampled_from([-0.0, 0.5, 1.5, 2.5, 1e9])
+interval_ops = st.sampled_from([Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ])
+keys = st.sampled_from(["k0", "k1", "k2"])
+numeric_predicates = st.builds(Predicate, keys, interval_ops, numbers)
+numeric_lists = st.lists(numeric_predicates, min_size=1, max_size=4).map(tuple)
+values: st.SearchStrategy[Scalar] = numbers | st.booleans() | st.just("1")
+numeric_events = st.dictionaries(keys, values, max_size=3)
+ids = st.sampled_from([f"s{i}" for i in range(12)])
+
 add = st.tuples(st.just("add"), subscription_ids, predicate_lists)
-remove = st.tuples(st.just("remove"), subscription_ids, st.just(()))
+add_numeric = st.tuples(st.just("add"), ids, numeric_lists)
+remove = st.tuples(st.just("remove"), subscription_ids | ids, st.just(()))
+rebuild = st.tuples(st.just("rebuild"), st.just(""), st.just(()))
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(add | remove, max_size=12), st.lists(attribute_maps, min_size=1, max_size=4))
-def test_the_index_matches_exactly_what_the_oracle_matches(ops, events) -> None:  # type: ignore[no-untyped-def]
-    index, truth = ContentIndex(), {}
+def run(ops, events, **options) -> None:  # type: ignore[no-untyped-def]
+    index, truth = ContentIndex(**options), {}
     for kind, sid, preds in ops:
         if kind == "add":
             index.add(sid, preds)
             truth[sid] = preds
-        else:
+        elif kind == "remove":
             assert index.remove(sid) == (truth.pop(sid, None) is not None)
+        else:
+            index.intervals.rebuild()
         assert len(index) == len(truth)
     for attrs in events:
         expected = sorted(s for s, ps in truth.items() if conjunction_holds(ps, attrs))
         assert sorted(index.match(attrs)) == expected
     assert index.match_batch(events) == [index.match(e) for e in events]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(add | remove, max_size=12), st.lists(attribute_maps, min_size=1, max_size=4))
+def test_the_index_matches_exactly_what_the_oracle_matches(ops, events) -> None:  # type: ignore[no-untyped-def]
+    run(ops, events)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(add_numeric | add | remove | rebuild, max_size=40),
+    st.lists(numeric_events, min_size=1, max_size=6),
+    st.integers(1, 8),
+)
+def test_the_bitsets_agree_with_the_oracle_through_rebuilds_and_tombstones(  # type: ignore[no-untyped-def]
+    ops, events, rebuild_from
+) -> None:
+    run(ops, events, rebuild_from=rebuild_from, bitmap_budget_mib=1)
 
 
 def matches(preds: list[Predicate], attrs: dict[str, Scalar]) -> bool:
@@ -58,3 +87,18 @@ def test_a_removed_subscription_slot_is_reused_cleanly() -> None:
     index.remove("a")
     index.add("b", [Predicate("k", Op.EQ, 2)])
     assert (index.match({"k": 1}), index.match({"k": 2})) == ([], ["b"])
+
+
+def test_a_subscription_moves_between_the_two_indexes_when_replaced() -> None:
+    index = ContentIndex()
+    index.add("a", [Predicate("k", Op.LT, 5)])
+    index.add("a", [Predicate("k", Op.PREFIX, "x")])
+    assert (index.match({"k": 1}), index.match({"k": "xy"}), len(index)) == ([], ["a"], 1)
+
+
+def test_many_interval_subscriptions_over_rebuilt_cells_match_exactly() -> None:
+    index = ContentIndex(rebuild_from=16)
+    for i in range(200):
+        index.add(f"s{i}", [Predicate("x", Op.GE, i), Predicate("x", Op.LT, i + 10)])
+    assert sorted(index.match({"x": 50})) == sorted(f"s{i}" for i in range(41, 51))
+    assert index.match({"x": -1}) == [] and index.match({"y": 50}) == []

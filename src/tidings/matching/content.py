@@ -1,6 +1,8 @@
-"""The content index: predicates indexed per attribute, matched by counting.
+"""The content index: numeric interval subscriptions in packed bitsets, the rest by counting.
 
-Each subscription is a conjunction of `n` predicates. For an event, every satisfied
+A subscription made only of `<`, `<=`, `>`, `>=`, `=` on numbers (the common case, and the
+whole of the standard workload) goes to `bitset.IntervalIndex`. Any other goes to the counting
+index below. Each subscription is a conjunction of `n` predicates. For an event, every satisfied
 predicate adds one to its subscription's count, and the subscriptions whose count reaches
 their `n` match. Satisfied predicates are found per attribute of the event, never by testing
 every subscription:
@@ -11,7 +13,6 @@ every subscription:
 - `!=`, `prefix`, `suffix`, `contains`, `exists: true`: checked one by one, but only those on
   keys the event carries.
 Semantics are exactly `semantics.conjunction_holds` (the property tests compare them).
-The million-subscription bitset index is a separate structure behind the same interface.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tidings.matching.bitset import IntervalIndex, accepts
 from tidings.matching.semantics import predicate_holds, type_class
 from tidings.model import ORDERED_OPS, Op, Predicate, Scalar
 
@@ -67,7 +69,7 @@ class _KeyIndex:
     absent: list[int] = field(default_factory=list)  # slots with `exists: false` here
 
 
-class ContentIndex:
+class CountingIndex:
     def __init__(self) -> None:
         self._keys: dict[str, _KeyIndex] = {}
         self._slot_of: dict[str, int] = {}
@@ -175,3 +177,44 @@ class ContentIndex:
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         return [self.match(e) for e in events]
+
+
+class ContentIndex:
+    """Routes each subscription to the interval index or the counting index; answers from both."""
+
+    def __init__(
+        self, threads: int = 1, bitmap_budget_mib: int = 640, rebuild_from: int = 64
+    ) -> None:
+        self.intervals = IntervalIndex(bitmap_budget_mib, threads, rebuild_from)
+        self.counting = CountingIndex()
+
+    def __len__(self) -> int:
+        return len(self.intervals) + len(self.counting)
+
+    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None:
+        self.add_many([(subscription_id, predicates)])
+
+    def add_many(self, items: Sequence[tuple[str, Sequence[Predicate]]]) -> None:
+        """Add (or replace) many subscriptions at once: the bulk path for a large build."""
+        numeric = []
+        for sid, preds in items:
+            if accepts(preds):
+                self.counting.remove(sid)
+                numeric.append((sid, preds))
+            else:
+                self.intervals.remove(sid)
+                self.counting.add(sid, preds)
+        if numeric:
+            self.intervals.add_many(numeric)
+
+    def remove(self, subscription_id: str) -> bool:
+        return self.intervals.remove(subscription_id) or self.counting.remove(subscription_id)
+
+    def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
+        return self.intervals.match(attributes) + self.counting.match(attributes)
+
+    def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        numeric = self.intervals.match_batch(events)
+        if not len(self.counting):
+            return numeric
+        return [a + self.counting.match(e) for a, e in zip(numeric, events, strict=True)]

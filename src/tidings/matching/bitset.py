@@ -1,0 +1,336 @@
+"""The interval index: numeric comparison subscriptions as packed bitsets ("negative marking").
+
+A subscription here is a conjunction of `<`, `<=`, `>`, `>=`, `=` on numbers. Per attribute the
+value domain is cut into cells (equi-depth over the predicates' bounds, recomputed when the
+index has doubled); per cell a packed bitmap (uint64 words, one bit per slot) of the
+subscriptions that the cell rules out entirely, plus one "missing" row of every subscription
+with a predicate on the attribute (an event without it, or with a non-number, rules them out).
+An event ORs one row per attribute into the tombstone bitmap; the clear bits are candidates,
+few, and are checked exactly and vectorised against a padded predicate matrix, so a predicate
+straddling its cell's boundary is decided by its real value.
+
+Inserts set bits straight into the rows (a few hundred word writes), deletes set a tombstone
+bit; a reused slot clears its old bits first. Numbers compare as float64: integers beyond
+2**53 are not routed here (see `accepts`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+
+import numpy as np
+import numpy.typing as npt
+
+from tidings.model import Op, Predicate, Scalar
+
+Words = npt.NDArray[np.uint64]
+NOP, LT, LE, GT, GE, EQ = range(6)
+OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
+EXACT = 2**53
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not isinstance(value, int) or -EXACT <= value <= EXACT
+
+
+def accepts(predicates: Sequence[Predicate]) -> bool:
+    """Can this conjunction live in the interval index?"""
+    return bool(predicates) and all(p.op in OP_CODES and _number(p.value) for p in predicates)
+
+
+def intervals(
+    ops: npt.NDArray[np.integer], vals: npt.NDArray[np.floating]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Each predicate as the closed float interval [lo, hi] it accepts.
+
+    `x > v` is `x >= nextafter(v, +inf)` exactly, for float64 x: no float lies between.
+    """
+    v = vals.astype(np.float64)
+    up, down = np.nextafter(v, np.inf), np.nextafter(v, -np.inf)
+    lo = np.select([ops == GT, (ops == GE) | (ops == EQ)], [up, v], -np.inf)
+    hi = np.select([ops == LT, (ops == LE) | (ops == EQ)], [down, v], np.inf)
+    return lo, hi
+
+
+class IntervalIndex:
+    def __init__(
+        self, bitmap_budget_mib: int = 640, threads: int = 1, rebuild_from: int = 64
+    ) -> None:
+        self._rebuild_from = rebuild_from
+        self._budget = bitmap_budget_mib * 2**20
+        self._threads = threads
+        self._attr_of: dict[str, int] = {}
+        self._names: list[str] = []
+        self._slot_of: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._free: list[int] = []
+        self._width = 1  # predicates per row of the matrices
+        self._capacity = 64
+        # per slot, per predicate: attribute (-1: padding), closed interval [lo, hi]
+        self._attrs = np.full((self._capacity, 1), -1, np.int32)
+        self._lo = np.full((self._capacity, 1), -np.inf)
+        self._hi = np.full((self._capacity, 1), np.inf)
+        self._dead = np.full(1, ALL, np.uint64)
+        self._rows: list[Words] = []  # per attribute: (cells + 1, words)
+        self._cuts: list[list[float]] = []  # per attribute: interior cell boundaries
+        self._cells = 1
+        self._built_at = 0
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None:
+        self.add_many([(subscription_id, predicates)])
+
+    def add_many(self, items: Sequence[tuple[str, Sequence[Predicate]]]) -> None:
+        """Add (or replace) many subscriptions; bits are set per subscription, or all rebuilt."""
+        for sid, _ in items:
+            self.remove(sid)
+        slots = [self._claim(sid, preds) for sid, preds in items]
+        if len(self) >= max(self._rebuild_from, 2 * self._built_at):
+            self.rebuild()
+        else:
+            for slot in slots:
+                self._mark(slot)
+
+    def add_arrays(
+        self,
+        ids: Sequence[str],
+        keys: Sequence[str],
+        attrs: npt.NDArray[np.integer],
+        ops: npt.NDArray[np.integer],
+        vals: npt.NDArray[np.floating],
+    ) -> None:
+        """Bulk load: row i of `attrs` (indices into `keys`), `ops` (codes), `vals` is ids[i]."""
+        for sid in ids:
+            self.remove(sid)
+        start, n = len(self._ids), len(ids)
+        self._ids.extend(ids)
+        self._slot_of.update(zip(ids, range(start, start + n), strict=True))
+        self._grow(start + n)
+        self._widen(attrs.shape[1])
+        to_attr = np.array([self._attribute(k) for k in keys], np.int32)
+        lo, hi = intervals(ops, vals)
+        self._store(slice(start, start + n), to_attr[attrs], lo, hi)
+        if 8 * n >= len(self) or len(self) >= max(self._rebuild_from, 2 * self._built_at):
+            self.rebuild()
+        else:
+            for slot in range(start, start + n):
+                self._mark(slot)
+
+    def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
+        slot = self._free.pop() if self._free else len(self._ids)
+        if slot == len(self._ids):
+            self._ids.append(None)
+            self._grow(slot + 1)
+        else:
+            self._forget(slot)
+        self._ids[slot] = subscription_id
+        self._slot_of[subscription_id] = slot
+        self._widen(len(predicates))
+        ops = np.array([OP_CODES[p.op] for p in predicates], np.int8)
+        vals = np.array([float(p.value) for p in predicates])  # type: ignore[arg-type]
+        attrs = np.array([self._attribute(p.key) for p in predicates], np.int32)
+        self._store(slot, attrs, *intervals(ops, vals))
+        return slot
+
+    def _store(
+        self,
+        rows: int | slice,
+        attrs: npt.NDArray[np.int32],
+        lo: npt.NDArray[np.float64],
+        hi: npt.NDArray[np.float64],
+    ) -> None:
+        width = attrs.shape[-1]
+        self._attrs[rows], self._lo[rows], self._hi[rows] = -1, -np.inf, np.inf
+        self._attrs[rows, :width], self._lo[rows, :width], self._hi[rows, :width] = attrs, lo, hi
+
+    def remove(self, subscription_id: str) -> bool:
+        slot = self._slot_of.pop(subscription_id, None)
+        if slot is None:
+            return False
+        self._ids[slot] = None
+        self._dead[slot >> 6] |= np.uint64(1 << (slot & 63))
+        self._free.append(slot)
+        return True
+
+    def _forget(self, slot: int) -> None:
+        """Clear a reused slot's old bits (its tombstone stays set until it is marked again)."""
+        keep = ~np.uint64(1 << (slot & 63))
+        for a in set(self._attrs[slot].tolist()):
+            if 0 <= a < len(self._rows):
+                self._rows[a][:, slot >> 6] &= keep
+
+    def _mark(self, slot: int) -> None:
+        word, bit = slot >> 6, np.uint64(1 << (slot & 63))
+        attrs, los, his = self._attrs[slot], self._lo[slot], self._hi[slot]
+        for a in set(attrs.tolist()) - {-1}:
+            self._ensure_rows(a)
+            lo, hi = float(los[attrs == a].max()), float(his[attrs == a].min())
+            cut = self._cuts[a]
+            first, last = bisect_right(cut, lo), bisect_right(cut, hi)
+            rows = self._rows[a]
+            rows[:first, word] |= bit
+            rows[last + 1 : self._cells, word] |= bit
+            rows[self._cells, word] |= bit
+        self._dead[word] &= ~bit
+
+    def _attribute(self, key: str) -> int:
+        a = self._attr_of.get(key)
+        if a is None:
+            a = self._attr_of[key] = len(self._names)
+            self._names.append(key)
+        return a
+
+    def _ensure_rows(self, a: int) -> None:
+        while len(self._rows) <= a:
+            self._rows.append(np.zeros((self._cells + 1, len(self._dead)), np.uint64))
+            self._cuts.append([])
+
+    def _widen(self, width: int) -> None:
+        if width > self._width:
+            self._pad_matrices(((0, 0), (0, width - self._width)))
+            self._width = width
+
+    def _grow(self, slots: int) -> None:
+        if slots <= self._capacity:
+            return
+        cap = max(slots, 2 * self._capacity)
+        self._pad_matrices(((0, cap - self._capacity), (0, 0)))
+        self._capacity = cap
+        words = (cap + 63) // 64
+        extra = words - len(self._dead)
+        self._dead = np.concatenate([self._dead, np.full(extra, ALL, np.uint64)])
+        self._rows = [np.pad(r, ((0, 0), (0, extra))) for r in self._rows]
+
+    def _pad_matrices(self, pad: tuple[tuple[int, int], tuple[int, int]]) -> None:
+        self._attrs = np.pad(self._attrs, pad, constant_values=-1)
+        self._lo = np.pad(self._lo, pad, constant_values=-np.inf)
+        self._hi = np.pad(self._hi, pad, constant_values=np.inf)
+
+    # -- rebuilding ----------------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Recompute the cells from the current bounds and every row, vectorised."""
+        n, words = len(self._ids), len(self._dead)
+        attrs_n = len(self._names)
+        per_row = max(1, attrs_n) * words * 8
+        self._cells = int(min(256, max(8, self._budget // per_row - 1)))
+        lo, hi = self._interval_table(n, attrs_n)
+        with ThreadPoolExecutor(max(1, self._threads)) as pool:
+            built = list(
+                pool.map(lambda a: self._build_attribute(lo[a], hi[a], words), range(attrs_n))
+            )
+        self._rows = [r for r, _ in built]
+        self._cuts = [c for _, c in built]
+        self._dead = np.full(words, ALL, np.uint64)
+        live = np.zeros(words * 64, bool)
+        live[np.fromiter(self._slot_of.values(), np.intp, len(self._slot_of))] = True
+        self._dead &= ~np.packbits(live, bitorder="little").view(np.uint64)
+        self._built_at = len(self)
+
+    def _interval_table(
+        self, n: int, attrs_n: int
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(attribute, slot) -> lo, hi; NaN where the live slot has no predicate there."""
+        alive = np.array([i is not None for i in self._ids], bool)
+        attrs = self._attrs[:n]
+        used = (attrs >= 0) & alive[:, None]
+        at = (attrs[used], np.broadcast_to(np.arange(n)[:, None], attrs.shape)[used])
+        lo = np.full((attrs_n, n), np.nan)
+        hi = np.full((attrs_n, n), np.nan)
+        np.fmax.at(lo, at, self._lo[:n][used])
+        np.fmin.at(hi, at, self._hi[:n][used])
+        return lo, hi
+
+    def _build_attribute(
+        self, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], words: int
+    ) -> tuple[Words, list[float]]:
+        has = ~np.isnan(lo)
+        bounds = np.concatenate([lo[has], hi[has]])
+        bounds = bounds[np.isfinite(bounds)]
+        qs = np.linspace(0, 1, self._cells + 1)[1:-1]
+        cut = np.unique(np.quantile(bounds, qs)) if bounds.size else np.empty(0)
+        first = np.searchsorted(cut, lo, "right").astype(np.int16)
+        last = np.searchsorted(cut, hi, "right").astype(np.int16)
+        rows = np.zeros((self._cells + 1, words), np.uint64)
+        pad = words * 64 - len(lo)
+        for c in range(len(cut) + 1):
+            out = has & ((first > c) | (last < c))
+            rows[c] = np.packbits(np.pad(out, (0, pad)), bitorder="little").view(np.uint64)
+        for c in range(len(cut) + 1, self._cells):
+            rows[c] = rows[len(cut)]  # unused cells (few distinct bounds) rule out the same
+        rows[self._cells] = np.packbits(np.pad(has, (0, pad)), bitorder="little").view(np.uint64)
+        return rows, cut.tolist()
+
+    # -- matching ------------------------------------------------------------------------
+
+    def _vector(self, attributes: Mapping[str, Scalar]) -> npt.NDArray[np.float64]:
+        """The event's value per indexed attribute (NaN: absent or not a number), then 0."""
+        x = np.full(len(self._names) + 1, np.nan)
+        x[-1] = 0.0
+        for name, value in attributes.items():
+            a = self._attr_of.get(name)
+            if a is not None and _number(value):
+                x[a] = float(value)
+        return x
+
+    def _cell_rows(self, x: npt.NDArray[np.float64]) -> list[int]:
+        missing = self._cells
+        return [
+            missing if v != v else bisect_right(cut, v)  # v != v: NaN
+            for v, cut in zip(x.tolist(), self._cuts, strict=False)
+        ]
+
+    def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
+        return self.match_batch([attributes])[0]
+
+    def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        """Match many events; with threads > 1, chunks of the batch run in parallel."""
+        if not self._slot_of or not events:
+            return [[] for _ in events]
+        chunks = max(1, min(self._threads, len(events) // 8))
+        if chunks == 1:
+            return self._match_chunk(events)
+        step = -(-len(events) // chunks)
+        parts = [events[i : i + step] for i in range(0, len(events), step)]
+        with ThreadPoolExecutor(chunks) as pool:
+            return [answer for part in pool.map(self._match_chunk, parts) for answer in part]
+
+    def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        xs = np.stack([self._vector(e) for e in events])
+        cells = [self._cell_rows(x) for x in xs]
+        found = [self._candidates(row) for row in cells]
+        counts = [len(f) for f in found]
+        event = np.repeat(np.arange(len(events)), counts)
+        slots = np.concatenate(found)
+        a = self._attrs[slots]
+        v = xs[event[:, None], a]  # padding reads the last column: 0.0, inside (-inf, inf)
+        ok = ((v >= self._lo[slots]) & (v <= self._hi[slots])).all(axis=1)
+        per_event = np.bincount(event[ok], minlength=len(events)).tolist()
+        ids = self._ids
+        names = [ids[s] for s in slots[ok].tolist()]
+        bounds = np.cumsum([0, *per_event]).tolist()
+        return [names[i:j] for i, j in pairwise(bounds)]
+
+    def _candidates(self, cells: list[int]) -> npt.NDArray[np.intp]:
+        """Slots that no row rules out (tombstones and unused slots are ruled out)."""
+        acc = self._dead.copy()
+        for rows, c in zip(self._rows, cells, strict=True):
+            np.bitwise_or(acc, rows[c], out=acc)
+        words = np.flatnonzero(acc != ALL)
+        bits = np.flatnonzero(np.unpackbits((~acc[words]).view(np.uint8), bitorder="little"))
+        found: npt.NDArray[np.intp] = words[bits >> 6] * 64 + (bits & 63)
+        return found
+
+    def memory_bytes(self) -> int:
+        arrays: list[npt.NDArray[np.generic]] = [self._attrs, self._lo, self._hi, self._dead]
+        return sum(a.nbytes for a in arrays + self._rows)
