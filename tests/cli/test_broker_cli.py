@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tidings.cli.broker import _pretty
+from tidings.cli.broker import _pretty, predicate
 from tidings.client import Client, Message
 from tidings.config import load_settings
 from tidings.server import EmbeddedServer
@@ -84,6 +84,16 @@ def test_queue_lists_then_redrives_dead_letters(url: str) -> None:
     lines = [orjson.loads(line) for line in out.splitlines()]
     assert lines[0]["publication_id"] == published.id and lines[0]["reason"] == "max_attempts"
     assert lines[1:] == [{"redriven": 1}, {"ready": 1, "leased": 0, "dead": 0}]
+
+
+def test_where_reads_lists_for_in_and_numbers_elsewhere() -> None:
+    assert predicate("room in kitchen,hall") == {
+        "key": "room",
+        "op": "in",
+        "value": ["kitchen", "hall"],
+    }
+    assert predicate("n in [1, 2]")["value"] == [1, 2]
+    assert predicate("temp >= 20.5")["value"] == 20.5 and predicate("x exists")["op"] == "exists"
 
 
 def test_a_terminal_sees_topics_and_data_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,7 +49,16 @@ def predicate(text: str) -> dict[str, Any]:
     if len(parts) != 3:
         fail(f"--where {text!r} is not 'key op value' (e.g. 'temp > 20')")
     key, op, value = parts
-    return {"key": key, "op": op, "value": scalar(value)}
+    return {"key": key, "op": op, "value": choices(value) if op == "in" else scalar(value)}
+
+
+def choices(text: str) -> Any:
+    """`in` takes a JSON list (`["a", "b"]`) or comma-separated values (`a,b`)."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return [scalar(v.strip()) for v in text.split(",")]
+    return value if isinstance(value, list) else [value]
 
 
 def serve(
