@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from tidings.model import Op, Predicate, Publication, Subscriber, Subscription
+from tidings.pipeline.jobs import Matching, Paths, Subscriptions, match_available, replay
+from tidings.pipeline.sink import QueueSink
+from tidings.store import open_store
+from tidings.store.sql import SQLStore
+
+from .workloads import line, write_log
+
+pytestmark = pytest.mark.spark
+
+
+class CrashingSink(QueueSink):
+    """Enqueues part of a batch, then dies, as a driver killed in the middle of it would."""
+
+    def enqueue(self, rows: list[Any]) -> int:
+        super().enqueue(rows[: len(rows) // 2])
+        raise RuntimeError("killed in the middle of a batch")
+
+
+def make_store(tmp_path: Path) -> SQLStore:
+    store = open_store(f"sqlite:///{tmp_path / 'tidings.db'}")
+    for name in ("alice", "bob"):
+        store.add_subscriber(Subscriber(name, "hash", 0.0))
+    store.add_subscription(Subscription("s-a", "alice", "topic", topics=("news/#",)))
+    store.add_subscription(
+        Subscription("s-b", "bob", "content", predicates=(Predicate("n", Op.GE, 10),))
+    )
+    return store
+
+
+def pubs(start: int, count: int) -> list[Publication]:
+    return [
+        Publication(f"p{i:04d}", 1000.0 + i, {"i": i}, ("news/x",) if i % 2 else (), {"n": i})
+        for i in range(start, start + count)
+    ]
+
+
+def expected(publications: list[Publication]) -> set[tuple[str, str]]:
+    out = {("alice", p.id) for p in publications if p.topics}
+    return out | {("bob", p.id) for p in publications if p.attributes["n"] >= 10}  # type: ignore[operator]
+
+
+def queued(store: SQLStore) -> list[tuple[str, str]]:
+    return [
+        (m.subscriber_id, m.publication_id)
+        for who in ("alice", "bob")
+        for m in store.lease(who, 10_000, 60.0, 5, 2000.0)
+    ]
+
+
+def matching(spark: SparkSession, store: SQLStore, paths: Paths, sink: QueueSink) -> Matching:
+    return Matching(Subscriptions(spark, store), sink, paths.quarantine)
+
+
+def paths_in(tmp_path: Path) -> Paths:
+    return Paths(tmp_path / "log", tmp_path / "quarantine", tmp_path / "checkpoint")
+
+
+@pytest.mark.slow
+def test_a_restart_in_the_middle_of_a_batch_neither_loses_nor_duplicates_a_delivery(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store, paths = make_store(tmp_path), paths_in(tmp_path)
+    first = pubs(0, 40)
+    write_log(paths.publications, "0000000000001-1-000001", [line(p) for p in first])
+    with pytest.raises(StreamingQueryException):
+        match_available(spark, matching(spark, store, paths, CrashingSink(store, chunk=7)), paths)
+    results = match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    assert [r.publications for r in results] == [40]
+    second = pubs(40, 10)
+    write_log(paths.publications, "0000000000002-1-000001", [line(p) for p in second])
+    later = match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    assert [r.enqueued for r in later] == [len(expected(second))]
+    contents = queued(store)
+    assert len(contents) == len(set(contents))
+    assert set(contents) == expected(first + second)
+
+
+def test_a_malformed_line_is_quarantined_with_its_reason_and_the_rest_is_delivered(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store, paths = make_store(tmp_path), paths_in(tmp_path)
+    good = pubs(10, 3)
+    torn = line(good[0])[:20]
+    lines = [line(good[0]), torn, '{"id": 5}', line(good[1]), "[1, 2]", line(good[2])]
+    write_log(paths.publications, "0000000000001-1-000001", lines)
+    results = match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    assert [(r.publications, r.quarantined) for r in results] == [(3, 3)]
+    assert set(queued(store)) == expected(good)
+    (bad_file,) = paths.quarantine.iterdir()
+    bad = [orjson.loads(x) for x in bad_file.read_bytes().splitlines()]
+    assert {b["line"] for b in bad} == {torn, '{"id": 5}', "[1, 2]"}
+    assert all(b["error"] for b in bad)
+
+
+def test_replay_enqueues_only_what_a_new_subscription_missed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store, paths = make_store(tmp_path), paths_in(tmp_path)
+    history = pubs(0, 20)
+    write_log(paths.publications, "0000000000001-1-000001", [line(p) for p in history])
+    match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    store.add_subscription(
+        Subscription("s-b2", "bob", "content", predicates=(Predicate("n", Op.LT, 3),))
+    )
+    job = matching(spark, store, paths, QueueSink(store))
+    job.since, job.subscriber_id = 1001.0, "bob"
+    result = replay(spark, job, paths)
+    assert (result.publications, result.enqueued) == (19, 2)  # p0001 and p0002, not p0000
+    assert ("bob", "p0002") in queued(store)
