@@ -22,7 +22,7 @@ ids = st.sampled_from([f"s{i}" for i in range(12)])
 add = st.tuples(st.just("add"), subscription_ids, predicate_lists)
 add_numeric = st.tuples(st.just("add"), ids, numeric_lists)
 remove = st.tuples(st.just("remove"), subscription_ids | ids, st.just(()))
-rebuild = st.tuples(st.just("rebuild"), st.just(""), st.just(()))
+rebuild = st.tuples(st.sampled_from(["rebuild", "merge"]), st.just(""), st.just(()))
 
 
 def run(ops, events, **options) -> None:  # type: ignore[no-untyped-def]
@@ -33,6 +33,8 @@ def run(ops, events, **options) -> None:  # type: ignore[no-untyped-def]
             truth[sid] = preds
         elif kind == "remove":
             assert index.remove(sid) == (truth.pop(sid, None) is not None)
+        elif kind == "merge":
+            index.intervals.merge()
         else:
             index.intervals.rebuild()
         assert len(index) == len(truth)
@@ -53,11 +55,12 @@ def test_the_index_matches_exactly_what_the_oracle_matches(ops, events) -> None:
     st.lists(add_numeric | add | remove | rebuild, max_size=40),
     st.lists(numeric_events, min_size=1, max_size=6),
     st.integers(1, 8),
+    st.integers(1, 4),
 )
-def test_the_bitsets_agree_with_the_oracle_through_rebuilds_and_tombstones(  # type: ignore[no-untyped-def]
-    ops, events, rebuild_from
+def test_the_bitsets_agree_with_the_oracle_through_merges_rebuilds_and_tombstones(  # type: ignore[no-untyped-def]
+    ops, events, rebuild_from, delta_limit
 ) -> None:
-    run(ops, events, rebuild_from=rebuild_from, bitmap_budget_mib=1)
+    run(ops, events, rebuild_from=rebuild_from, delta_limit=delta_limit, bitmap_budget_mib=1)
 
 
 def matches(preds: list[Predicate], attrs: dict[str, Scalar]) -> bool:
@@ -97,8 +100,25 @@ def test_a_subscription_moves_between_the_two_indexes_when_replaced() -> None:
 
 
 def test_many_interval_subscriptions_over_rebuilt_cells_match_exactly() -> None:
-    index = ContentIndex(rebuild_from=16)
+    index = ContentIndex(rebuild_from=16, delta_limit=7)
     for i in range(200):
         index.add(f"s{i}", [Predicate("x", Op.GE, i), Predicate("x", Op.LT, i + 10)])
     assert sorted(index.match({"x": 50})) == sorted(f"s{i}" for i in range(41, 51))
     assert index.match({"x": -1}) == [] and index.match({"y": 50}) == []
+
+
+def test_a_subscription_waiting_in_the_delta_matches_before_its_merge() -> None:
+    index = ContentIndex(rebuild_from=1, delta_limit=100)
+    index.add("old", [Predicate("x", Op.GT, 0)])
+    index.add("new", [Predicate("x", Op.LT, 5)])
+    assert sorted(index.match({"x": 3})) == ["new", "old"]
+    index.remove("new")
+    assert index.match({"x": 3}) == ["old"]
+
+
+def test_churn_without_growth_keeps_the_slots_bounded() -> None:
+    index = ContentIndex(rebuild_from=8, delta_limit=4)
+    for i in range(500):
+        index.add(f"s{i}", [Predicate("x", Op.EQ, i)])
+        index.remove(f"s{i - 3}")
+    assert len(index.intervals._ids) < 64 and index.match({"x": 499}) == ["s499"]

@@ -16,6 +16,7 @@ bit; a reused slot clears its old bits first. Numbers compare as float64: intege
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,11 +59,25 @@ def intervals(
     return lo, hi
 
 
+def _interval(op: Op, v: float) -> tuple[float, float]:
+    """One predicate's [lo, hi], as `intervals` computes it for arrays."""
+    if op is Op.EQ:
+        return v, v
+    if op in (Op.GT, Op.GE):
+        return (math.nextafter(v, math.inf) if op is Op.GT else v), math.inf
+    return -math.inf, (math.nextafter(v, -math.inf) if op is Op.LT else v)
+
+
 class IntervalIndex:
     def __init__(
-        self, bitmap_budget_mib: int = 640, threads: int = 1, rebuild_from: int = 64
+        self,
+        bitmap_budget_mib: int = 640,
+        threads: int = 1,
+        rebuild_from: int = 64,
+        delta_limit: int = 1024,
     ) -> None:
-        self._rebuild_from = rebuild_from
+        self._rebuild_from, self._delta_limit = rebuild_from, delta_limit
+        self._delta: dict[int, None] = {}  # slots added since the last merge, checked directly
         self._budget = bitmap_budget_mib * 2**20
         self._threads = threads
         self._attr_of: dict[str, int] = {}
@@ -94,12 +109,18 @@ class IntervalIndex:
         """Add (or replace) many subscriptions; bits are set per subscription, or all rebuilt."""
         for sid, _ in items:
             self.remove(sid)
-        slots = [self._claim(sid, preds) for sid, preds in items]
-        if len(self) >= max(self._rebuild_from, 2 * self._built_at):
+        self._delta.update((self._claim(sid, preds), None) for sid, preds in items)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Rebuild when the index has doubled; merge the delta when it is full."""
+        retired = len(self._ids) - len(self._free) - len(self)
+        if len(self) >= max(self._rebuild_from, 2 * self._built_at) or retired > max(
+            self._rebuild_from, len(self)
+        ):
             self.rebuild()
-        else:
-            for slot in slots:
-                self._mark(slot)
+        elif len(self._delta) >= self._delta_limit:
+            self.merge()
 
     def add_arrays(
         self,
@@ -120,26 +141,25 @@ class IntervalIndex:
         to_attr = np.array([self._attribute(k) for k in keys], np.int32)
         lo, hi = intervals(ops, vals)
         self._store(slice(start, start + n), to_attr[attrs], lo, hi)
-        if 8 * n >= len(self) or len(self) >= max(self._rebuild_from, 2 * self._built_at):
+        self._delta.update(dict.fromkeys(range(start, start + n)))
+        if 8 * n >= len(self):
             self.rebuild()
-        else:
-            for slot in range(start, start + n):
-                self._mark(slot)
+        self._settle()
 
     def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
         slot = self._free.pop() if self._free else len(self._ids)
         if slot == len(self._ids):
             self._ids.append(None)
             self._grow(slot + 1)
-        else:
-            self._forget(slot)
         self._ids[slot] = subscription_id
         self._slot_of[subscription_id] = slot
         self._widen(len(predicates))
-        ops = np.array([OP_CODES[p.op] for p in predicates], np.int8)
-        vals = np.array([float(p.value) for p in predicates])  # type: ignore[arg-type]
-        attrs = np.array([self._attribute(p.key) for p in predicates], np.int32)
-        self._store(slot, attrs, *intervals(ops, vals))
+        n = len(predicates)
+        self._attrs[slot, :n] = [self._attribute(p.key) for p in predicates]
+        self._attrs[slot, n:] = -1
+        bounds = [_interval(p.op, float(p.value)) for p in predicates]  # type: ignore[arg-type]
+        self._lo[slot, :n], self._hi[slot, :n] = [b[0] for b in bounds], [b[1] for b in bounds]
+        self._lo[slot, n:], self._hi[slot, n:] = -math.inf, math.inf
         return slot
 
     def _store(
@@ -159,29 +179,34 @@ class IntervalIndex:
             return False
         self._ids[slot] = None
         self._dead[slot >> 6] |= np.uint64(1 << (slot & 63))
-        self._free.append(slot)
+        self._delta.pop(slot, None)
         return True
 
-    def _forget(self, slot: int) -> None:
-        """Clear a reused slot's old bits (its tombstone stays set until it is marked again)."""
-        keep = ~np.uint64(1 << (slot & 63))
-        for a in set(self._attrs[slot].tolist()):
-            if 0 <= a < len(self._rows):
-                self._rows[a][:, slot >> 6] &= keep
-
-    def _mark(self, slot: int) -> None:
-        word, bit = slot >> 6, np.uint64(1 << (slot & 63))
-        attrs, los, his = self._attrs[slot], self._lo[slot], self._hi[slot]
-        for a in set(attrs.tolist()) - {-1}:
+    def merge(self) -> None:
+        """Set the delta's bits in the rows, all at once (slots share words: ufunc.at)."""
+        slots = np.fromiter(self._delta, np.intp, len(self._delta))
+        self._delta.clear()
+        if not slots.size:
+            return
+        lo, hi = self._spans(slots)
+        words, bits = slots >> 6, np.left_shift(np.uint64(1), (slots & 63).astype(np.uint64))
+        for a in range(len(self._names)):
             self._ensure_rows(a)
-            lo, hi = float(los[attrs == a].max()), float(his[attrs == a].min())
-            cut = self._cuts[a]
-            first, last = bisect_right(cut, lo), bisect_right(cut, hi)
-            rows = self._rows[a]
-            rows[:first, word] |= bit
-            rows[last + 1 : self._cells, word] |= bit
-            rows[self._cells, word] |= bit
-        self._dead[word] &= ~bit
+            ruled = self._ruled(lo[a], hi[a], np.asarray(self._cuts[a]))
+            s, c = np.nonzero(ruled)
+            np.bitwise_or.at(self._rows[a], (c, words[s]), bits[s])
+        np.bitwise_and.at(self._dead, words, ~bits)
+
+    def _ruled(
+        self, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], cut: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.bool_]:
+        """(slot, row): the cells that rule each slot out, and the missing row."""
+        has = ~np.isnan(lo)
+        first, last = np.searchsorted(cut, lo, "right"), np.searchsorted(cut, hi, "right")
+        c = np.arange(self._cells + 1)
+        ruled = has[:, None] & ((c < first[:, None]) | (c > last[:, None]))
+        ruled[:, self._cells] = has
+        return ruled
 
     def _attribute(self, key: str) -> int:
         a = self._attr_of.get(key)
@@ -203,7 +228,7 @@ class IntervalIndex:
     def _grow(self, slots: int) -> None:
         if slots <= self._capacity:
             return
-        cap = max(slots, 2 * self._capacity)
+        cap = max(2 * self._capacity, 1 << (slots - 1).bit_length())
         self._pad_matrices(((0, cap - self._capacity), (0, 0)))
         self._capacity = cap
         words = (cap + 63) // 64
@@ -224,7 +249,9 @@ class IntervalIndex:
         attrs_n = len(self._names)
         per_row = max(1, attrs_n) * words * 8
         self._cells = int(min(256, max(8, self._budget // per_row - 1)))
-        lo, hi = self._interval_table(n, attrs_n)
+        alive = np.array([i is not None for i in self._ids], bool)
+        lo, hi = self._spans(np.arange(n))
+        lo[:, ~alive] = hi[:, ~alive] = np.nan
         with ThreadPoolExecutor(max(1, self._threads)) as pool:
             built = list(
                 pool.map(lambda a: self._build_attribute(lo[a], hi[a], words), range(attrs_n))
@@ -236,19 +263,20 @@ class IntervalIndex:
         live[np.fromiter(self._slot_of.values(), np.intp, len(self._slot_of))] = True
         self._dead &= ~np.packbits(live, bitorder="little").view(np.uint64)
         self._built_at = len(self)
+        self._delta.clear()
+        self._free = np.flatnonzero(~alive).tolist()[::-1]  # clean now: no bits set
 
-    def _interval_table(
-        self, n: int, attrs_n: int
+    def _spans(
+        self, slots: npt.NDArray[np.intp]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(attribute, slot) -> lo, hi; NaN where the live slot has no predicate there."""
-        alive = np.array([i is not None for i in self._ids], bool)
-        attrs = self._attrs[:n]
-        used = (attrs >= 0) & alive[:, None]
-        at = (attrs[used], np.broadcast_to(np.arange(n)[:, None], attrs.shape)[used])
-        lo = np.full((attrs_n, n), np.nan)
-        hi = np.full((attrs_n, n), np.nan)
-        np.fmax.at(lo, at, self._lo[:n][used])
-        np.fmin.at(hi, at, self._hi[:n][used])
+        """(attribute, i) -> the interval slots[i] accepts there; NaN: no predicate there."""
+        attrs = self._attrs[slots]
+        used = attrs >= 0
+        at = (attrs[used], np.broadcast_to(np.arange(len(slots))[:, None], attrs.shape)[used])
+        lo = np.full((len(self._names), len(slots)), np.nan)
+        hi = np.full((len(self._names), len(slots)), np.nan)
+        np.fmax.at(lo, at, self._lo[slots][used])
+        np.fmin.at(hi, at, self._hi[slots][used])
         return lo, hi
 
     def _build_attribute(
@@ -308,7 +336,8 @@ class IntervalIndex:
     def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         xs = np.stack([self._vector(e) for e in events])
         cells = [self._cell_rows(x) for x in xs]
-        found = [self._candidates(row) for row in cells]
+        delta = np.fromiter(self._delta, np.intp, len(self._delta))
+        found = [np.concatenate([self._candidates(row), delta]) for row in cells]
         counts = [len(f) for f in found]
         event = np.repeat(np.arange(len(events)), counts)
         slots = np.concatenate(found)

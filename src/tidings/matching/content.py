@@ -183,9 +183,13 @@ class ContentIndex:
     """Routes each subscription to the interval index or the counting index; answers from both."""
 
     def __init__(
-        self, threads: int = 1, bitmap_budget_mib: int = 640, rebuild_from: int = 64
+        self,
+        threads: int = 1,
+        bitmap_budget_mib: int = 640,
+        rebuild_from: int = 64,
+        delta_limit: int = 1024,
     ) -> None:
-        self.intervals = IntervalIndex(bitmap_budget_mib, threads, rebuild_from)
+        self.intervals = IntervalIndex(bitmap_budget_mib, threads, rebuild_from, delta_limit)
         self.counting = CountingIndex()
 
     def __len__(self) -> int:

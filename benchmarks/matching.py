@@ -1,0 +1,142 @@
+"""Content matching on the standard workload of issue 4 (REIN/TAMA/H-Tree generator).
+
+    python benchmarks/matching.py [--workload W-A|W-B] [--subscriptions N] [--batch B ...]
+                                  [--threads T] [--events E] [--zipf A] [--quick]
+
+Builds a `ContentIndex` of N subscriptions (bulk path `IntervalIndex.add_arrays`), then times
+matching E events (after a warm-up), call by call at batch 1 and per batch at larger sizes
+(per-event time = batch time / B). The same-run baseline is brute force in numpy: per event,
+every subscription's low/high arrays compared at once. A sample of events is checked against
+it. Insert and delete are timed through the public `add`/`remove` with `Predicate` objects.
+Prints JSON lines: a header (machine, versions, workload, note), then one line per batch size.
+`memory_mib` counts the index's arrays; `rss_mib` is the process's peak resident size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import emit, machine, percentile, versions
+
+from tidings.matching import workload as wl
+from tidings.matching.bitset import GE, LE
+from tidings.matching.content import ContentIndex
+from tidings.model import Scalar
+
+Event = dict[str, Scalar]
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", choices=sorted(wl.NAMED), default="W-A")
+    parser.add_argument("--subscriptions", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--zipf", type=float, default=0.0)
+    parser.add_argument("--baseline-events", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--note", default="")
+    parser.add_argument("--quick", action="store_true", help="10^5 subscriptions, 1000 events")
+    args = parser.parse_args()
+    if args.quick:
+        args.subscriptions, args.events = 100_000, 1000
+    return args
+
+
+def build(
+    w: wl.Workload, attrs: np.ndarray, lows: np.ndarray, threads: int
+) -> tuple[ContentIndex, list[str], float]:
+    n, k = attrs.shape
+    ids = [f"s{i}" for i in range(n)]
+    ops = np.tile(np.array([GE, LE], np.int8), (n, k))
+    vals = np.empty((n, 2 * k))
+    vals[:, 0::2], vals[:, 1::2] = lows, lows + int(w.width * w.domain)
+    keys = [w.key(a) for a in range(w.attributes)]
+    index = ContentIndex(threads=threads)
+    start = time.perf_counter()
+    index.intervals.add_arrays(ids, keys, np.repeat(attrs, 2, axis=1), ops, vals)
+    return index, ids, time.perf_counter() - start
+
+
+def per_event_ms(
+    match: Callable[[Sequence[Event]], Any], events: list[Event], b: int
+) -> list[float]:
+    batches = [events[i : i + b] for i in range(0, len(events) - b + 1, b)]
+    match(batches[0])  # warm-up
+    times = []
+    for batch in batches:
+        start = time.perf_counter()
+        match(batch)
+        times.append((time.perf_counter() - start) * 1e3 / len(batch))
+    return times
+
+
+def baseline(
+    w: wl.Workload, attrs: np.ndarray, lows: np.ndarray, values: np.ndarray
+) -> tuple[float, list[np.ndarray]]:
+    start = time.perf_counter()
+    answers = [wl.brute_force(w, attrs, lows, v) for v in values]
+    return (time.perf_counter() - start) * 1e3 / len(values), answers
+
+
+def insert_delete_us(
+    index: ContentIndex, w: wl.Workload, rng: np.random.Generator
+) -> tuple[float, float]:
+    attrs, lows = wl.subscription_arrays(w, 2000, rng)
+    items = [(f"new{i}", p) for i, p in enumerate(wl.predicates_of(w, attrs, lows))]
+    start = time.perf_counter()
+    for sid, preds in items:
+        index.add(sid, preds)
+    added = time.perf_counter() - start
+    start = time.perf_counter()
+    for sid, _ in items:
+        index.remove(sid)
+    return added * 1e6 / len(items), (time.perf_counter() - start) * 1e6 / len(items)
+
+
+def main() -> None:
+    args = arguments()
+    w = wl.named(args.workload, zipf=args.zipf)
+    rng = np.random.default_rng(args.seed)
+    attrs, lows = wl.subscription_arrays(w, args.subscriptions, rng)
+    values = wl.event_arrays(w, args.events, rng)
+    events = wl.events_of(w, values)
+    load = os.getloadavg()[0]
+    emit({"bench": "matching", "header": True, "machine": machine(),
+          "versions": versions("numpy"), "workload": asdict(w), "load_average": load,
+          "note": args.note, "command": " ".join(sys.argv)})  # fmt: skip
+    index, ids, build_s = build(w, attrs, lows, args.threads)
+    sample = values[: args.baseline_events]
+    base_ms, truth = baseline(w, attrs, lows, sample)
+    got = index.match_batch(events[: len(sample)])
+    correct = all(sorted(g) == sorted(ids[i] for i in t) for g, t in zip(got, truth, strict=True))
+    insert_us, delete_us = insert_delete_us(index, w, rng)
+    for b in args.batch:
+        times = per_event_ms(index.match_batch, events, b)
+        mean = sum(times) / len(times)
+        emit({"bench": "matching", "workload": w.name, "zipf": w.zipf,
+              "subscriptions": args.subscriptions, "batch": b, "threads": args.threads,
+              "events": len(times) * b, "mean_ms": round(mean, 4),
+              "p99_ms": round(percentile(times, 99), 4), "baseline_mean_ms": round(base_ms, 3),
+              "ratio": round(base_ms / mean, 1),
+              "memory_mib": round(index.intervals.memory_bytes() / 2**20, 1),
+              "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+              "build_s": round(build_s, 2), "insert_us": round(insert_us, 1),
+              "delete_us": round(delete_us, 1),
+              "matches_per_event": round(sum(len(t) for t in truth) / len(truth), 1),
+              "correct_on_sample": correct, "load_average_end": os.getloadavg()[0]})  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
