@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import tempfile
@@ -104,11 +105,12 @@ async def receive(
 def subscriber_process(
     url: str, subs: list[tuple[str, str]], transport: str, expected: int, deadline: float, out: Any
 ) -> None:
-    async def run() -> list[list[float]]:
+    async def run() -> list[list[float] | BaseException]:
         tasks = [receive(url, s, t, transport, expected, deadline) for s, t in subs]
-        return await asyncio.gather(*tasks, return_exceptions=False)
+        return await asyncio.gather(*tasks, return_exceptions=True)
 
-    out.put(asyncio.run(run()))
+    # a subscriber that failed counts its deliveries as lost and says why
+    out.put([r if isinstance(r, list) else repr(r) for r in asyncio.run(run())])
 
 
 async def publish(url: str, w: Workload) -> float:
@@ -168,7 +170,9 @@ def run(w: Workload, url: str) -> dict[str, Any]:
     elapsed = time.time() - started
     for p in workers:
         p.join(10)
-    latencies = [x for per_proc in results for per_sub in per_proc for x in per_sub]
+    per_sub = [r for per_proc in results for r in per_proc]
+    latencies = [x for r in per_sub if isinstance(r, list) for x in r]
+    errors = sorted({r for r in per_sub if isinstance(r, str)})
     expected = w.messages * w.subscribers
     return {
         "messages_per_s": round(len(latencies) / elapsed, 1),
@@ -177,6 +181,7 @@ def run(w: Workload, url: str) -> dict[str, Any]:
         "lost": expected - len(latencies),
         "delivered": len(latencies),
         "elapsed_s": round(elapsed, 2),
+        **({"errors": errors} if errors else {}),
     }
 
 
@@ -195,6 +200,7 @@ def main() -> None:
     parser.add_argument("--url", help="Measure this running broker (baseline: a local memory://).")
     args = parser.parse_args()
     w = workload(args.case, args.transport, args.quick)
+    load_before = [round(x, 2) for x in os.getloadavg()]  # others sharing the cores show here
     durable = measure(w, "", args.url)
     baseline = measure(w, "memory://")
     ratio = durable["messages_per_s"] / max(baseline["messages_per_s"], 1e-9)
@@ -204,7 +210,8 @@ def main() -> None:
         "rate_per_s": w.rate or "max",
         "publish_batch": w.batch,
         "payload_bytes": len(PAYLOAD),
-        "store": "sqlite (WAL, synchronous=NORMAL)",
+        "store": "sqlite (WAL, synchronous=NORMAL)" if not args.url else args.url,
+        "lost_means": "not received within 60 s after the last publication",
     }
     emit(
         {
@@ -218,6 +225,7 @@ def main() -> None:
             "ratio_vs_memory": round(ratio, 3),
             "workload": workload_info,
             "machine": machine(),
+            "load_avg_before": load_before,
             "versions": versions("starlette", "uvicorn", "httpx", "websockets"),
         }
     )

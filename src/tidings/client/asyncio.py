@@ -164,12 +164,20 @@ class AsyncSubscriberHandle:
         await self._run(calls.unregister(self.base))
 
     @asynccontextmanager
-    async def stream(self, prefetch: int = 100) -> AsyncIterator[Stream]:
+    async def stream(
+        self, prefetch: int = 100, open_timeout: float = 30.0
+    ) -> AsyncIterator[Stream]:
         url = self.client.url.replace("http", "ws", 1) + f"{self.base}/stream?prefetch={prefetch}"
         headers = {"Authorization": f"Bearer {self.token}"}
         try:
             # No permessage-deflate: compressing small JSON frames costs more CPU than it saves.
-            ws = await connect(url, additional_headers=headers, max_size=2**24, compression=None)
+            ws = await connect(
+                url,
+                additional_headers=headers,
+                max_size=2**24,
+                compression=None,
+                open_timeout=open_timeout,
+            )
         except InvalidStatus as exc:
             raise t.refused(exc.response.status_code, exc.response.body) from None
         except (OSError, TimeoutError, InvalidHandshake) as exc:
