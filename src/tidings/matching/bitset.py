@@ -190,11 +190,19 @@ class IntervalIndex:
             return
         lo, hi = self._spans(slots)
         words, bits = slots >> 6, np.left_shift(np.uint64(1), (slots & 63).astype(np.uint64))
+        first, span = int(words.min()), int(words.max() - words.min() + 1)
+        dense = span * 64 <= 8 * len(slots) + 4096  # new slots are mostly consecutive
         for a in range(len(self._names)):
             self._ensure_rows(a)
             ruled = self._ruled(lo[a], hi[a], np.asarray(self._cuts[a]))
-            s, c = np.nonzero(ruled)
-            np.bitwise_or.at(self._rows[a], (c, words[s]), bits[s])
+            if dense:
+                block = np.zeros((self._cells + 1, span * 64), bool)
+                block[:, slots - first * 64] = ruled.T
+                packed = np.packbits(block, axis=1, bitorder="little").view(np.uint64)
+                self._rows[a][:, first : first + span] |= packed
+            else:
+                s, c = np.nonzero(ruled)
+                np.bitwise_or.at(self._rows[a], (c, words[s]), bits[s])
         np.bitwise_and.at(self._dead, words, ~bits)
 
     def _ruled(
