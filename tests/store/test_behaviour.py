@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from tidings.model import Op, Predicate, Subscriber, Subscription
-from tidings.store.base import NewMessage
+from tidings.store.base import NewMessage, QueueDepth
+from tidings.store.group import GroupCommitter
 from tidings.store.sql import SQLStore
 
 T0 = 1_000_000.0
@@ -174,3 +175,114 @@ def test_fresh_messages_go_in_in_bulk_and_are_still_remembered(store: SQLStore) 
     subscriber(store)
     assert store.enqueue([msg("p1"), msg("p2")], fresh=True) == 2
     assert store.enqueue([msg("p1")]) == 0 and store.depth("s1", T0).ready == 2
+
+
+def test_a_failing_operation_in_a_batch_leaves_nothing_and_the_others_commit(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+
+    def half_then_fail(cur: object) -> None:
+        store.enqueue_op([msg("half")])(cur)
+        raise ValueError("caller's mistake")
+
+    results = store.batch([half_then_fail, store.enqueue_op([msg("p1")])])
+    assert isinstance(results[0], ValueError) and results[1] == 1
+    assert [m.publication_id for m in lease(store)] == ["p1"]
+
+
+def test_a_nack_with_a_stale_receipt_releases_nothing(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    stale = lease(store)[0].receipt
+    lease(store, now=T0 + 31)
+    assert store.nack("s1", [stale], T0 + 32).unknown == [stale]
+    assert store.depth("s1", T0 + 32) == QueueDepth(ready=0, leased=1, dead=0)
+
+
+def test_after_the_retention_a_key_may_be_enqueued_again(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    assert store.expire(T0 + 10, retention_s=5) == 1
+    assert store.enqueue([msg("p1", at=T0 + 10)]) == 1
+
+
+def test_expire_leaves_messages_younger_than_the_retention(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("old"), msg("young", at=T0 + 8)])
+    assert store.expire(T0 + 10, retention_s=5) == 1
+    assert [m.publication_id for m in lease(store, now=T0 + 10)] == ["young"]
+
+
+def test_removing_a_subscriber_with_subscriptions_bumps_the_version(store: SQLStore) -> None:
+    subscriber(store)
+    store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))
+    before = store.subscriptions_version()
+    store.remove_subscriber("s1")
+    assert store.subscriptions_version() == before + 1 and list(store.all_subscriptions()) == []
+
+
+def test_redrive_of_no_ids_moves_nothing(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    store.expire(T0 + 10, retention_s=5)
+    assert store.redrive("s1", [], T0 + 11) == 0 and store.depth("s1", T0 + 11).dead == 1
+
+
+def test_each_subscriber_leases_only_from_its_own_queue(store: SQLStore) -> None:
+    subscriber(store, "s1"), subscriber(store, "s2")
+    store.enqueue([msg("p1", owner="s1"), msg("p1", owner="s2"), msg("p2", owner="s2")])
+    assert [m.publication_id for m in lease(store, owner="s2")] == ["p1", "p2"]
+    assert [m.subscriber_id for m in lease(store, owner="s1")] == ["s1"]
+
+
+def test_bodies_come_back_as_the_json_values_enqueued(store: SQLStore) -> None:
+    subscriber(store)
+    body = {"text": "grüße ✓", "n": [1, 2.5, None, True], "nested": {"k": ""}}
+    store.enqueue([NewMessage("s1", "p1", "p1", ("a", "b"), body, T0)])
+    (got,) = lease(store)
+    assert (got.body, got.subscription_ids, got.enqueued_at) == (body, ("a", "b"), T0)
+
+
+def test_group_committed_leases_from_threads_hand_out_each_message_once(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+    committer = GroupCommitter(store)
+    committer.enqueue([msg(f"p{i}") for i in range(300)])
+    seen: list[str] = []
+
+    def worker() -> None:
+        while batch := committer.lease("s1", 7, 30.0, 5, T0):
+            seen.extend(m.publication_id for m in batch)
+            assert committer.ack("s1", [m.receipt for m in batch]).unknown == []
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    committer.close()
+    assert sorted(seen) == sorted(f"p{i}" for i in range(300))
+    assert store.depth("s1", T0) == QueueDepth()
+
+
+def test_group_committed_enqueues_from_threads_lose_and_duplicate_nothing(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+    committer = GroupCommitter(store)
+    added: list[int] = []
+
+    def worker(k: int) -> None:
+        for i in range(0, 100, 10):
+            keys = [f"p{k * 50 + j}" for j in range(i, i + 10)]
+            added.append(committer.enqueue([msg(key) for key in keys]))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    committer.close()
+    assert sum(added) == 250 == store.depth("s1", T0).ready

@@ -255,11 +255,20 @@ class SQLStore:
         results: list[Any] = []
         with self._tx() as cur:
             for op in ops:
-                try:
-                    results.append(op(cur))
-                except Exception as exc:  # one caller's failure is that caller's answer
-                    results.append(exc)
+                results.append(self._isolated(cur, op))
         return results
+
+    def _isolated(self, cur: Cursor, op: Callable[[Cursor], Any]) -> Any:
+        """Run one operation inside a savepoint, so a failing one leaves no partial writes
+        and (on PostgreSQL) does not abort the transaction the others commit in."""
+        cur.execute("SAVEPOINT op")
+        try:
+            result = op(cur)
+        except Exception as exc:  # one caller's failure is that caller's answer
+            cur.execute("ROLLBACK TO SAVEPOINT op")
+            result = exc
+        cur.execute("RELEASE SAVEPOINT op")
+        return result
 
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
         if not messages:
