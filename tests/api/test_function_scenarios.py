@@ -160,3 +160,27 @@ def test_a_failing_function_is_suspended_and_its_owner_can_resume_it(http: httpx
     assert "ZeroDivisionError" in state["status_reason"]
     assert http.post(f"{base}/{sub['id']}/resume", headers=auth).json()["status"] == "active"
     del s
+
+
+def test_a_runaway_function_does_not_hold_back_topic_and_content_deliveries(
+    http: httpx.Client,
+) -> None:
+    owner = http.post("/v1/subscribers").json()
+    auth = {"Authorization": f"Bearer {owner['token']}"}
+    runaway = {"function_type": "spin", "code": "def match(p):\n    while True:\n        pass\n"}
+    http.post(
+        f"/v1/subscribers/{owner['id']}/subscriptions", headers=auth, json={"function": runaway}
+    )
+    reader = http.post("/v1/subscribers").json()
+    rauth = {"Authorization": f"Bearer {reader['token']}"}
+    http.post(
+        f"/v1/subscribers/{reader['id']}/subscriptions", headers=rauth, json={"topics": ["news"]}
+    )
+    # each answer reports the topic deliveries already committed, while the runaway spins
+    answers = [
+        http.post("/v1/publications", json={"topics": ["news"], "function_types": ["spin"]})
+        for _ in range(10)
+    ]
+    assert [a.json()["deliveries"] for a in answers] == [1] * 10
+    got = http.get(f"/v1/subscribers/{reader['id']}/messages", params={"max": 100}, headers=rauth)
+    assert len(got.json()["messages"]) == 10

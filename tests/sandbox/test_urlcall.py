@@ -1,0 +1,80 @@
+"""URL functions against a real endpoint on loopback: answers, retries, timeouts, breakers."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from tests.sandbox.endpoint import Endpoint, endpoint
+
+from tidings.config import FunctionSettings
+from tidings.sandbox.urlcall import OPEN_AFTER, URLCaller
+
+PUB = {"id": "p", "data": "hello"}
+
+
+@pytest.fixture
+async def ep() -> AsyncIterator[Endpoint]:
+    async with endpoint() as e:
+        yield e
+
+
+@pytest.fixture
+async def caller() -> AsyncIterator[URLCaller]:
+    c = URLCaller(FunctionSettings(url_timeout_s=0.5, url_retries=2))
+    yield c
+    await c.aclose()
+
+
+async def test_the_endpoint_gets_the_publication_and_params_and_its_answer_counts(
+    ep: Endpoint, caller: URLCaller
+) -> None:
+    assert await caller.call(ep.url("/yes"), PUB, {"k": 1}) == (True, None)
+    assert await caller.call(ep.url("/no"), PUB, {}) == (False, None)
+    assert ep.bodies[0] == {"publication": PUB, "params": {"k": 1}}
+
+
+async def test_a_failure_that_passes_is_retried(ep: Endpoint, caller: URLCaller) -> None:
+    assert await caller.call(ep.url("/flaky"), PUB, {}) == (True, None)
+    assert ep.calls["/flaky"] == 2
+
+
+@pytest.mark.parametrize("path", ["/broken", "/nonsense", "/slow"])
+async def test_a_failing_endpoint_is_no_match_with_the_error(
+    ep: Endpoint, caller: URLCaller, path: str
+) -> None:
+    matched, error = await caller.call(ep.url(path), PUB, {})
+    assert matched is False
+    assert error
+
+
+async def test_server_errors_are_retried_before_giving_up(ep: Endpoint, caller: URLCaller) -> None:
+    await caller.call(ep.url("/broken"), PUB, {})
+    assert ep.calls["/broken"] == 3  # one call and two retries
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_the_breaker_opens_after_repeated_failures_and_stops_calling(
+    ep: Endpoint, caller: URLCaller
+) -> None:
+    for _ in range(OPEN_AFTER):
+        await caller.call(ep.url("/broken"), PUB, {})
+    calls = ep.calls["/broken"]
+    matched, error = await caller.call(ep.url("/broken"), PUB, {})
+    assert (matched, ep.calls["/broken"]) == (False, calls)
+    assert error is not None and "circuit open" in error
+
+
+async def test_one_urls_open_breaker_leaves_other_urls_alone(
+    ep: Endpoint, caller: URLCaller
+) -> None:
+    dead = f"http://127.0.0.1:{_closed_port()}/gone"
+    for _ in range(OPEN_AFTER + 1):
+        assert (await caller.call(dead, PUB, {}))[0] is False
+    assert await caller.call(ep.url("/yes"), PUB, {}) == (True, None)

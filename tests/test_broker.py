@@ -1,0 +1,218 @@
+"""The broker's operations composed over a real SQLite store, with a fake function runner."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tidings.broker import Broker, PublicationInput
+from tidings.config import FunctionSettings, Settings, load_settings
+from tidings.errors import ErrorCode, TidingsError
+from tidings.eventlog import EventLog
+from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
+from tidings.sandbox import FunctionOutcome
+from tidings.store import open_store
+
+SPEC = FunctionSpec("sentiment", "builtin", "positive")
+
+
+class FakeRunner:
+    """Matches when the publication's data equals the spec's source; "boom" fails;
+    `gate` holds every evaluation until it is set."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.calls = 0
+
+    def validate(self, spec: FunctionSpec) -> None:
+        if spec.source == "unknown":
+            raise TidingsError(
+                ErrorCode.FUNCTION_UNKNOWN, field="builtin", name=spec.source, known="positive"
+            )
+
+    async def evaluate(
+        self, publication: Publication, subscriptions: Sequence[Subscription]
+    ) -> list[FunctionOutcome]:
+        await self.gate.wait()
+        self.calls += 1
+        return [self._one(publication, s) for s in subscriptions]
+
+    def _one(self, publication: Publication, sub: Subscription) -> FunctionOutcome:
+        if publication.data == "boom":
+            return FunctionOutcome(sub.id, False, "raised ValueError")
+        assert sub.function is not None
+        return FunctionOutcome(sub.id, publication.data == sub.function.source)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def settings_for(tmp_path: Path, **changes: object) -> Settings:
+    base = load_settings({"data_dir": tmp_path}, env={})
+    functions = FunctionSettings(failures_to_suspend=2)
+    return dataclasses.replace(base, functions=functions, **changes)  # type: ignore[arg-type]
+
+
+async def started(settings: Settings, runner: FakeRunner | None = None) -> Broker:
+    store = open_store(settings.resolved_store_url)
+    log = EventLog(settings.log_dir, 10**6, 3600)
+    broker = Broker(settings, store, runner=runner, eventlog=log)
+    await broker.start()
+    return broker
+
+
+@pytest.fixture
+def runner() -> FakeRunner:
+    return FakeRunner()
+
+
+@pytest.fixture
+async def broker(tmp_path: Path, runner: FakeRunner) -> AsyncIterator[Broker]:
+    b = await started(settings_for(tmp_path), runner)
+    yield b
+    await b.close()
+    b.store.close()
+
+
+async def eventually_pulled(broker: Broker, subscriber_id: str) -> list[str]:
+    messages = await broker.pull(subscriber_id, 10, wait_s=5)
+    return [m.publication_id for m in messages]
+
+
+async def test_a_function_match_is_delivered_after_the_answer(
+    broker: Broker, runner: FakeRunner
+) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "function", function=SPEC)
+    runner.gate.clear()
+    published = await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+    assert published.deliveries == 0 and runner.calls == 0
+    runner.gate.set()
+    assert await eventually_pulled(broker, me.id) == [published.publication.id]
+
+
+async def test_a_subscriber_matched_by_topic_and_function_gets_one_delivery(
+    broker: Broker, runner: FakeRunner
+) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("news",))
+    await broker.subscribe(me.id, "function", function=SPEC)
+    await broker.publish(PublicationInput("positive", ("news",), None, ("sentiment",)))
+    while runner.calls == 0:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # the function's enqueue, if any, follows its evaluation
+    assert len(await broker.pull(me.id, 10, wait_s=0)) == 1
+    assert (await broker.depth(me.id)).ready == 0
+
+
+async def test_consecutive_failures_suspend_a_function_until_it_is_resumed(
+    broker: Broker, runner: FakeRunner
+) -> None:
+    me, _ = await broker.register()
+    sub = await broker.subscribe(me.id, "function", function=SPEC)
+    for _ in range(2):
+        await broker.publish(PublicationInput("boom", function_types=("sentiment",)))
+    while (await broker.subscription(me.id, sub.id)).status != "suspended":
+        await asyncio.sleep(0.01)
+    suspended = await broker.subscription(me.id, sub.id)
+    assert suspended.status_reason is not None and "raised ValueError" in suspended.status_reason
+    calls = runner.calls
+    await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+    await asyncio.sleep(0.1)
+    assert runner.calls == calls
+    await broker.resume(me.id, sub.id)
+    published = await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+    assert await eventually_pulled(broker, me.id) == [published.publication.id]
+
+
+async def test_a_function_unknown_to_the_runner_is_refused_at_subscribe(broker: Broker) -> None:
+    me, _ = await broker.register()
+    with pytest.raises(TidingsError) as caught:
+        await broker.subscribe(me.id, "function", function=FunctionSpec("t", "builtin", "unknown"))
+    assert caught.value.code == ErrorCode.FUNCTION_UNKNOWN
+
+
+async def test_without_a_runner_function_subscriptions_are_unavailable(tmp_path: Path) -> None:
+    broker = await started(settings_for(tmp_path))
+    me, _ = await broker.register()
+    with pytest.raises(TidingsError) as caught:
+        await broker.subscribe(me.id, "function", function=SPEC)
+    assert caught.value.code == ErrorCode.UNAVAILABLE
+    await broker.close()
+
+
+async def test_subscriptions_survive_a_restart_and_are_matched_again(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    first = await started(settings)
+    me, _ = await first.register()
+    await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 10),))
+    await first.close()
+    first.store.close()
+    second = await started(settings)
+    published = await second.publish(PublicationInput("cheap", (), {"price": 5}))
+    assert published.deliveries == 1
+    await second.close()
+
+
+async def test_spark_matching_commits_and_logs_but_enqueues_nothing(tmp_path: Path) -> None:
+    broker = await started(settings_for(tmp_path, matching="spark"))
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("a",))
+    published = await broker.publish(PublicationInput(1, ("a",)))
+    await broker.close()
+    assert published.deliveries == 0 and (await broker.depth(me.id)).ready == 0
+    logged = [orjson.loads(line) for f in tmp_path.rglob("*.jsonl") for line in f.open("rb")]
+    assert any(r.get("id") == published.publication.id for r in logged)
+
+
+async def test_the_retention_sweeper_dead_letters_old_messages(tmp_path: Path) -> None:
+    now = [1000.0]
+    settings = settings_for(tmp_path)
+    store = open_store(settings.resolved_store_url)
+    broker = Broker(settings, store, clock=lambda: now[0])
+    await broker.start()
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("a",))
+    await broker.publish(PublicationInput(1, ("a",)))
+    now[0] += settings.queues.retention_s + 120
+    while not await broker.dead_letters(me.id, 10):
+        await asyncio.sleep(0.1)
+    assert [d.reason for d in await broker.dead_letters(me.id, 10)] == ["retention"]
+    await broker.close()
+
+
+async def test_the_subscription_limit_is_enforced(tmp_path: Path) -> None:
+    limits = dataclasses.replace(Settings().limits, max_subscriptions_per_subscriber=1)
+    broker = await started(settings_for(tmp_path, limits=limits))
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("a",))
+    with pytest.raises(TidingsError) as caught:
+        await broker.subscribe(me.id, "topic", topics=("b",))
+    assert caught.value.code == ErrorCode.LIMIT_EXCEEDED
+    await broker.close()
+
+
+async def test_a_waiting_pull_wakes_when_a_publication_arrives(broker: Broker) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("a",))
+    waiting = asyncio.create_task(broker.pull(me.id, 10, wait_s=15))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    published = await broker.publish(PublicationInput(1, ("a",)))
+    messages = await asyncio.wait_for(waiting, 10)
+    assert [m.publication_id for m in messages] == [published.publication.id]
+
+
+async def test_a_token_is_checked_in_full(broker: Broker) -> None:
+    me, token = await broker.register()
+    await broker.authenticate(me.id, token)
+    for wrong, code in ((None, ErrorCode.UNAUTHORIZED), (token[:-1], ErrorCode.FORBIDDEN)):
+        with pytest.raises(TidingsError) as caught:
+            await broker.authenticate(me.id, wrong)
+        assert caught.value.code == code
