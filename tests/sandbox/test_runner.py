@@ -45,10 +45,12 @@ async def ep() -> AsyncIterator[Endpoint]:
          ErrorCode.FUNCTION_FORBIDDEN, "function.code"),
         (FunctionSpec("t", "code", "def other(p):\n    return True"),
          ErrorCode.FUNCTION_INVALID, "function.code"),
-        (FunctionSpec("t", "builtin", "read_minds"), ErrorCode.FUNCTION_UNKNOWN, "function.builtin"),
+        (FunctionSpec("t", "builtin", "read_minds"),
+         ErrorCode.FUNCTION_UNKNOWN, "function.builtin"),
         (FunctionSpec("t", "builtin", "detect_language", {}),
          ErrorCode.FUNCTION_INVALID, "function.params"),
-        (FunctionSpec("t", "url", "file:///etc/passwd"), ErrorCode.FUNCTION_INVALID, "function.url"),
+        (FunctionSpec("t", "url", "file:///etc/passwd"),
+         ErrorCode.FUNCTION_INVALID, "function.url"),
     ],
 )  # fmt: skip
 def test_bad_functions_are_refused_at_subscribe_time_naming_the_field(

@@ -49,14 +49,19 @@ class SandboxRunner:
                 )
             ),
         )
-        outcomes = [FunctionOutcome(sid, m, e) for sid, (m, e) in pooled.items()]
-        return outcomes + [
-            FunctionOutcome(s.id, m, e) for s, (m, e) in zip(hosted, called, strict=True)
-        ]
+        by_id = {s.id: s for s in subscriptions}
+        outcomes = [_outcome(by_id[sid], m, e) for sid, (m, e) in pooled.items()]
+        return outcomes + [_outcome(s, m, e) for s, (m, e) in zip(hosted, called, strict=True)]
 
     async def aclose(self) -> None:
         await self.pool.aclose()
         await self.urls.aclose()
+
+
+def _outcome(sub: Subscription, matched: bool, error: str | None) -> FunctionOutcome:
+    """A failed call matches only when its subscription asked to fail open."""
+    fail_open = sub.function is not None and sub.function.fail_open
+    return FunctionOutcome(sub.id, matched or (error is not None and fail_open), error)
 
 
 def _call(sub: Subscription) -> Call:
