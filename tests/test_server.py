@@ -1,0 +1,57 @@
+"""The embedded server: a real broker on 127.0.0.1 and a free port, started and stopped."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tidings.config import Settings, load_settings
+from tidings.server import EmbeddedServer, free_port
+
+
+def settings_in(directory: Path) -> Settings:
+    return load_settings({"data_dir": directory}, env={})
+
+
+def test_an_embedded_server_answers_on_loopback_and_stops(tmp_path: Path) -> None:
+    with EmbeddedServer(settings_in(tmp_path)) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        assert httpx.get(server.url + "/healthz").json() == {"status": "ok"}
+    with pytest.raises(httpx.TransportError):
+        httpx.get(server.url + "/healthz", timeout=2)
+
+
+def test_an_embedded_server_binds_loopback_whatever_the_settings_say(tmp_path: Path) -> None:
+    settings = dataclasses.replace(settings_in(tmp_path), host="0.0.0.0", port=free_port())
+    with EmbeddedServer(settings) as server:
+        assert server.settings.host == "127.0.0.1"
+        assert httpx.get(server.url + "/healthz").status_code == 200
+
+
+def test_two_embedded_servers_run_side_by_side(tmp_path: Path) -> None:
+    with (
+        EmbeddedServer(settings_in(tmp_path / "a")) as a,
+        EmbeddedServer(settings_in(tmp_path / "b")) as b,
+    ):
+        assert a.url != b.url
+        registered = httpx.post(a.url + "/v1/subscribers").json()
+        unknown = httpx.get(
+            f"{b.url}/v1/subscribers/{registered['id']}",
+            headers={"Authorization": f"Bearer {registered['token']}"},
+        )
+        assert unknown.status_code == 404
+
+
+def test_state_outlives_an_embedded_server_on_the_same_data_dir(tmp_path: Path) -> None:
+    with EmbeddedServer(settings_in(tmp_path)) as server:
+        me = httpx.post(server.url + "/v1/subscribers").json()
+        auth = {"Authorization": f"Bearer {me['token']}"}
+        base = f"/v1/subscribers/{me['id']}"
+        httpx.post(server.url + base + "/subscriptions", json={"topics": ["a"]}, headers=auth)
+        httpx.post(server.url + "/v1/publications", json={"data": 1, "topics": ["a"]})
+    with EmbeddedServer(settings_in(tmp_path)) as again:
+        pulled = httpx.get(again.url + base + "/messages", headers=auth).json()["messages"]
+        assert [m["body"]["data"] for m in pulled] == [1]
