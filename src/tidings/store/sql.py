@@ -41,6 +41,7 @@ class Dialect:
     on_conflict_ignore: str  # "" or "ON CONFLICT DO NOTHING"
     skip_locked: str  # "" or "FOR UPDATE SKIP LOCKED"
     concat_receipt: str  # SQL for `seq.attempt.nonce`, the attempt already bumped
+    clustered: str = ""  # "WITHOUT ROWID": a keyed table stored as its own index
 
     def q(self, sql: str) -> str:
         return sql.replace("?", self.param) if self.param != "?" else sql
@@ -62,7 +63,7 @@ CREATE INDEX IF NOT EXISTS messages_fifo ON messages (subscriber_id, seq);
 CREATE INDEX IF NOT EXISTS messages_age ON messages (enqueued_at);
 CREATE TABLE IF NOT EXISTS dedup (
     subscriber_id TEXT NOT NULL, dedup_key TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (subscriber_id, dedup_key));
+    PRIMARY KEY (subscriber_id, dedup_key)) {clustered};
 CREATE TABLE IF NOT EXISTS dead_letters (
     id {serial}, subscriber_id TEXT NOT NULL, publication_id TEXT NOT NULL,
     subscription_ids TEXT NOT NULL, body TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
@@ -114,7 +115,9 @@ class SQLStore:
 
     def create_schema(self) -> None:
         with self._tx() as cur:
-            for statement in SCHEMA.format(serial=self._d.serial).split(";"):
+            for statement in SCHEMA.format(
+                serial=self._d.serial, clustered=self._d.clustered
+            ).split(";"):
                 if statement.strip():
                     cur.execute(statement)
             cur.execute(

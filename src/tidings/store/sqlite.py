@@ -22,6 +22,7 @@ DIALECT = Dialect(
     on_conflict_ignore="",
     concat_receipt="seq || '.' || (attempt + 1) || '.' || ?",
     skip_locked="",
+    clustered="WITHOUT ROWID",
 )
 
 
@@ -33,6 +34,7 @@ class SQLiteStore(SQLStore):
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._conn.execute("PRAGMA busy_timeout=10000")
+        self._conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the queue's hot pages stay
         self._guard = threading.Lock()
         super().__init__(DIALECT, self._transaction)
         self.create_schema()
