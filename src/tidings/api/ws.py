@@ -105,8 +105,9 @@ async def _handle(ws: WebSocket, broker: Broker, sid: str, flow: Flow, raw: Any)
     try:
         frame = orjson.loads(raw)
         kind, receipts = frame["type"], frame["receipts"]
-        assert kind in ("ack", "nack") and isinstance(receipts, list)
-    except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError):
+        if kind not in ("ack", "nack") or not isinstance(receipts, list):
+            raise TypeError(kind)
+    except (orjson.JSONDecodeError, KeyError, TypeError):
         error = {
             "code": "invalid_field",
             "field": "$",
