@@ -20,7 +20,6 @@ import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -84,6 +83,7 @@ class IntervalIndex:
         self._names: list[str] = []
         self._slot_of: dict[str, int] = {}
         self._ids: list[str | None] = []
+        self._id_array = np.full(64, None, object)  # the same, for one C-level fetch per answer
         self._free: list[int] = []
         self._width = 1  # predicates per row of the matrices
         self._capacity = 64
@@ -92,7 +92,7 @@ class IntervalIndex:
         self._lo = np.full((self._capacity, 1), -np.inf)
         self._hi = np.full((self._capacity, 1), np.inf)
         self._dead = np.full(1, ALL, np.uint64)
-        self._rows: list[Words] = []  # per attribute: (cells + 1, words)
+        self._rows = np.zeros((0, 2, 1), np.uint64)  # (attribute, cell + missing row, word)
         self._cuts: list[list[float]] = []  # per attribute: interior cell boundaries
         self._cells = 1
         self._built_at = 0
@@ -135,6 +135,8 @@ class IntervalIndex:
             self.remove(sid)
         start, n = len(self._ids), len(ids)
         self._ids.extend(ids)
+        self._grow(start + n)
+        self._id_array[start : start + n] = ids
         self._slot_of.update(zip(ids, range(start, start + n), strict=True))
         self._grow(start + n)
         self._widen(attrs.shape[1])
@@ -151,7 +153,7 @@ class IntervalIndex:
         if slot == len(self._ids):
             self._ids.append(None)
             self._grow(slot + 1)
-        self._ids[slot] = subscription_id
+        self._ids[slot] = self._id_array[slot] = subscription_id
         self._slot_of[subscription_id] = slot
         self._widen(len(predicates))
         n = len(predicates)
@@ -177,7 +179,7 @@ class IntervalIndex:
         slot = self._slot_of.pop(subscription_id, None)
         if slot is None:
             return False
-        self._ids[slot] = None
+        self._ids[slot] = self._id_array[slot] = None
         self._dead[slot >> 6] |= np.uint64(1 << (slot & 63))
         self._delta.pop(slot, None)
         return True
@@ -224,9 +226,10 @@ class IntervalIndex:
         return a
 
     def _ensure_rows(self, a: int) -> None:
-        while len(self._rows) <= a:
-            self._rows.append(np.zeros((self._cells + 1, len(self._dead)), np.uint64))
-            self._cuts.append([])
+        if a >= len(self._rows):
+            more = np.zeros((a + 1 - len(self._rows), self._cells + 1, len(self._dead)), np.uint64)
+            self._rows = np.concatenate([self._rows, more])
+            self._cuts.extend([] for _ in range(len(self._rows) - len(self._cuts)))
 
     def _widen(self, width: int) -> None:
         if width > self._width:
@@ -238,11 +241,14 @@ class IntervalIndex:
             return
         cap = max(2 * self._capacity, 1 << (slots - 1).bit_length())
         self._pad_matrices(((0, cap - self._capacity), (0, 0)))
+        self._id_array = np.concatenate(
+            [self._id_array, np.full(cap - self._capacity, None, object)]
+        )
         self._capacity = cap
         words = (cap + 63) // 64
         extra = words - len(self._dead)
         self._dead = np.concatenate([self._dead, np.full(extra, ALL, np.uint64)])
-        self._rows = [np.pad(r, ((0, 0), (0, extra))) for r in self._rows]
+        self._rows = np.pad(self._rows, ((0, 0), (0, 0), (0, extra)))
 
     def _pad_matrices(self, pad: tuple[tuple[int, int], tuple[int, int]]) -> None:
         self._attrs = np.pad(self._attrs, pad, constant_values=-1)
@@ -260,12 +266,13 @@ class IntervalIndex:
         alive = np.array([i is not None for i in self._ids], bool)
         lo, hi = self._spans(np.arange(n))
         lo[:, ~alive] = hi[:, ~alive] = np.nan
+        self._rows = np.zeros((0, 0, 0), np.uint64)  # let the old rows go before the new ones exist
+        self._rows = np.empty((attrs_n, self._cells + 1, words), np.uint64)
         with ThreadPoolExecutor(max(1, self._threads)) as pool:
-            built = list(
-                pool.map(lambda a: self._build_attribute(lo[a], hi[a], words), range(attrs_n))
+            build = self._build_attribute
+            self._cuts = list(
+                pool.map(lambda a: build(lo[a], hi[a], self._rows[a]), range(attrs_n))
             )
-        self._rows = [r for r, _ in built]
-        self._cuts = [c for _, c in built]
         self._dead = np.full(words, ALL, np.uint64)
         live = np.zeros(words * 64, bool)
         live[np.fromiter(self._slot_of.values(), np.intp, len(self._slot_of))] = True
@@ -288,8 +295,8 @@ class IntervalIndex:
         return lo, hi
 
     def _build_attribute(
-        self, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], words: int
-    ) -> tuple[Words, list[float]]:
+        self, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], rows: Words
+    ) -> list[float]:
         has = ~np.isnan(lo)
         bounds = np.concatenate([lo[has], hi[has]])
         bounds = bounds[np.isfinite(bounds)]
@@ -297,15 +304,14 @@ class IntervalIndex:
         cut = np.unique(np.quantile(bounds, qs)) if bounds.size else np.empty(0)
         first = np.searchsorted(cut, lo, "right").astype(np.int16)
         last = np.searchsorted(cut, hi, "right").astype(np.int16)
-        rows = np.zeros((self._cells + 1, words), np.uint64)
-        pad = words * 64 - len(lo)
+        pad = rows.shape[1] * 64 - len(lo)
         for c in range(len(cut) + 1):
             out = has & ((first > c) | (last < c))
             rows[c] = np.packbits(np.pad(out, (0, pad)), bitorder="little").view(np.uint64)
         for c in range(len(cut) + 1, self._cells):
             rows[c] = rows[len(cut)]  # unused cells (few distinct bounds) rule out the same
         rows[self._cells] = np.packbits(np.pad(has, (0, pad)), bitorder="little").view(np.uint64)
-        return rows, cut.tolist()
+        return list(cut.tolist())
 
     # -- matching ------------------------------------------------------------------------
 
@@ -342,27 +348,23 @@ class IntervalIndex:
             return [answer for part in pool.map(self._match_chunk, parts) for answer in part]
 
     def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
-        xs = np.stack([self._vector(e) for e in events])
-        cells = [self._cell_rows(x) for x in xs]
-        delta = np.fromiter(self._delta, np.intp, len(self._delta))
-        found = [np.concatenate([self._candidates(row), delta]) for row in cells]
-        counts = [len(f) for f in found]
-        event = np.repeat(np.arange(len(events)), counts)
-        slots = np.concatenate(found)
-        a = self._attrs[slots]
-        v = xs[event[:, None], a]  # padding reads the last column: 0.0, inside (-inf, inf)
+        return [self._match_one(e) for e in events]
+
+    def _match_one(self, attributes: Mapping[str, Scalar]) -> list[str]:
+        x = self._vector(attributes)
+        slots = self._candidates(self._cell_rows(x))
+        if self._delta:
+            slots = np.concatenate([slots, np.fromiter(self._delta, np.intp, len(self._delta))])
+        v = x[self._attrs[slots]]  # padding (-1) reads the last entry: 0.0, in (-inf, inf)
         ok = ((v >= self._lo[slots]) & (v <= self._hi[slots])).all(axis=1)
-        per_event = np.bincount(event[ok], minlength=len(events)).tolist()
-        ids = self._ids
-        names = [ids[s] for s in slots[ok].tolist()]
-        bounds = np.cumsum([0, *per_event]).tolist()
-        return [names[i:j] for i, j in pairwise(bounds)]
+        found: list[str] = self._id_array[slots[ok]].tolist()
+        return found
 
     def _candidates(self, cells: list[int]) -> npt.NDArray[np.intp]:
         """Slots that no row rules out (tombstones and unused slots are ruled out)."""
         acc = self._dead.copy()
-        for rows, c in zip(self._rows, cells, strict=True):
-            np.bitwise_or(acc, rows[c], out=acc)
+        if cells:
+            acc |= np.bitwise_or.reduce(self._rows[np.arange(len(cells)), cells], axis=0)
         words = np.flatnonzero(acc != ALL)
         bits = np.flatnonzero(np.unpackbits((~acc[words]).view(np.uint8), bitorder="little"))
         found: npt.NDArray[np.intp] = words[bits >> 6] * 64 + (bits & 63)
@@ -370,4 +372,4 @@ class IntervalIndex:
 
     def memory_bytes(self) -> int:
         arrays: list[npt.NDArray[np.generic]] = [self._attrs, self._lo, self._hi, self._dead]
-        return sum(a.nbytes for a in arrays + self._rows)
+        return sum(a.nbytes for a in [*arrays, self._rows])
