@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -59,6 +60,20 @@ def test_subscribe_prints_what_publish_sends(url: str) -> None:
     out, _ = sub.communicate(timeout=30)
     bodies = [orjson.loads(line)["body"]["data"] for line in out.splitlines()]
     assert bodies == [{"k": 1}, "plain text"]
+
+
+def test_ctrl_c_stops_subscribe_without_a_traceback(url: str) -> None:
+    sub = subprocess.Popen(
+        [sys.executable, "-m", "tidings.cli.main", "subscribe", "--url", url, "-t", "quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert sub.stderr is not None
+    orjson.loads(sub.stderr.readline())  # registered and about to stream
+    sub.send_signal(signal.SIGINT)
+    _, err = sub.communicate(timeout=30)
+    assert sub.returncode == 0 and err == ""
 
 
 def test_queue_shows_depth_of_a_subscriber(url: str) -> None:
