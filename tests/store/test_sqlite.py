@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,23 @@ def test_an_unusable_store_url_is_a_configuration_error(url: str) -> None:
     with pytest.raises(TidingsError) as caught:
         open_store(url)
     assert (caught.value.code, caught.value.field) == (ErrorCode.CONFIG_INVALID, "store_url")
+
+
+def test_a_read_does_not_wait_for_a_writer_holding_its_transaction(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/t.db")
+    store.add_subscriber(Subscriber("s1", "h", 1.0))
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_writer(cur: object) -> None:
+        store.enqueue_op([NewMessage("s1", "p1", "p1", ("x",), {}, 1.0)])(cur)
+        inside.set()
+        release.wait(10)
+
+    writer = threading.Thread(target=store.batch, args=([slow_writer],))
+    writer.start()
+    inside.wait(10)
+    seen_meanwhile = store.depth("s1", 2.0).ready  # a writer-locked read would block here
+    release.set()
+    writer.join()
+    assert (seen_meanwhile, store.depth("s1", 2.0).ready) == (0, 1)
+    store.close()

@@ -105,9 +105,15 @@ def _seq_of(receipt: str) -> int | None:
 class SQLStore:
     """The Store over a DB-API connection factory; every call is one transaction."""
 
-    def __init__(self, dialect: Dialect, transaction: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        dialect: Dialect,
+        transaction: Callable[[], Any],
+        reader: Callable[[], Any] | None = None,
+    ) -> None:
         self._d = dialect
         self._transaction = transaction  # a context manager factory yielding a cursor
+        self._reader = reader or transaction  # the same, for reads only
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -132,6 +138,11 @@ class SQLStore:
         with self._transaction() as cur:
             yield cur
 
+    @contextmanager
+    def _read(self) -> Iterator[Cursor]:
+        with self._reader() as cur:
+            yield cur
+
     def _q(self, sql: str) -> str:
         return self._d.q(sql)
 
@@ -145,7 +156,7 @@ class SQLStore:
             )
 
     def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute(
                 self._q("SELECT id, token_hash, created_at FROM subscribers WHERE id = ?"),
                 (subscriber_id,),
@@ -168,7 +179,7 @@ class SQLStore:
             return bool(cur.rowcount)
 
     def count_subscribers(self) -> int:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute("SELECT COUNT(*) FROM subscribers")
             return int(cur.fetchone()[0])
 
@@ -186,13 +197,13 @@ class SQLStore:
             self._bump(cur)
 
     def get_subscription(self, subscription_id: str) -> Subscription | None:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute(self._q("SELECT body FROM subscriptions WHERE id = ?"), (subscription_id,))
             row = cur.fetchone()
         return subscription_from_json(orjson.loads(row[0])) if row else None
 
     def list_subscriptions(self, subscriber_id: str) -> list[Subscription]:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute(
                 self._q("SELECT body FROM subscriptions WHERE subscriber_id = ? ORDER BY id"),
                 (subscriber_id,),
@@ -201,7 +212,7 @@ class SQLStore:
         return [subscription_from_json(orjson.loads(r[0])) for r in rows]
 
     def count_subscriptions(self, subscriber_id: str) -> int:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute(
                 self._q("SELECT COUNT(*) FROM subscriptions WHERE subscriber_id = ?"),
                 (subscriber_id,),
@@ -238,7 +249,7 @@ class SQLStore:
 
     def snapshot(self) -> tuple[int, list[Subscription]]:
         """The subscriptions and their version, read in one transaction."""
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
             version = int(cur.fetchone()[0])
             cur.execute("SELECT body FROM subscriptions ORDER BY id")
@@ -246,7 +257,7 @@ class SQLStore:
         return version, [subscription_from_json(orjson.loads(r[0])) for r in rows]
 
     def subscriptions_version(self) -> int:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
             return int(cur.fetchone()[0])
 
@@ -436,7 +447,7 @@ class SQLStore:
         )
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute(
                 self._q(
                     "SELECT COALESCE(SUM(CASE WHEN visible_at <= ? THEN 1 ELSE 0 END), 0), "
@@ -454,12 +465,12 @@ class SQLStore:
         return QueueDepth(int(ready), int(leased), int(dead))
 
     def total_depth(self) -> int:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute("SELECT COUNT(*) FROM messages")
             return int(cur.fetchone()[0])
 
     def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]:
-        with self._tx() as cur:
+        with self._read() as cur:
             cur.execute(
                 self._q(
                     "SELECT id, subscriber_id, publication_id, subscription_ids, body, "

@@ -2,7 +2,10 @@
 
 `synchronous=NORMAL` keeps every committed transaction across a crash of the process
 (`kill -9`); `?synchronous=full` in the URL also survives a power loss, at a cost per commit.
-One connection serves all threads, one transaction at a time.
+One writer connection serves all threads, one transaction at a time (group commit gathers
+many callers' writes into one, see `Store.batch`). Reads of a file database go through a
+connection per thread, so they never wait for the writer (WAL lets them read the last
+committed state meanwhile).
 """
 
 from __future__ import annotations
@@ -28,16 +31,25 @@ DIALECT = Dialect(
 
 class SQLiteStore(SQLStore):
     def __init__(self, path: str, synchronous: str = "NORMAL") -> None:
+        self._path, self._synchronous = path, synchronous.upper()
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        self._conn.execute("PRAGMA busy_timeout=10000")
-        self._conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the queue's hot pages stay
+        self._conn = self._connect()
         self._guard = threading.Lock()
-        super().__init__(DIALECT, self._transaction)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_guard = threading.Lock()
+        reader = self._read_transaction if path != ":memory:" else None
+        super().__init__(DIALECT, self._transaction, reader)
         self.create_schema()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the queue's hot pages stay
+        return conn
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
@@ -51,6 +63,22 @@ class SQLiteStore(SQLStore):
                 raise
             cur.execute("COMMIT")
 
+    @contextmanager
+    def _read_transaction(self) -> Iterator[sqlite3.Cursor]:
+        """A read transaction on this thread's own connection: one consistent snapshot."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+            with self._readers_guard:  # not the writer's lock: a read never waits for it
+                self._readers.append(conn)
+        cur = conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            yield cur
+        finally:
+            cur.execute("COMMIT")
+
     def close(self) -> None:
-        with self._guard:
-            self._conn.close()
+        with self._guard, self._readers_guard:
+            for conn in [self._conn, *self._readers]:
+                conn.close()
