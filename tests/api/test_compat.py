@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import httpx
@@ -21,9 +22,8 @@ class CompatSubscriber:
         )
 
     def received(self) -> list[dict[str, Any]]:
-        messages = self.http.get(self.queue, params={"max": 100}, headers=self.auth).json()[
-            "messages"
-        ]
+        answer = self.http.get(self.queue, params={"max": 100}, headers=self.auth)
+        messages: list[dict[str, Any]] = answer.json()["messages"]
         if messages:
             self.http.post(
                 f"{self.queue}/ack",
@@ -179,3 +179,36 @@ def test_compat_calls_need_the_subscribers_token(http: httpx.Client) -> None:
     s = CompatSubscriber(http)
     response = http.post("/api/SubscribeTopics", json={"subscriberId": s.id, "topics": ["a"]})
     assert response.status_code == 401
+
+
+def test_a_queue_read_waits_for_a_publication(http: httpx.Client) -> None:
+    s = CompatSubscriber(http)
+    s.call("SubscribeTopics", {"topics": ["late"]})
+    url = str(http.base_url).rstrip("/") + "/api/PublishTopics"
+    timer = threading.Timer(0.3, httpx.post, [url], {"json": {"message": 1, "topics": ["late"]}})
+    timer.start()
+    answer = http.get(s.queue, params={"wait": 10}, headers=s.auth).json()
+    timer.join()
+    assert [m["body"]["message"] for m in answer["messages"]] == [1]
+
+
+def test_a_compat_queue_is_the_native_queue(http: httpx.Client) -> None:
+    s = CompatSubscriber(http)
+    s.call("SubscribeTopics", {"topics": ["shared"]})
+    http.post("/api/PublishTopics", json={"message": "m", "topics": ["shared"]})
+    [first] = http.get(s.queue, headers=s.auth).json()["messages"]
+    released = http.post(
+        f"/v1/subscribers/{s.id}/messages/nack",
+        json={"receipts": [first["receipt"]]},
+        headers=s.auth,
+    )
+    assert released.json()["acked"] == [first["receipt"]]
+    [again] = s.received()
+    assert (again["id"], again["attempt"]) == (first["id"], 2)
+    assert s.received() == []
+
+
+def test_unregistering_someone_elses_queue_url_is_refused(http: httpx.Client) -> None:
+    s, other = CompatSubscriber(http), CompatSubscriber(http)
+    response = s.call("UnregisterSubscriber", {"queueUrl": other.queue})
+    assert (response.status_code, response.json()["error"]["field"]) == (422, "queueUrl")

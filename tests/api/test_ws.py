@@ -73,3 +73,17 @@ async def test_a_malformed_frame_gets_an_error_frame_and_the_stream_goes_on(
         assert error["type"] == "error"
         http.post("/v1/publications", json={"topics": ["mf"]})
         assert (await frames(ws, 1))[0]["publication_id"]
+
+
+async def test_a_message_nacked_over_the_stream_comes_back_with_its_next_attempt(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["again"])
+    async with connect(ws_url(server, sub), additional_headers=sub.auth) as ws:
+        http.post("/v1/publications", json={"topics": ["again"], "data": 7})
+        [first] = await frames(ws, 1)
+        await ws.send(orjson.dumps({"type": "nack", "receipts": [first["receipt"]]}).decode())
+        [second] = await frames(ws, 1)
+    assert (first["attempt"], second["attempt"]) == (1, 2)
+    assert second["publication_id"] == first["publication_id"]
+    assert second["receipt"] != first["receipt"]
