@@ -286,3 +286,12 @@ def test_group_committed_enqueues_from_threads_lose_and_duplicate_nothing(
         t.join()
     committer.close()
     assert sum(added) == 250 == store.depth("s1", T0).ready
+
+
+def test_a_key_repeated_within_one_batch_is_enqueued_once_at_its_first_place(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+    assert store.enqueue([msg("p2"), msg("p1"), msg("p2", at=T0 + 1), msg("p3")]) == 3
+    got = lease(store, now=T0 + 1)
+    assert [(m.publication_id, m.enqueued_at) for m in got] == [("p2", T0), ("p1", T0), ("p3", T0)]

@@ -6,14 +6,31 @@ A `schema` query parameter in the URL puts the tables in their own schema.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from tidings.store.sql import Dialect, SQLStore
+from tidings.store.base import NewMessage
+from tidings.store.sql import Cursor, Dialect, SQLStore, message_rows
+
+# One statement for a whole batch, whatever its size: the rows travel as five arrays, the
+# keys not seen before are claimed in `dedup`, and only those rows join into `messages`
+# (the first of any repeats within the batch, in the caller's order, so FIFO holds).
+ENQUEUE = """
+WITH v AS (
+    SELECT DISTINCT ON (sub, key) * FROM unnest(
+        %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]
+    ) WITH ORDINALITY AS v(sub, key, pub, sids, body, at, n) ORDER BY sub, key, n),
+d AS (
+    INSERT INTO dedup SELECT sub, key, at FROM v ON CONFLICT DO NOTHING
+    RETURNING subscriber_id, dedup_key)
+INSERT INTO messages (subscriber_id, publication_id, subscription_ids, body, enqueued_at)
+SELECT v.sub, v.pub, v.sids, v.body, v.at FROM v
+JOIN d ON d.subscriber_id = v.sub AND d.dedup_key = v.key ORDER BY v.n
+"""
 
 DIALECT = Dialect(
     param="%s",
@@ -50,6 +67,23 @@ class PostgresStore(SQLStore):
     def _transaction(self) -> Iterator[psycopg.Cursor[tuple[object, ...]]]:
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    def enqueue_op(
+        self, messages: Sequence[NewMessage], fresh: bool = False
+    ) -> Callable[[Cursor], int]:
+        """One round trip per batch (`fresh` or not), instead of one per row."""
+        rows = message_rows(messages)
+        columns = [
+            [m.subscriber_id for m in messages],
+            [m.dedup_key for m in messages],
+            *([row[i] for row in rows] for i in (1, 2, 3, 4)),
+        ]
+
+        def op(cur: Cursor) -> int:
+            cur.execute(ENQUEUE, columns)
+            return int(cur.rowcount)
+
+        return op
 
     def close(self) -> None:
         self._pool.close()

@@ -78,7 +78,7 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _rows(messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
+def message_rows(messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
     """Insert rows; a publication's body, shared by its deliveries, is encoded once."""
     bodies: dict[int, str] = {}
     return [
@@ -307,13 +307,13 @@ class SQLStore:
             if fresh:
                 keys = [(m.subscriber_id, m.dedup_key, m.enqueued_at) for m in messages]
                 cur.executemany(dedup, keys)
-                cur.executemany(insert, _rows(messages))
+                cur.executemany(insert, message_rows(messages))
                 return len(messages)
             added = 0
             for m in messages:
                 cur.execute(dedup, (m.subscriber_id, m.dedup_key, m.enqueued_at))
                 if cur.rowcount == 1:
-                    cur.execute(insert, _rows([m])[0])
+                    cur.execute(insert, message_rows([m])[0])
                     added += 1
             return added
 
