@@ -216,3 +216,19 @@ async def test_a_token_is_checked_in_full(broker: Broker) -> None:
         with pytest.raises(TidingsError) as caught:
             await broker.authenticate(me.id, wrong)
         assert caught.value.code == code
+
+
+async def test_leases_and_acknowledgements_are_logged(tmp_path: Path) -> None:
+    broker = await started(settings_for(tmp_path))
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("a",))
+    published = await broker.publish(PublicationInput(1, ("a",)))
+    [message] = await broker.pull(me.id, 10, wait_s=0)
+    await broker.ack(me.id, [message.receipt, "stale"])
+    await broker.close()
+    logged = [
+        orjson.loads(line) for f in tmp_path.rglob("deliveries/*.jsonl") for line in f.open("rb")
+    ]
+    assert [(r["event"], r["publication_id"]) for r in logged] == [
+        (event, published.publication.id) for event in ("enqueued", "delivered", "acked")
+    ]

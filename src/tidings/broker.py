@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from tidings.config import Settings
 from tidings.delivery.committer import Committer
+from tidings.delivery.leases import Leases, delivery_event
 from tidings.delivery.signals import Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
@@ -73,6 +74,7 @@ class Broker:
         self.clock = clock
         self.metrics = Metrics()
         self.signals = Signals()
+        self.leases = Leases()
         self._matcher = Matcher()
         self._kinds: dict[str, SubscriptionKind] = {}
         self._functions: dict[str, dict[str, Subscription]] = {}  # type -> id -> sub
@@ -410,22 +412,17 @@ class Broker:
     def _leased(self, leased: list[Message]) -> None:
         self.metrics.inc("deliveries_leased_total", len(leased))
         if self.eventlog is not None and leased:
-            self.eventlog.delivery_events(
-                {
-                    "publication_id": m.publication_id,
-                    "subscriber_id": m.subscriber_id,
-                    "subscription_ids": list(m.subscription_ids),
-                    "event": "delivered",
-                    "kind": None,
-                    "at": self.clock(),
-                    "attempt": m.attempt,
-                }
-                for m in leased
-            )
+            self.leases.remember(leased)
+            now = self.clock()
+            self.eventlog.delivery_events(delivery_event(m, "delivered", now) for m in leased)
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         result = await self._committer.submit(self.store.ack_op(subscriber_id, receipts))
         self.metrics.inc("deliveries_acked_total", len(result.acked))
+        settled = self.leases.settle(result.acked)
+        if self.eventlog is not None and settled:
+            now = self.clock()
+            self.eventlog.delivery_events(delivery_event(m, "acked", now) for m in settled)
         return result
 
     async def nack(
@@ -434,6 +431,7 @@ class Broker:
         result = await asyncio.to_thread(
             self.store.nack, subscriber_id, receipts, self.clock(), delay_s
         )
+        self.leases.settle(result.acked)
         self.signals.notify([subscriber_id])
         return result
 
