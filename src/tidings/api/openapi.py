@@ -10,28 +10,16 @@ from starlette.routing import Route
 
 from tidings import __version__
 from tidings.api.io import JSONResponse
+from tidings.model import Op
 
+OPS: dict[str, Any] = {"enum": [op.value for op in Op]}
 SCALAR = {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 PREDICATE = {
     "type": "object",
     "required": ["key", "op"],
     "properties": {
         "key": {"type": "string"},
-        "op": {
-            "enum": [
-                "=",
-                "!=",
-                "<",
-                "<=",
-                ">",
-                ">=",
-                "prefix",
-                "suffix",
-                "contains",
-                "in",
-                "exists",
-            ]
-        },
+        "op": OPS,
         "value": {"oneOf": [SCALAR, {"type": "array", "items": SCALAR}]},
     },
 }
@@ -86,13 +74,58 @@ ERROR = {
             "properties": {
                 "code": {"type": "string"},
                 "message": {"type": "string"},
-                "field": {"type": "string"},
+                "field": {"type": ["string", "null"]},
             },
         }
     },
 }
 
+
+def _object(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+STRINGS = {"type": "array", "items": {"type": "string"}}
+SUBSCRIBER_ID = {"type": "string"}
+COMPAT_CONTENT = {
+    "type": "array",
+    "items": _object(
+        ["key", "value"],
+        key={"type": "string"},
+        value=SCALAR,
+        condition=OPS,
+    ),
+}
+
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/api/UnregisterSubscriber"): _object(
+        ["subscriberId"], subscriberId=SUBSCRIBER_ID, queueUrl={"type": "string"}
+    ),
+    ("POST", "/api/SubscribeTopics"): _object(
+        ["subscriberId", "topics"], subscriberId=SUBSCRIBER_ID, topics=STRINGS
+    ),
+    ("POST", "/api/SubscribeContent"): _object(
+        ["subscriberId", "content"], subscriberId=SUBSCRIBER_ID, content=COMPAT_CONTENT
+    ),
+    ("POST", "/api/SubscribeFunction"): _object(
+        ["subscriberId", "functionType", "subscriptionTopic", "matchingFunction"],
+        subscriberId=SUBSCRIBER_ID,
+        functionType={"enum": ["url", "code", "builtin"]},
+        subscriptionTopic={"type": "string"},
+        matchingFunction={"type": "string"},
+        parameters={"type": "object"},
+    ),
+    ("POST", "/api/PublishTopics"): _object(["message", "topics"], message={}, topics=STRINGS),
+    ("POST", "/api/PublishContent"): _object(
+        ["message", "content"], message={}, content=COMPAT_CONTENT
+    ),
+    ("POST", "/api/PublishFunctions"): _object(
+        ["message", "subscriptionTopics"], message={}, subscriptionTopics=STRINGS
+    ),
+    ("POST", "/api/queues/{subscriber_id}/ack"): RECEIPTS,
+    ("POST", "/v1/subscribers/{subscriber_id}/dead-letters/redrive"): _object(
+        [], ids={"type": "array", "items": {"type": "integer"}}
+    ),
     ("POST", "/v1/subscribers/{subscriber_id}/subscriptions"): SUBSCRIPTION,
     ("POST", "/v1/publications"): PUBLICATION,
     ("POST", "/v1/publications/batch"): {
@@ -101,6 +134,21 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("POST", "/v1/subscribers/{subscriber_id}/messages/ack"): RECEIPTS,
     ("POST", "/v1/subscribers/{subscriber_id}/messages/nack"): RECEIPTS,
+}
+
+PULL = {
+    "max": {"description": "at most this many messages (1-100)"},
+    "wait": {"description": "seconds to wait for the first message (0-20)"},
+}
+QUERIES: dict[tuple[str, str], dict[str, dict[str, str]]] = {
+    ("GET", "/v1/subscribers/{subscriber_id}/messages"): {
+        **PULL,
+        "visibility": {"description": "seconds the messages stay leased"},
+    },
+    ("GET", "/api/queues/{subscriber_id}"): PULL,
+    ("GET", "/v1/subscribers/{subscriber_id}/dead-letters"): {
+        "limit": {"description": "at most this many dead letters"}
+    },
 }
 
 
@@ -121,12 +169,16 @@ def _operation(route: Route, method: str) -> dict[str, Any]:
         {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
         for p in route.param_convertors
     ]
+    params += [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "number"}, **doc}
+        for name, doc in QUERIES.get((method, route.path), {}).items()
+    ]
+    schema = BODIES.get((method, route.path))
     if params:
         op["parameters"] = params
-    schema = BODIES.get((method, route.path))
     if schema is not None:
         op["requestBody"] = {"content": {"application/json": {"schema": schema}}}
-    if "{subscriber_id}" in route.path and route.path != "/v1/subscribers":
+    if "{subscriber_id}" in route.path or "subscriberId" in str(schema):
         op["security"] = [{"bearer": []}]
     return op
 
