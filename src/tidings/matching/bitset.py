@@ -9,9 +9,10 @@ An event ORs one row per attribute into the tombstone bitmap; the clear bits are
 few, and are checked exactly and vectorised against a padded predicate matrix, so a predicate
 straddling its cell's boundary is decided by its real value.
 
-Inserts set bits straight into the rows (a few hundred word writes), deletes set a tombstone
-bit; a reused slot clears its old bits first. Numbers compare as float64: integers beyond
-2**53 are not routed here (see `accepts`).
+Inserts go to a delta, checked directly with the candidates and merged into the rows in one
+vectorised pass when full; the whole index is rebuilt (cells recomputed) when it has doubled.
+Deletes set a tombstone bit; a freed slot is reused only after a rebuild has cleared its bits.
+Numbers compare as float64: integers beyond 2**53 are not routed here (see `accepts`).
 """
 
 from __future__ import annotations
