@@ -17,6 +17,7 @@ enqueue baseline), PostgreSQL in a fresh schema dropped afterwards.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -197,6 +198,7 @@ def main() -> None:
             "command": " ".join(["python", *sys.argv]),
             "messages": args.messages,
             "threads": args.threads,
+            "load_average": os.getloadavg(),
             "body_bytes": len(str(BODY)),
         }
     )
