@@ -20,7 +20,7 @@ Triple = tuple[str, str, str]
 
 def pubs_frame(spark: SparkSession, pubs: list[Publication]) -> DataFrame:
     lines = spark.createDataFrame([(line(p),) for p in pubs], "value string")
-    return logs.valid(logs.parse_publications(lines))
+    return logs.valid(logs.parse_publications(lines)).cache()
 
 
 def spark_triples(

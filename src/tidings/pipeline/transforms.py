@@ -61,8 +61,14 @@ def topic_matches(pubs: DataFrame, topics: DataFrame) -> DataFrame:
     return joined.select(*MATCH_COLUMNS).distinct()
 
 
+_VALUE_KEY = (
+    "concat({p}t, ':', CASE {p}t WHEN 0 THEN cast({p}bool AS string) "
+    "WHEN 1 THEN cast({p}num + 0.0 AS string) ELSE {p}str END)"
+)  # `+ 0.0` turns -0.0 into 0.0, which Python holds equal
+
+
 def attribute_rows(pubs: DataFrame) -> DataFrame:
-    """(pub_id, key, a_t, a_num, a_str, a_bool): one row per attribute."""
+    """(pub_id, key, a_t, a_num, a_str, a_bool, vkey): one row per attribute."""
     from pyspark.sql import functions as F
 
     exploded = pubs.select(F.col("id").alias("pub_id"), F.explode("attributes").alias("a"))
@@ -73,19 +79,31 @@ def attribute_rows(pubs: DataFrame) -> DataFrame:
         F.col("a.num").alias("a_num"),
         F.col("a.str").alias("a_str"),
         F.col("a.bool").alias("a_bool"),
-    )
+    ).withColumn("vkey", F.expr(_VALUE_KEY.format(p="a_")))
+
+
+def predicate_hits(attributes: DataFrame, predicates: DataFrame) -> DataFrame:
+    """(pub_id, sub_id, subscriber_id, n_pos, pidx) for each predicate that holds. Equality
+    (and `in`) is an equi-join on (key, typed value), the index of the counting algorithm;
+    the other operators join on the key and test the condition."""
+    from pyspark.sql import functions as F
+
+    columns = ["pub_id", "sub_id", "subscriber_id", "n_pos", "pidx"]
+    equal = predicates.where("op = '='").withColumn("vkey", F.expr(_VALUE_KEY.format(p="")))
+    eq_hits = attributes.join(equal.select(*columns[1:], "key", "vkey"), ["key", "vkey"])
+    other = attributes.drop("vkey").join(predicates.where("op != '='"), "key")
+    return eq_hits.select(*columns).unionByName(other.where(PREDICATE_HOLDS).select(*columns))
 
 
 def content_matches(pubs: DataFrame, predicates: DataFrame, absent: DataFrame) -> DataFrame:
-    """The counting algorithm: predicates joined on key, the holding ones counted per
-    (publication, subscription), matched when the count is the subscription's number of
-    positive predicates; then `exists: false` predicates veto where the key is present."""
+    """The counting algorithm: the predicates that hold are counted per (publication,
+    subscription), matched when the count is the subscription's number of positive
+    predicates; then `exists: false` predicates veto where the key is present."""
     from pyspark.sql import functions as F
 
     attributes = attribute_rows(pubs)
     counted = (
-        attributes.join(predicates, "key")
-        .where(PREDICATE_HOLDS)
+        predicate_hits(attributes, predicates)
         .groupBy("pub_id", "sub_id", "subscriber_id", "n_pos")
         .agg(F.countDistinct("pidx").alias("held"))
         .where("held = n_pos")
