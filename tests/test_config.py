@@ -46,3 +46,7 @@ def test_an_unknown_matching_mode_is_refused() -> None:
     with pytest.raises(TidingsError) as caught:
         load_settings({"matching": "magic"}, env={})
     assert caught.value.field == "matching"
+
+
+def test_a_path_given_as_text_becomes_a_path() -> None:
+    assert load_settings({"data_dir": "/tmp/y"}, env={}).data_dir == Path("/tmp/y")

@@ -108,7 +108,8 @@ def _apply(obj: Any, prefix: str, env: Mapping[str, str], overrides: Mapping[str
         if dataclasses.is_dataclass(current):
             changes[f.name] = _apply(current, f"{key}__", env, overrides)
         elif key in overrides and overrides[key] is not None:
-            changes[f.name] = overrides[key]
+            value = overrides[key]
+            changes[f.name] = Path(value) if isinstance(current, Path) else value
         elif (ENV_PREFIX + key).upper() in env:
             changes[f.name] = _coerce(key, env[(ENV_PREFIX + key).upper()], current)
     return dataclasses.replace(obj, **changes)

@@ -20,6 +20,7 @@ app = typer.Typer(
 # (module, attribute): each module exposes either a Typer group or plain commands.
 COMMAND_MODULES: list[str] = [
     "tidings.cli.broker",  # serve, publish, subscribe, queue
+    "tidings.cli.pipeline",  # pipeline match | replay | report
 ]
 
 
