@@ -1,0 +1,207 @@
+"""Function matching throughput and latency in the sandbox pool (issue 3).
+
+    python benchmarks/functions.py [--quick] [--subscribers N] [--rate R] [--seconds S]
+
+Workload: N subscriptions (default 100) each with its own code function on one function
+type (`len(words) > k` with a per-subscription k and a small dict lookup, so N distinct
+compiled functions), and N URL subscriptions against a local endpoint (a Starlette app under
+uvicorn in a separate process on 127.0.0.1 answering `{"match": true}`). Each publication is
+a short English sentence evaluated against all N functions with one `runner.evaluate` call,
+exactly as the broker does.
+
+Prints JSON lines: a header (machine, versions, workload, command), then per case:
+- `open_loop`: publications launched at R/s for S seconds (default 100/s, 10 s; --quick
+  3 s), `latency_ms_p50/p99` from a publication's scheduled time to all N outcomes;
+  `evaluations_per_s` = achieved publications/s x N.
+  URL subscriptions are driven at --url-rate (default 10/s: 1,000 HTTP calls/s).
+- `closed_loop`: as many publications as 8 in flight allow, `publications_per_s`.
+The baseline (same run) evaluates the same compiled functions in this process without any
+sandbox; `ratio_vs_in_process` = sandboxed evaluations/s / in-process evaluations/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from common import emit, machine, percentile, versions
+
+from tidings.config import FunctionSettings
+from tidings.model import FunctionSpec, Publication, Subscription
+from tidings.sandbox import FunctionRunner
+from tidings.sandbox.runner import create_runner
+
+TEXT = "DEBS2018 will be held at the University of Waikato in New Zealand."
+CODE = """
+POPULATION = {{"New Zealand": 4_900_000, "Waikato": 500_000}}
+
+def match(publication):
+    words = publication["data"].split()
+    return len(words) > {k} and any(p in publication["data"] for p in POPULATION)
+"""
+ENDPOINT = """
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+async def yes(request):
+    return JSONResponse({"match": True})
+
+app = Starlette(routes=[Route("/match", yes, methods=["POST"])])
+uvicorn.run(app, host="127.0.0.1", port=%d, log_level="warning")
+"""
+
+
+def subscriptions(n: int, kind: str, url: str = "") -> list[Subscription]:
+    def spec(i: int) -> FunctionSpec:
+        source = CODE.format(k=i % 20) if kind == "code" else url
+        return FunctionSpec("t", kind, source)  # type: ignore[arg-type]
+
+    return [Subscription(f"s{i}", f"u{i}", "function", function=spec(i)) for i in range(n)]
+
+
+def publication(i: int) -> Publication:
+    return Publication(f"p{i}", time.time(), data=TEXT, function_types=("t",))
+
+
+async def open_loop(
+    runner: FunctionRunner, subs: list[Subscription], rate: float, seconds: float
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+
+    async def one(i: int, due: float) -> None:
+        nonlocal errors
+        outcomes = await runner.evaluate(publication(i), subs)
+        latencies.append(time.perf_counter() - due)
+        errors += sum(1 for o in outcomes if o.error)
+
+    start, tasks = time.perf_counter(), []
+    for i in range(int(rate * seconds)):
+        due = start + i / rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        tasks.append(asyncio.create_task(one(i, due)))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    return {
+        "mode": "open_loop",
+        "target_publications_per_s": rate,
+        "publications": len(tasks),
+        "publications_per_s": round(len(tasks) / elapsed, 1),
+        "evaluations_per_s": round(len(tasks) * len(subs) / elapsed),
+        "latency_ms_p50": round(percentile(latencies, 50) * 1000, 1),
+        "latency_ms_p99": round(percentile(latencies, 99) * 1000, 1),
+        "failed_evaluations": errors,
+    }
+
+
+async def closed_loop(
+    runner: FunctionRunner, subs: list[Subscription], seconds: float, inflight: int = 8
+) -> dict[str, Any]:
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def lane() -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            await runner.evaluate(publication(done), subs)
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(inflight)))
+    elapsed = time.perf_counter() - start
+    return {
+        "mode": "closed_loop",
+        "inflight": inflight,
+        "publications_per_s": round(done / elapsed, 1),
+        "evaluations_per_s": round(done * len(subs) / elapsed),
+    }
+
+
+def in_process(subs: list[Subscription], seconds: float) -> float:
+    """Evaluations/s of the same functions compiled and called here, no sandbox."""
+    fns = []
+    for s in subs:
+        namespace: dict[str, Any] = {}
+        exec(s.function.source, namespace)  # type: ignore[union-attr]  # our own code
+        fns.append(namespace["match"])
+    calls, stop = 0, time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < stop:
+        pub = publication(calls).to_json()
+        for fn in fns:
+            fn(pub)
+        calls += len(fns)
+    return calls / (time.perf_counter() - start)
+
+
+async def run_case(
+    kind: str, subs: list[Subscription], args: argparse.Namespace, baseline: float
+) -> None:
+    rate = args.rate if kind == "code" else args.url_rate
+    runner = create_runner(FunctionSettings(workers=args.workers))
+    try:
+        await runner.evaluate(publication(-1), subs)  # start workers, compile
+        for result in (
+            await open_loop(runner, subs, rate, args.seconds),
+            await closed_loop(runner, subs, args.seconds),
+        ):
+            ratio = result["evaluations_per_s"] / baseline
+            emit({"bench": "functions", "case": kind, "subscribers": len(subs), **result,
+                  "baseline_in_process_evaluations_per_s": round(baseline),
+                  "ratio_vs_in_process": round(ratio, 4)})  # fmt: skip
+    finally:
+        await runner.aclose()
+
+
+def start_endpoint(port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", ENDPOINT % port])
+    import httpx
+
+    for _ in range(100):
+        try:
+            httpx.post(f"http://127.0.0.1:{port}/match", json={})
+            return proc
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("the endpoint did not start")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--subscribers", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--url-rate", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--port", type=int, default=18931)
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds = 3.0
+    emit({"bench": "functions", "header": True, "machine": machine(),
+          "versions": versions("httpx", "orjson", "uvicorn"),
+          "workload": {"subscribers": args.subscribers, "rate": args.rate,
+                       "url_rate": args.url_rate, "seconds": args.seconds,
+                       "workers": args.workers, "text": TEXT},
+          "command": " ".join(sys.argv), "started_at": datetime.now(UTC).isoformat()})  # fmt: skip
+    code = subscriptions(args.subscribers, "code")
+    baseline = in_process(code, 1.0)
+    await run_case("code", code, args, baseline)
+    endpoint = start_endpoint(args.port)
+    try:
+        url = f"http://127.0.0.1:{args.port}/match"
+        await run_case("url", subscriptions(args.subscribers, "url", url), args, baseline)
+    finally:
+        endpoint.terminate()
+        endpoint.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
