@@ -94,3 +94,22 @@ async def test_runaways_do_not_stop_other_evaluations_running_meanwhile() -> Non
         assert all("cpu time limit" in (e or "") for _, e in results[0].values())
     finally:
         await pool.aclose()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    import json\n    return json.codecs.open('/etc/hostname') is not None",
+        "    import re\n    return 'os' in re.enum.sys.modules",
+        "    import statistics\n    return statistics.random._os.getpid() > 0",
+        "    from tidings.functions import importlib\n    return importlib is not None",
+        "    import tidings.functions\n    return tidings.config is not None",
+        "    from string import Formatter\n    return Formatter is not None",
+        "    from functools import update_wrapper\n    return update_wrapper is not None",
+    ],
+    ids=["json-codecs", "re-enum-sys", "statistics-random-os", "library-importlib",
+         "tidings-package", "string-formatter", "functools-update-wrapper"],
+)  # fmt: skip
+async def test_allowed_modules_lead_nowhere_else(pool: WorkerPool, body: str) -> None:
+    results = await pool.run(PUB, [code("walk", body)])
+    assert results["walk"][0] is False and results["walk"][1]

@@ -26,6 +26,13 @@ FORBIDDEN_NAMES = frozenset({
     "id", "print", "format", "copyright", "credits", "license",
 })  # fmt: skip
 
+# frame and code objects lead to the worker's globals without a single dunder
+FORBIDDEN_ATTRIBUTES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame",
+    "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
+    "tb_frame", "tb_next", "co_code", "co_consts", "mro",
+})  # fmt: skip
+
 
 def code_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
@@ -65,7 +72,9 @@ def _check_node(node: ast.AST) -> None:
         _check_import(node)
     elif isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or "__" in node.id):
         raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"{node.id!r} is not allowed")
-    elif isinstance(node, ast.Attribute) and "__" in node.attr:
+    elif isinstance(node, ast.Attribute) and (
+        "__" in node.attr or node.attr in FORBIDDEN_ATTRIBUTES
+    ):
         raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"attribute {node.attr!r} is not allowed")
     elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.arg | ast.keyword) and "__" in (
         getattr(node, "name", None) or getattr(node, "arg", None) or ""

@@ -11,11 +11,12 @@ allow-listed imports).
 from __future__ import annotations
 
 import builtins
+import importlib
 import resource
 import signal
 import sys
 from collections.abc import Callable
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any
 
 import orjson
@@ -40,12 +41,42 @@ class TimeLimit(BaseException):
     with `except Exception`)."""
 
 
+def public_view(name: str) -> ModuleType:
+    """A copy of an allowed module with only its public, non-module attributes: the real
+    module leads elsewhere (`json.codecs.open`, `re.enum.sys.modules`,
+    `statistics.random._os`, `tidings.functions.importlib`)."""
+    real = importlib.import_module(name)
+    if name == "tidings.functions":
+        from tidings.functions import BUILTINS, function
+
+        names = {n: function(n) for n in BUILTINS} | {"call_builtin": real.call_builtin}
+    else:
+        names = {
+            k: v
+            for k, v in vars(real).items()
+            if not k.startswith("_") and not isinstance(v, ModuleType) and k not in HIDDEN
+        }
+    view = ModuleType(name)
+    vars(view).update(names)
+    return view
+
+
+VIEWS: dict[str, ModuleType] = {}
+# getattr in disguise: Formatter().get_field("0." + name) and update_wrapper(assigned=[name])
+HIDDEN = frozenset({"Formatter", "update_wrapper", "wraps"})
+
+
 def guarded_import(
     name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
 ) -> Any:
     if level or name not in ALLOWED_MODULES:
         raise ImportError(f"import of {name!r} is not allowed")
-    return builtins.__import__(name, globals, locals, fromlist, level)
+    view = VIEWS.get(name) or VIEWS.setdefault(name, public_view(name))
+    if fromlist or "." not in name:
+        return view
+    top = ModuleType("tidings")  # `import tidings.functions` binds `tidings`
+    top.functions = view  # type: ignore[attr-defined]
+    return top
 
 
 def safe_builtins() -> dict[str, Any]:
