@@ -106,10 +106,39 @@ async def test_runaways_do_not_stop_other_evaluations_running_meanwhile() -> Non
         "    import tidings.functions\n    return tidings.config is not None",
         "    from string import Formatter\n    return Formatter is not None",
         "    from functools import update_wrapper\n    return update_wrapper is not None",
+        "    from functools import singledispatch\n    return singledispatch is not None",
     ],
     ids=["json-codecs", "re-enum-sys", "statistics-random-os", "library-importlib",
-         "tidings-package", "string-formatter", "functools-update-wrapper"],
+         "tidings-package", "string-formatter", "functools-update-wrapper",
+         "functools-singledispatch"],
 )  # fmt: skip
 async def test_allowed_modules_lead_nowhere_else(pool: WorkerPool, body: str) -> None:
     results = await pool.run(PUB, [code("walk", body)])
     assert results["walk"][0] is False and results["walk"][1]
+
+
+@pytest.mark.parametrize("event", ["open", "os.system", "subprocess.Popen", "compile", "exec"])
+def test_the_audit_hook_refuses_reaching_outside_while_code_runs(event: str) -> None:
+    from tidings.sandbox import worker
+
+    worker.audit(event, ())  # outside a call: the library may open its models
+    worker.GUARD["on"] = True
+    try:
+        with pytest.raises(PermissionError):
+            worker.audit(event, ())
+    finally:
+        worker.GUARD["on"] = False
+
+
+async def test_library_code_that_compiles_strings_is_refused_inside_a_call(
+    pool: WorkerPool,
+) -> None:
+    # namedtuple builds its class with eval: the hook refuses it like any eval in disguise
+    source = (
+        "from collections import namedtuple\n"
+        "def match(publication):\n"
+        "    return namedtuple('P', 'x y')(1, 2).x == 1\n"
+    )
+    results = await pool.run(PUB, [Call("nt", "code", code_hash(source), source)])
+    assert results["nt"][0] is False
+    assert "not allowed in a matching function" in (results["nt"][1] or "")

@@ -63,7 +63,9 @@ def public_view(name: str) -> ModuleType:
 
 VIEWS: dict[str, ModuleType] = {}
 # getattr in disguise: Formatter().get_field("0." + name) and update_wrapper(assigned=[name])
-HIDDEN = frozenset({"Formatter", "update_wrapper", "wraps"})
+# and eval in disguise: singledispatch().register evaluates string annotations
+HIDDEN = frozenset({"Formatter", "update_wrapper", "wraps", "singledispatch",
+                    "singledispatchmethod"})  # fmt: skip
 
 
 def guarded_import(
@@ -82,6 +84,20 @@ def guarded_import(
 def safe_builtins() -> dict[str, Any]:
     table = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
     return {**table, "__import__": guarded_import, "True": True, "False": False, "None": None}
+
+
+# Audit events refused while subscriber code runs: a third wall behind the compile check
+# and the module views. `compile`/`exec` stop eval in disguise (typing's forward
+# references via functools.singledispatch turned a built string into code).
+BLOCKED_EVENTS = ("open", "os.", "subprocess.", "socket.", "shutil.", "ctypes.", "compile",
+                  "exec", "sys._getframe", "sys.settrace", "sys.setprofile", "signal.",
+                  "gc.", "sys.addaudithook", "urllib.", "marshal.", "pickle.")  # fmt: skip
+GUARD = {"on": False}
+
+
+def audit(event: str, args: tuple[Any, ...]) -> None:
+    if GUARD["on"] and event.startswith(BLOCKED_EVENTS):
+        raise PermissionError(f"{event} is not allowed in a matching function")
 
 
 class Worker:
@@ -108,7 +124,12 @@ class Worker:
 
                 result = call_builtin(call["name"], publication, call.get("params") or {})
             else:
-                result = self.load(call)(publication)
+                fn = self.load(call)
+                GUARD["on"] = True
+                try:
+                    result = fn(publication)
+                finally:
+                    GUARD["on"] = False
             if not isinstance(result, bool):
                 return {
                     "sid": call["sid"],
@@ -155,7 +176,10 @@ def main() -> None:
 
     signal.signal(signal.SIGPROF, _on_timer)
     sys.setrecursionlimit(300)
+    for name in ALLOWED_MODULES:  # imported now: importing later would open files
+        VIEWS[name] = public_view(name)
     limit_resources(memory_mib)
+    sys.addaudithook(audit)
     worker = Worker(cpu_ms / 1000)
     out = sys.stdout.buffer
     out.write(b'{"ready": true}\n')
