@@ -142,3 +142,21 @@ async def test_library_code_that_compiles_strings_is_refused_inside_a_call(
     results = await pool.run(PUB, [Call("nt", "code", code_hash(source), source)])
     assert results["nt"][0] is False
     assert "not allowed in a matching function" in (results["nt"][1] or "")
+
+
+@pytest.mark.slow
+async def test_subscriber_code_may_call_vision_functions_under_the_audit_hook() -> None:
+    from tests.functions.images import WITH_FACE, encoded
+
+    pool = WorkerPool(FunctionSettings(workers=1, cpu_ms=10_000))
+    source = (
+        "from tidings.functions import detect_faces\n"
+        "def match(publication):\n"
+        "    return detect_faces(publication['data'], {'min_faces': 1})\n"
+    )
+    photo = {**PUB, "data": {"image": encoded(WITH_FACE)}}
+    try:
+        results = await pool.run(photo, [Call("faces", "code", code_hash(source), source)])
+    finally:
+        await pool.aclose()
+    assert results["faces"] == (True, None)

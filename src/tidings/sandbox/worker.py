@@ -173,6 +173,9 @@ def main() -> None:
     from tidings.functions import preload
 
     preload()  # the library and its models load before the limits apply
+    from PIL import Image
+
+    Image.init()  # every image plugin now: a lazy import inside a call would need `open`
 
     signal.signal(signal.SIGPROF, _on_timer)
     sys.setrecursionlimit(300)
