@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,13 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, percentile, versions
 
 from tidings.client import AsyncClient
-from tidings.server import free_port
+from tidings.server import broker_process
 
 PAYLOAD = "x" * 150
 
@@ -43,30 +40,6 @@ class Workload:
     messages: int  # publications
     rate: float  # publications/s; 0 = as fast as possible
     batch: int
-
-
-def start_broker(store: str, data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tidings.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        data_dir,
-        "--no-event-log",
-    ] + (["--store", store] if store else [])
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            httpx.get(f"{url}/healthz", timeout=1)
-            return proc, url
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError("broker did not start")
 
 
 async def receive(
@@ -140,13 +113,9 @@ def measure(w: Workload, store: str, url: str | None = None) -> dict[str, Any]:
     """One run against `url`, or against a fresh broker process with `store`."""
     if url:
         return run(w, url)
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_broker(store, tmp)
-        try:
-            return run(w, url)
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    extra = ["--no-event-log", *(["--store", store] if store else [])]
+    with tempfile.TemporaryDirectory() as tmp, broker_process(Path(tmp), None, *extra) as (_, url):
+        return run(w, url)
 
 
 def run(w: Workload, url: str) -> dict[str, Any]:

@@ -6,49 +6,14 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tidings.server import free_port
-
-
-@contextmanager
-def broker_process(data_dir: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tidings.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start: {proc.stderr.read()!r}") from None  # type: ignore[union-attr]
-            time.sleep(0.05)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        proc.stderr.close()  # type: ignore[union-attr]
+from tidings.server import broker_process, free_port
 
 
 class Load:
@@ -110,7 +75,7 @@ def queued(url: str, who: dict[str, str]) -> list[str]:
 def test_kill_9_under_load_loses_no_accepted_publication(tmp_path: Path, seed: int) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with broker_process(tmp_path, port) as proc, httpx.Client(base_url=url) as http:
+    with broker_process(tmp_path, port) as (proc, _), httpx.Client(base_url=url) as http:
         subs = [http.post("/v1/subscribers").json() for _ in range(3)]
         for s in subs:
             http.post(

@@ -4,12 +4,18 @@ harness (a real server on 127.0.0.1 and a free port, in a background thread)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
 
+import httpx
 import uvicorn
 
 from tidings.api.app import create_app
@@ -84,3 +90,48 @@ class EmbeddedServer:
         self._server.should_exit = True
         self._thread.join(timeout=15)
         self.broker.store.close()
+
+
+@contextlib.contextmanager
+def broker_process(
+    data_dir: Path, port: int | None = None, *args: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`tidings serve` in its own process (its own GIL; killable), and its URL once it
+    answers. Extra `args` go to `serve`, e.g. `--store memory://`."""
+    port = port or free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "tidings.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        *args,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(proc, url)
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+def _wait_until_up(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            httpx.get(f"{url}/healthz", timeout=1)
+            return
+        except httpx.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                err = proc.stderr.read() if proc.stderr else b""
+                raise RuntimeError(f"the broker did not start: {err.decode()[-500:]}") from None
+            time.sleep(0.05)
