@@ -7,9 +7,8 @@ object or raise `TidingsError` naming the field (as a JSON path such as
 
 from __future__ import annotations
 
-import base64
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -429,16 +428,3 @@ def parse_attributes(
                 f"attribute values are strings, numbers or booleans, got {_kind(value)}",
             )
     return dict(obj)
-
-
-def decode_base64(text: str, field_name: str) -> bytes:
-    """Binary publication data travels as base64 text."""
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
-        raise invalid(field_name, "not valid base64") from None
-
-
-def topics_of(values: Sequence[str]) -> tuple[str, ...]:
-    """De-duplicate while keeping order."""
-    return tuple(dict.fromkeys(values))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -52,10 +51,3 @@ def create_app(broker: Broker) -> Starlette:
     app.state.broker = broker
     app.state.openapi = openapi.document([r for r in routes if isinstance(r, Route)])
     return app
-
-
-def build(settings: Any) -> Starlette:
-    """A broker from settings (store, event log, function runner), wrapped in the app."""
-    from tidings.server import build_broker
-
-    return create_app(build_broker(settings))
