@@ -278,21 +278,20 @@ class Broker:
     async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""
         pub = Publication(new_id(), self.clock(), data, topics, {}, ())
-        messages = []
-        for topic in topics:
-            for owner, sids in self._timed_match(Event((topic,), None)).items():
-                sids = [s for s in sids if self._kinds.get(s) == "topic"]
-                if sids:
-                    body = {**pub.to_json(), "matched_topic": topic}
-                    messages.append(
-                        NewMessage(
-                            owner, pub.id, f"{pub.id}#{topic}", tuple(sids), body, pub.published_at
-                        )
-                    )
-        if self.settings.matching == "spark":
-            messages = []
+        messages = [] if self.settings.matching == "spark" else self._per_topic(pub)
         await self._commit([pub], messages)
         return Published(pub, len(messages))
+
+    def _per_topic(self, pub: Publication) -> list[NewMessage]:
+        messages = []
+        for topic in pub.topics:
+            body = {**pub.to_json(), "matched_topic": topic}  # shared: encoded once per topic
+            key = f"{pub.id}#{topic}"
+            for owner, sids in self._timed_match(Event((topic,), None)).items():
+                topical = tuple(s for s in sids if self._kinds.get(s) == "topic")
+                if topical:
+                    messages.append(NewMessage(owner, pub.id, key, topical, body, pub.published_at))
+        return messages
 
     def _timed_match(self, event: Event) -> dict[str, list[str]]:
         started = time.perf_counter()
