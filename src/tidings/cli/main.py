@@ -21,6 +21,7 @@ app = typer.Typer(
 COMMAND_MODULES: list[str] = [
     "tidings.cli.broker",  # serve, publish, subscribe, queue
     "tidings.cli.pipeline",  # pipeline match | replay | report
+    "tidings.cli.cost",  # cost serverless | instances
     "tidings.cli.sim",  # sim, scenarios, experiment
 ]
 
