@@ -62,5 +62,78 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     )
 
 
+def scenarios(
+    url: Url = None,
+    only: Annotated[
+        list[str] | None, typer.Option(help="Run only these (topic, content, function, ...).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each scenario.")] = 30.0,
+) -> None:
+    """The thesis's correctness scenarios: expected against received counts; exit 1 on any
+    mismatch."""
+    from tidings.sim.scenarios import suite
+
+    chosen = select(suite(), only)
+    rows = with_broker(url, lambda live: _suite(live, chosen, timeout))
+    print_rows(rows)
+    bad = [r for r in rows if not r.ok]
+    if bad:
+        names = ", ".join(f"{r.scenario}/{r.subscriber}" for r in bad)
+        typer.echo(f"tidings: {len(bad)} mismatch(es): {names}", err=True)
+        raise typer.Exit(1)
+
+
+def select(every: list[Any], only: list[str] | None) -> list[Any]:
+    if not only:
+        return every
+    known = {s.name: s for s in every}
+    for i, name in enumerate(only):
+        if name not in known:
+            raise invalid(f"--only[{i}]", f"no scenario {name!r}; known: {', '.join(known)}")
+    return [known[name] for name in only]
+
+
+def _suite(url: str, chosen: list[Any], timeout: float) -> list[Any]:
+    import asyncio
+
+    from tidings.client import TidingsClientError
+    from tidings.errors import ErrorCode, TidingsError
+    from tidings.sim.scenarios import run_suite
+
+    try:
+        return asyncio.run(run_suite(url, chosen, timeout))
+    except TidingsClientError as exc:
+        raise TidingsError(ErrorCode.UNAVAILABLE, detail=f"{exc.message} ({url})") from None
+
+
+def with_broker(url: str | None, work: Any) -> Any:
+    """`work(url)` against `url`, or against an embedded broker in a temporary directory."""
+    if url is not None:
+        return work(url.rstrip("/"))
+    import tempfile
+
+    from tidings.config import load_settings
+    from tidings.server import EmbeddedServer
+
+    with tempfile.TemporaryDirectory(prefix="tidings-scenarios-") as tmp:
+        settings = load_settings({"data_dir": Path(tmp), "event_log": False})
+        with EmbeddedServer(settings) as server:
+            return work(server.url)
+
+
+def print_rows(rows: list[Any]) -> None:
+    console = Console()
+    for scenario in dict.fromkeys(r.scenario for r in rows):
+        table = Table(title=f"scenario: {scenario}", show_edge=False)
+        for column in ("subscriber", "subscriptions", "expected", "thesis", "received", ""):
+            table.add_column(column)
+        for r in (r for r in rows if r.scenario == scenario):
+            mark = "[green]ok[/]" if r.ok else "[bold red]MISMATCH[/]"
+            table.add_row(r.subscriber, r.subscriptions, str(r.expected), str(r.thesis),
+                          str(r.received), mark)  # fmt: skip
+        console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(sim)
+    app.command()(scenarios)
