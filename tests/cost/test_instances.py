@@ -158,7 +158,9 @@ def test_perf_results_become_maxima_under_the_instance_and_the_topics_as_queues(
         tmp_path / "perf.jsonl",
         perf_line(instance="c5.xlarge", topics=2),
         perf_line(instance="c5.xlarge", topics=2, received_per_s=52_000.0),
-        perf_line(topics=1),
+        perf_line(
+            workload={"producers": 1, "consumers": 1, "topics": 1, "size": 12}, instance=None
+        ),
     )
     with pytest.raises(TidingsError) as caught:
         load(path)

@@ -151,6 +151,10 @@ def instances(
     console.print(_maxima_table(table.instances, analyses, table.header.currency or ""))
     for a in analyses:
         console.print(_choice_table(a))
+        if not a.rows:
+            console.print(
+                f"no instance reaches {step:g} msgs/s on {a.workload}: give a smaller --step"
+            )
 
 
 def _maxima_table(priced: dict[str, Any], analyses: list[perf.Analysis], currency: str) -> Table:

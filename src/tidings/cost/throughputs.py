@@ -95,11 +95,12 @@ def _perf_line(where: str, raw: bytes, instance: str | None, workload: str | Non
 
 
 def _workload(line: dict[str, Any]) -> str:
-    """The line's own `workload`, else its topic count named like the study's queue tests."""
+    """A named workload, else the topic count (top level or in the perf `workload` object)
+    named like the study's queue tests: `topics: 10` is `10 queues`."""
     named = line.get("workload")
     if isinstance(named, str) and named:
         return named
-    topics = line.get("topics")
+    topics = named.get("topics") if isinstance(named, dict) else line.get("topics")
     if isinstance(topics, int) and not isinstance(topics, bool) and topics > 0:
         return f"{topics} queue" if topics == 1 else f"{topics} queues"
     return "perf"
