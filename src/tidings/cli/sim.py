@@ -134,6 +134,47 @@ def print_rows(rows: list[Any]) -> None:
         console.print(table)
 
 
+def experiment(
+    name: Annotated[str, typer.Argument(help="publication-rate, subscribers or payload.")],
+    matching: Annotated[
+        list[str] | None, typer.Option(help="topic, content, function (default: all three).")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="Fewer, shorter points (a smoke run).")] = False,
+    analytics: Annotated[str, typer.Option(help="auto (Spark if present), spark, numpy.")] = "auto",
+    url: Url = None,
+    processes: Annotated[int, typer.Option(help="Spread subscribers over N processes.")] = 1,
+    runs: Runs = Path("runs"),
+    no_progress: Quiet = False,
+) -> None:
+    """One of the thesis's end-to-end experiments: CSV/JSON tables and PNG plots."""
+    from tidings.sim import rundir
+    from tidings.sim.experiments import KINDS, Settings, run_experiment
+    from tidings.sim.experiments import experiment as find
+
+    spec, kinds = find(name), matching or list(KINDS)
+    for i, kind in enumerate(kinds):
+        if kind not in KINDS:
+            raise invalid(f"--matching[{i}]", f"expected one of {', '.join(KINDS)}")
+    if analytics not in ("auto", "spark", "numpy"):
+        raise invalid("--analytics", "expected auto, spark or numpy")
+    out = rundir.create(runs, f"experiment-{name}")
+    settings = Settings(kinds, quick, url, processes, not no_progress, analytics)  # type: ignore[arg-type]
+    rows = run_experiment(spec, settings, out, lambda p: typer.echo(f"point: {p}", err=True))
+    print_latency(rows, spec.x)
+    typer.echo(f"tables and plots: {out}")
+
+
+def print_latency(rows: list[dict[str, Any]], x: str) -> None:
+    table = Table(title="publish to delivery (ms)", show_edge=False)
+    for column in ("matching", x, "subscribers", "count", "p50", "p95", "p99", "max"):
+        table.add_column(column, justify="right")
+    keys = ("matching", x, "subscribers", "count", "p50_ms", "p95_ms", "p99_ms", "max_ms")
+    for row in rows:
+        table.add_row(*("-" if row.get(k) is None else str(row.get(k)) for k in keys))
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(sim)
     app.command()(scenarios)
+    app.command()(experiment)

@@ -63,6 +63,7 @@ class SimConfig(msgspec.Struct, forbid_unknown_fields=True):
     duration: float = 10.0
     drain: float = 10.0
     quiet: float = 1.0
+    warmup: float = 0.0
     seed: int = 0
     delivery: Literal["stream", "pull"] = "stream"
     prefetch: int = 100
@@ -171,6 +172,7 @@ def check(config: SimConfig) -> SimConfig:
     _positive(config.duration, "duration")
     _positive(config.drain, "drain", zero_ok=True)
     _positive(config.quiet, "quiet")
+    _positive(config.warmup, "warmup", zero_ok=True)
     _positive(config.prefetch, "prefetch")
     for i, group in enumerate(config.subscribers):
         _check_subscribers(group, f"subscribers[{i}]")

@@ -106,7 +106,9 @@ def percentiles(values: list[float]) -> dict[str, Any]:
 
 def summarize(events: list[dict[str, Any]], subscribers: int) -> dict[str, Any]:
     published = [e for e in events if e["event"] == "published"]
-    delivered = [e for e in events if e["event"] == "delivered"]
+    ids = {e["publication_id"] for e in published}
+    everything = [e for e in events if e["event"] == "delivered"]
+    delivered = [e for e in everything if e["publication_id"] in ids]  # not warm-up ones
     pairs = [(e["publication_id"], e["subscriber_id"]) for e in delivered]
     by_kind = latencies_ms(events)
     per_subscriber = _per_subscriber(delivered)
@@ -114,6 +116,7 @@ def summarize(events: list[dict[str, Any]], subscribers: int) -> dict[str, Any]:
         "publications": len(published),
         "deliveries": len(delivered),
         "redelivered": len(pairs) - len(set(pairs)),
+        "unlogged_deliveries": len(everything) - len(delivered),
         "publish_errors": sum(1 for e in events if e["event"] == "error"),
         "subscribers": subscribers,
         "received_min": min(per_subscriber.values(), default=0),

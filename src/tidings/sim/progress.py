@@ -41,9 +41,7 @@ class Line:
             self._progress.start()
         return self
 
-    def __exit__(
-        self, *exc: type[BaseException] | BaseException | TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         if self._progress is not None:
             self._progress.stop()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import dataclass
 
 from tidings.client import AsyncClient, TidingsClientError
 from tidings.sim.config import PublisherGroup, SimConfig
@@ -13,9 +14,10 @@ from tidings.sim.events import EventWriter
 from tidings.sim.workload import Publications, planned, schedule
 
 
+@dataclass
 class Counter:
-    published = 0
-    errors = 0
+    published: int = 0
+    errors: int = 0
 
 
 def total_planned(config: SimConfig) -> int:
@@ -73,3 +75,14 @@ async def publish_all(
         for i in range(pub.count)
     ]
     await asyncio.gather(*tasks)
+
+
+async def warm_up(client: AsyncClient, config: SimConfig, control: Control) -> None:
+    """One unlogged publication per publisher group, then wait (up to `warmup` s) for the
+    first delivery, so cold starts (function workers, caches) stay out of the figures."""
+    for pub in config.publishers:
+        await client.publish(**Publications(pub, random.Random(0)).body(-1))
+    deadline = time.time() + config.warmup
+    while not control.delivered_count and time.time() < deadline and not control.stopped:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(min(0.5, config.warmup))  # the rest of the warm-up deliveries

@@ -25,7 +25,7 @@ from tidings.sim import events, rundir
 from tidings.sim.config import SimConfig
 from tidings.sim.control import SPAWN, Control, check_broker
 from tidings.sim.progress import Line
-from tidings.sim.publishers import Counter, publish_all, total_planned
+from tidings.sim.publishers import Counter, publish_all, total_planned, warm_up
 from tidings.sim.subscribers import Spec, run_part, specs
 
 READY_TIMEOUT_S = 120.0
@@ -49,12 +49,13 @@ def run(config: SimConfig, run_dir: Path, options: Options) -> Outcome:
     rundir.write_json(run_dir / "config.json", msgspec.to_builtins(config))
     rundir.write_json(run_dir / "environment.json", rundir.environment())
     url = options.url or config.url
-    with _broker(url, run_dir) as live_url:
+    with broker(url, run_dir) as live_url:
         return _run(config, run_dir, live_url, options)
 
 
 @contextlib.contextmanager
-def _broker(url: str | None, run_dir: Path) -> Iterator[str]:
+def broker(url: str | None, run_dir: Path) -> Iterator[str]:
+    """`url` itself, or the URL of an embedded broker keeping its data in `run_dir/broker`."""
     if url is not None:
         yield url.rstrip("/")
         return
@@ -121,10 +122,9 @@ def _interrupts(control: Control, state: State) -> Iterator[None]:
         control.stop()
         loop.remove_signal_handler(signal.SIGINT)
 
-    try:
+    # not the main thread: no handler, Ctrl-C interrupts as usual
+    with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
         loop.add_signal_handler(signal.SIGINT, stop)
-    except (RuntimeError, ValueError, NotImplementedError):
-        pass  # not the main thread: no handler, Ctrl-C interrupts as usual
     try:
         yield
     finally:
@@ -140,6 +140,8 @@ async def _publish_and_drain(
     state: State,
 ) -> None:
     writer, counter = events.EventWriter(run_dir, "publishers"), Counter()
+    if config.warmup:
+        await warm_up(client, config, control)
     state.started = time.time()
     control.begin(state.started)
     publishing = asyncio.create_task(publish_all(client, config, control, writer, counter))
@@ -174,7 +176,9 @@ async def _drain(config: SimConfig, control: Control, c: Counter, line: Line) ->
     deadline = max(ended, back) + config.drain
     while not control.stopped and time.time() < deadline:
         now = time.time()
-        if now >= back and now - max(control.last_delivery, ended) >= config.quiet:
+        quiet = now - max(control.last_delivery, ended) >= config.quiet
+        # nothing delivered yet may be a cold start (function workers): wait for the deadline
+        if now >= back and quiet and control.delivered_count:
             return
         line.update(c.published, control.delivered_count, "draining")
         await asyncio.sleep(0.05)

@@ -40,7 +40,9 @@ class Sub:
 
     def describe(self) -> str:
         parts = [", ".join(self.topics)] if self.topics else []
-        parts += [" and ".join(f"{p['key']} {p['op']} {p['value']!r}" for p in self.predicates or [])]
+        parts += [
+            " and ".join(f"{p['key']} {p['op']} {p['value']!r}" for p in self.predicates or [])
+        ]
         parts += [f"{f['builtin']}({_params(f['params'])})" for f in self.functions]
         text = "; ".join(p for p in parts if p) or "-"
         return text + (" [offline]" if self.offline else "")
@@ -138,7 +140,10 @@ def suite() -> list[Scenario]:
     function = Scenario(
         "function",
         "tables 6.5, 6.6",
-        [Sub("Subscriber1", 1, 1, functions=[EN_TEXT]), Sub("Subscriber2", 1, 1, functions=[FACES])],
+        [
+            Sub("Subscriber1", 1, 1, functions=[EN_TEXT]),
+            Sub("Subscriber2", 1, 1, functions=[FACES]),
+        ],
         [
             Pub("Publisher1", SPANISH, function_types=["text"]),
             Pub("Publisher2", ENGLISH, function_types=["text"]),

@@ -12,6 +12,8 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
 from tidings.client import AsyncClient, AsyncSubscriberHandle, Message
 from tidings.sim.config import Offline, SimConfig, SubscriberGroup
 from tidings.sim.control import Control
@@ -184,8 +186,9 @@ async def run_part(
 
 async def _connected(sims: list[Sim], tasks: list[asyncio.Task[None]]) -> None:
     """Wait for every stream to open; a consumer that failed instead raises its error."""
-    waiting = asyncio.gather(*(s.connected.wait() for s in sims))
-    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    waiting: asyncio.Future[list[bool]] = asyncio.gather(*(s.connected.wait() for s in sims))
+    others: list[asyncio.Future[Any]] = [waiting, *tasks]
+    await asyncio.wait(others, return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:
             waiting.cancel()

@@ -55,9 +55,7 @@ def _publishers(thesis: ThesisConfig) -> list[PublisherGroup]:
     rate = thesis.rate
     by_topic = [PublisherGroup(rate=rate, topics=[t]) for t in thesis.topics_metadata.topics]
     kinds = dict.fromkeys(f.subscription_topic for f in thesis.functions_metadata.functions)
-    by_function = [
-        PublisherGroup(rate=rate, function_types=[k], text=SAMPLE_TEXT) for k in kinds
-    ]
+    by_function = [PublisherGroup(rate=rate, function_types=[k], text=SAMPLE_TEXT) for k in kinds]
     return by_topic + by_function
 
 
