@@ -1,43 +1,54 @@
 """The interval index: numeric comparison subscriptions as packed bitsets ("negative marking").
 
-A subscription here is a conjunction of `<`, `<=`, `>`, `>=`, `=` on numbers. Per attribute the
-value domain is cut into cells (equi-depth over the predicates' bounds, recomputed when the
-index has doubled); per cell a packed bitmap (uint64 words, one bit per slot) of the
-subscriptions that the cell rules out entirely, plus one "missing" row of every subscription
-with a predicate on the attribute (an event without it, or with a non-number, rules them out).
-An event ORs one row per attribute into the tombstone bitmap; the clear bits are candidates,
-few, and are checked exactly and vectorised against a padded predicate matrix, so a predicate
-straddling its cell's boundary is decided by its real value.
+A subscription here is a conjunction of `<`, `<=`, `>`, `>=`, `=` on numbers; its predicates
+on one attribute are merged into one closed interval. Per attribute the value domain is cut
+into cells, and each cell has a bitmap of the subscriptions it rules out (see `cells`). An
+event ORs one row per attribute into the tombstone bitmap; the clear bits are candidates,
+few, and are checked exactly and vectorised against the interval matrices, so an interval
+straddling its cell's boundary is decided by its real bounds.
 
-Inserts go to a delta, checked directly with the candidates and merged into the rows in one
-vectorised pass when full; the whole index is rebuilt (cells recomputed) when it has doubled.
-Deletes set a tombstone bit; a freed slot is reused only after a rebuild has cleared its bits.
-Numbers compare as float64: integers beyond 2**53 are not routed here (see `accepts`).
+Writes never stop the answers. The answering state (rows, cuts, tombstones, delta) is an
+immutable snapshot that readers take once per call; writers publish a new one under a lock.
+An insert goes to the delta, checked directly with the candidates. When the delta is full it
+is merged (its bits set in the rows; its slots are tombstoned meanwhile, so readers ignore the
+half-set bits), and when the index has doubled it is rebuilt (cells recomputed); both run in
+a background thread once the index is large (`background_from` slots), then swap the new
+snapshot in atomically. A removal sets a tombstone bit; its slot is reused only after a
+rebuild that started later has been published (the rows then hold none of its bits).
+
+Numbers compare as float64. Subscription values must be below 2**53 in magnitude (see
+`accepts`); then an event number converted to float64 compares with them exactly.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
+from tidings.matching import cells as cl
+from tidings.matching.cells import ALL, EQ, GE, GT, LE, LT, Floats, Slots, Words, intervals
 from tidings.model import Op, Predicate, Scalar
 
-Words = npt.NDArray[np.uint64]
-NOP, LT, LE, GT, GE, EQ = range(6)
+__all__ = ["EQ", "GE", "GT", "LE", "LT", "IntervalIndex", "accepts", "intervals"]
+
 OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
 EXACT = 2**53
-ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+Ints = npt.NDArray[np.int32]
+_NUMBER_TYPES = (int, float)
 
 
 def _number(value: object) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A subscription value the index compares exactly: a number below 2**53 in magnitude."""
+    if isinstance(value, bool) or not isinstance(value, _NUMBER_TYPES):
         return False
-    return not isinstance(value, int) or -EXACT <= value <= EXACT
+    return -EXACT < value < EXACT
 
 
 def accepts(predicates: Sequence[Predicate]) -> bool:
@@ -45,27 +56,55 @@ def accepts(predicates: Sequence[Predicate]) -> bool:
     return bool(predicates) and all(p.op in OP_CODES and _number(p.value) for p in predicates)
 
 
-def intervals(
-    ops: npt.NDArray[np.integer], vals: npt.NDArray[np.floating]
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Each predicate as the closed float interval [lo, hi] it accepts.
-
-    `x > v` is `x >= nextafter(v, +inf)` exactly, for float64 x: no float lies between.
-    """
-    v = vals.astype(np.float64)
-    up, down = np.nextafter(v, np.inf), np.nextafter(v, -np.inf)
-    lo = np.select([ops == GT, (ops == GE) | (ops == EQ)], [up, v], -np.inf)
-    hi = np.select([ops == LT, (ops == LE) | (ops == EQ)], [down, v], np.inf)
-    return lo, hi
+def event_number(value: object) -> float:
+    """An event value as float64 (NaN when not a number); huge integers become +-inf, which
+    compares with every accepted value as the integer does."""
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[return-value]
+    if kind is not int and (isinstance(value, bool) or not isinstance(value, _NUMBER_TYPES)):
+        return math.nan
+    if -EXACT < value < EXACT:  # type: ignore[operator]
+        return float(value)  # type: ignore[arg-type]
+    return math.inf if value > 0 else -math.inf  # type: ignore[operator]
 
 
 def _interval(op: Op, v: float) -> tuple[float, float]:
-    """One predicate's [lo, hi], as `intervals` computes it for arrays."""
+    """One predicate's [lo, hi], as `cells.intervals` computes it for arrays."""
     if op is Op.EQ:
         return v, v
     if op in (Op.GT, Op.GE):
         return (math.nextafter(v, math.inf) if op is Op.GT else v), math.inf
     return -math.inf, (math.nextafter(v, -math.inf) if op is Op.LT else v)
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """What readers answer from. `dead` only ever gains bits in place (removals)."""
+
+    rows: Words  # (attributes, cells + 1, words); may cover fewer words than `dead`
+    cuts: tuple[list[float], ...]  # per attribute: interior cell boundaries
+    dead: Words  # set: not answered by the rows (free, removed, unmerged)
+    delta: Slots  # slots checked directly
+    keys: cl.Keys | None  # (slot, interval) span keys, as `mats.attrs`; None: check every bound
+
+    @property
+    def cells(self) -> int:
+        return int(self.rows.shape[1]) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Matrices:
+    """Per slot, per interval: attribute (-1: padding) and closed bounds [lo, hi]."""
+
+    attrs: Ints
+    lo: Floats
+    hi: Floats
+
+
+def _empty_state(words: int) -> _State:
+    rows = np.zeros((0, 2, 0), np.uint64)
+    return _State(rows, (), np.full(words, ALL), np.empty(0, np.intp), None)
 
 
 class IntervalIndex:
@@ -75,28 +114,28 @@ class IntervalIndex:
         threads: int = 1,
         rebuild_from: int = 64,
         delta_limit: int = 1024,
+        background_from: int = 65_536,
     ) -> None:
         self._rebuild_from, self._delta_limit = rebuild_from, delta_limit
-        self._delta: dict[int, None] = {}  # slots added since the last merge, checked directly
+        self._background_from = background_from
         self._budget = bitmap_budget_mib * 2**20
-        self._threads = threads
+        self._threads = max(1, threads)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.RLock()
+        self._worker: threading.Thread | None = None
         self._attr_of: dict[str, int] = {}
         self._names: list[str] = []
         self._slot_of: dict[str, int] = {}
         self._ids: list[str | None] = []
-        self._id_array = np.full(64, None, object)  # the same, for one C-level fetch per answer
-        self._free: list[int] = []
-        self._width = 1  # predicates per row of the matrices
-        self._capacity = 64
-        # per slot, per predicate: attribute (-1: padding), closed interval [lo, hi]
-        self._attrs = np.full((self._capacity, 1), -1, np.int32)
-        self._lo = np.full((self._capacity, 1), -np.inf)
-        self._hi = np.full((self._capacity, 1), np.inf)
-        self._dead = np.full(1, ALL, np.uint64)
-        self._rows = np.zeros((0, 2, 1), np.uint64)  # (attribute, cell + missing row, word)
-        self._cuts: list[list[float]] = []  # per attribute: interior cell boundaries
-        self._cells = 1
+        # The same as fixed-width text ('' once removed): an answer is one gather of a compact
+        # array, not a cache miss per id string scattered over the heap.
+        self._id_text: npt.NDArray[np.str_] = np.zeros(64, "U1")
+        self._free: list[int] = []  # reusable now
+        self._retired: list[int] = []  # reusable once a rebuild started after their removal lands
         self._built_at = 0
+        self._mats = _Matrices(np.full((64, 1), -1, np.int32), np.full((64, 1), -np.inf),
+                               np.full((64, 1), np.inf))  # fmt: skip
+        self._state = _empty_state(1)
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -107,21 +146,13 @@ class IntervalIndex:
         self.add_many([(subscription_id, predicates)])
 
     def add_many(self, items: Sequence[tuple[str, Sequence[Predicate]]]) -> None:
-        """Add (or replace) many subscriptions; bits are set per subscription, or all rebuilt."""
-        for sid, _ in items:
-            self.remove(sid)
-        self._delta.update((self._claim(sid, preds), None) for sid, preds in items)
+        """Add (or replace) many subscriptions: they join the delta, checked directly."""
+        with self._lock:
+            for sid, _ in items:
+                self._remove(sid)
+            slots = [self._claim(sid, preds) for sid, preds in items]
+            self._publish_delta(np.asarray(slots, np.intp))
         self._settle()
-
-    def _settle(self) -> None:
-        """Rebuild when the index has doubled; merge the delta when it is full."""
-        retired = len(self._ids) - len(self._free) - len(self)
-        if len(self) >= max(self._rebuild_from, 2 * self._built_at) or retired > max(
-            self._rebuild_from, len(self)
-        ):
-            self.rebuild()
-        elif len(self._delta) >= self._delta_limit:
-            self.merge()
 
     def add_arrays(
         self,
@@ -132,92 +163,69 @@ class IntervalIndex:
         vals: npt.NDArray[np.floating],
     ) -> None:
         """Bulk load: row i of `attrs` (indices into `keys`), `ops` (codes), `vals` is ids[i]."""
-        for sid in ids:
-            self.remove(sid)
-        start, n = len(self._ids), len(ids)
-        self._ids.extend(ids)
-        self._grow(start + n)
-        self._id_array[start : start + n] = ids
-        self._slot_of.update(zip(ids, range(start, start + n), strict=True))
-        self._grow(start + n)
-        self._widen(attrs.shape[1])
-        to_attr = np.array([self._attribute(k) for k in keys], np.int32)
-        lo, hi = intervals(ops, vals)
-        self._store(slice(start, start + n), to_attr[attrs], lo, hi)
-        self._delta.update(dict.fromkeys(range(start, start + n)))
+        with self._lock:
+            to_attr = np.array([self._attribute(k) for k in keys], np.int32)
+            a, lo, hi = _merge_per_attribute(to_attr[attrs], *intervals(ops, vals))
+            for sid in ids:
+                self._remove(sid)
+            start, n = len(self._ids), len(ids)
+            self._ids.extend(ids)
+            self._grow(start + n, a.shape[1])
+            self._store_ids(slice(start, start + n), ids)
+            self._slot_of.update(zip(ids, range(start, start + n), strict=True))
+            m = self._mats
+            rows, width = slice(start, start + n), a.shape[1]
+            m.attrs[rows], m.lo[rows], m.hi[rows] = -1, -np.inf, np.inf
+            m.attrs[rows, :width], m.lo[rows, :width], m.hi[rows, :width] = a, lo, hi
+            self._publish_delta(np.arange(start, start + n))
         if 8 * n >= len(self):
             self.rebuild()
         self._settle()
 
-    def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
-        slot = self._free.pop() if self._free else len(self._ids)
-        if slot == len(self._ids):
-            self._ids.append(None)
-            self._grow(slot + 1)
-        self._ids[slot] = self._id_array[slot] = subscription_id
-        self._slot_of[subscription_id] = slot
-        self._widen(len(predicates))
-        n = len(predicates)
-        self._attrs[slot, :n] = [self._attribute(p.key) for p in predicates]
-        self._attrs[slot, n:] = -1
-        bounds = [_interval(p.op, float(p.value)) for p in predicates]  # type: ignore[arg-type]
-        self._lo[slot, :n], self._hi[slot, :n] = [b[0] for b in bounds], [b[1] for b in bounds]
-        self._lo[slot, n:], self._hi[slot, n:] = -math.inf, math.inf
-        return slot
-
-    def _store(
-        self,
-        rows: int | slice,
-        attrs: npt.NDArray[np.int32],
-        lo: npt.NDArray[np.float64],
-        hi: npt.NDArray[np.float64],
-    ) -> None:
-        width = attrs.shape[-1]
-        self._attrs[rows], self._lo[rows], self._hi[rows] = -1, -np.inf, np.inf
-        self._attrs[rows, :width], self._lo[rows, :width], self._hi[rows, :width] = attrs, lo, hi
-
     def remove(self, subscription_id: str) -> bool:
+        with self._lock:
+            return self._remove(subscription_id)
+
+    def _remove(self, subscription_id: str) -> bool:
         slot = self._slot_of.pop(subscription_id, None)
         if slot is None:
             return False
-        self._ids[slot] = self._id_array[slot] = None
-        self._dead[slot >> 6] |= np.uint64(1 << (slot & 63))
-        self._delta.pop(slot, None)
+        self._ids[slot], self._id_text[slot] = None, ""
+        state = self._state
+        cl.set_bit(state.dead, slot)
+        if (state.delta == slot).any():
+            self._state = replace(state, delta=state.delta[state.delta != slot])
+        self._retired.append(slot)
         return True
 
-    def merge(self) -> None:
-        """Set the delta's bits in the rows, all at once (slots share words: ufunc.at)."""
-        slots = np.fromiter(self._delta, np.intp, len(self._delta))
-        self._delta.clear()
-        if not slots.size:
-            return
-        lo, hi = self._spans(slots)
-        words, bits = slots >> 6, np.left_shift(np.uint64(1), (slots & 63).astype(np.uint64))
-        first, span = int(words.min()), int(words.max() - words.min() + 1)
-        dense = span * 64 <= 8 * len(slots) + 4096  # new slots are mostly consecutive
-        for a in range(len(self._names)):
-            self._ensure_rows(a)
-            ruled = self._ruled(lo[a], hi[a], np.asarray(self._cuts[a]))
-            if dense:
-                block = np.zeros((self._cells + 1, span * 64), bool)
-                block[:, slots - first * 64] = ruled.T
-                packed = np.packbits(block, axis=1, bitorder="little").view(np.uint64)
-                self._rows[a][:, first : first + span] |= packed
-            else:
-                s, c = np.nonzero(ruled)
-                np.bitwise_or.at(self._rows[a], (c, words[s]), bits[s])
-        np.bitwise_and.at(self._dead, words, ~bits)
+    def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
+        slot = self._free.pop() if self._free else len(self._ids)
+        merged: dict[int, list[float]] = {}
+        for p in predicates:
+            lo, hi = _interval(p.op, float(p.value))  # type: ignore[arg-type]
+            bounds = merged.setdefault(self._attribute(p.key), [lo, hi])
+            bounds[0], bounds[1] = max(bounds[0], lo), min(bounds[1], hi)
+        if slot == len(self._ids):
+            self._ids.append(None)
+        self._grow(slot + 1, len(merged))
+        m, n = self._mats, len(merged)
+        m.attrs[slot, :n], m.attrs[slot, n:] = list(merged), -1
+        m.lo[slot, :n], m.lo[slot, n:] = [b[0] for b in merged.values()], -np.inf
+        m.hi[slot, :n], m.hi[slot, n:] = [b[1] for b in merged.values()], np.inf
+        self._ids[slot] = subscription_id
+        self._store_ids(slice(slot, slot + 1), [subscription_id])
+        self._slot_of[subscription_id] = slot
+        return slot
 
-    def _ruled(
-        self, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], cut: npt.NDArray[np.float64]
-    ) -> npt.NDArray[np.bool_]:
-        """(slot, row): the cells that rule each slot out, and the missing row."""
-        has = ~np.isnan(lo)
-        first, last = np.searchsorted(cut, lo, "right"), np.searchsorted(cut, hi, "right")
-        c = np.arange(self._cells + 1)
-        ruled = has[:, None] & ((c < first[:, None]) | (c > last[:, None]))
-        ruled[:, self._cells] = has
-        return ruled
+    def _store_ids(self, at: slice, ids: Sequence[str]) -> None:
+        longest, width = max(map(len, ids), default=0), self._id_text.dtype.itemsize // 4
+        if longest > width:  # widen: a new array, the old one stays valid for readers
+            self._id_text = self._id_text.astype(f"U{max(longest, 2 * width)}")
+        self._id_text[at] = ids
+
+    def _publish_delta(self, slots: Slots) -> None:
+        state = self._state
+        self._state = replace(state, delta=np.concatenate([state.delta, slots]))
 
     def _attribute(self, key: str) -> int:
         a = self._attr_of.get(key)
@@ -226,161 +234,275 @@ class IntervalIndex:
             self._names.append(key)
         return a
 
-    def _ensure_rows(self, a: int) -> None:
-        if a >= len(self._rows):
-            more = np.zeros((a + 1 - len(self._rows), self._cells + 1, len(self._dead)), np.uint64)
-            self._rows = np.concatenate([self._rows, more])
-            self._cuts.extend([] for _ in range(len(self._rows) - len(self._cuts)))
-
-    def _widen(self, width: int) -> None:
-        if width > self._width:
-            self._pad_matrices(((0, 0), (0, width - self._width)))
-            self._width = width
-
-    def _grow(self, slots: int) -> None:
-        if slots <= self._capacity:
+    def _grow(self, slots: int, width: int) -> None:
+        """Make room for `slots` slots of `width` intervals: new arrays, old ones untouched."""
+        m = self._mats
+        cap, old_width = m.attrs.shape
+        if slots <= cap and width <= old_width:
             return
-        cap = max(2 * self._capacity, 1 << (slots - 1).bit_length())
-        self._pad_matrices(((0, cap - self._capacity), (0, 0)))
-        self._id_array = np.concatenate(
-            [self._id_array, np.full(cap - self._capacity, None, object)]
-        )
-        self._capacity = cap
-        words = (cap + 63) // 64
-        extra = words - len(self._dead)
-        self._dead = np.concatenate([self._dead, np.full(extra, ALL, np.uint64)])
-        self._rows = np.pad(self._rows, ((0, 0), (0, 0), (0, extra)))
+        new_cap = max(cap, 1 << (slots - 1).bit_length())
+        pad = ((0, new_cap - cap), (0, max(0, width - old_width)))
+        self._mats = _Matrices(np.pad(m.attrs, pad, constant_values=-1),
+                               np.pad(m.lo, pad, constant_values=-np.inf),
+                               np.pad(m.hi, pad, constant_values=np.inf))  # fmt: skip
+        if new_cap > cap:
+            more = np.zeros(new_cap - cap, self._id_text.dtype)
+            self._id_text = np.concatenate([self._id_text, more])
+            state = self._state
+            extra = np.full(new_cap // 64 - len(state.dead), ALL)
+            self._state = replace(state, dead=np.concatenate([state.dead, extra]))
 
-    def _pad_matrices(self, pad: tuple[tuple[int, int], tuple[int, int]]) -> None:
-        self._attrs = np.pad(self._attrs, pad, constant_values=-1)
-        self._lo = np.pad(self._lo, pad, constant_values=-np.inf)
-        self._hi = np.pad(self._hi, pad, constant_values=np.inf)
+    # -- maintenance ---------------------------------------------------------------------
 
-    # -- rebuilding ----------------------------------------------------------------------
+    def _due(self) -> Callable[[], None] | None:
+        retired = len(self._retired)
+        if len(self) >= max(self._rebuild_from, 2 * self._built_at) or retired > max(
+            self._rebuild_from, len(self)
+        ):
+            return self._rebuild
+        return self._merge if len(self._state.delta) >= self._delta_limit else None
+
+    def _settle(self) -> None:
+        """Start the merge or rebuild that is due: inline when small, else in the background."""
+        with self._lock:
+            job = self._due()
+            if job is None or (self._worker is not None and self._worker.is_alive()):
+                return
+            if len(self._ids) < self._background_from:
+                job()
+                return
+            self._worker = threading.Thread(target=self._work, args=(job,), daemon=True)
+            self._worker.start()
+
+    def _work(self, job: Callable[[], None]) -> None:
+        job()
+        self._settle()  # more may have become due meanwhile
+
+    def wait(self) -> None:
+        """Wait for background maintenance (merges, rebuilds) to finish."""
+        while (worker := self._worker) is not None and worker.is_alive():
+            worker.join()
+
+    def merge(self) -> None:
+        """Merge the delta into the rows now."""
+        self.wait()
+        self._merge()
 
     def rebuild(self) -> None:
-        """Recompute the cells from the current bounds and every row, vectorised."""
-        n, words = len(self._ids), len(self._dead)
-        attrs_n = len(self._names)
-        per_row = max(1, attrs_n) * words * 8
-        self._cells = int(min(256, max(8, self._budget // per_row - 1)))
-        alive = np.array([i is not None for i in self._ids], bool)
-        lo, hi = self._spans(np.arange(n))
-        lo[:, ~alive] = hi[:, ~alive] = np.nan
-        self._rows = np.zeros((0, 0, 0), np.uint64)  # let the old rows go before the new ones exist
-        self._rows = np.empty((attrs_n, self._cells + 1, words), np.uint64)
-        with ThreadPoolExecutor(max(1, self._threads)) as pool:
-            build = self._build_attribute
-            self._cuts = list(
-                pool.map(lambda a: build(lo[a], hi[a], self._rows[a]), range(attrs_n))
-            )
-        self._dead = np.full(words, ALL, np.uint64)
-        live = np.zeros(words * 64, bool)
-        live[np.fromiter(self._slot_of.values(), np.intp, len(self._slot_of))] = True
-        self._dead &= ~np.packbits(live, bitorder="little").view(np.uint64)
-        self._built_at = len(self)
-        self._delta.clear()
-        self._free = np.flatnonzero(~alive).tolist()[::-1]  # clean now: no bits set
+        """Recompute the cells and every row now."""
+        self.wait()
+        self._rebuild()
 
-    def _spans(
-        self, slots: npt.NDArray[np.intp]
-    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(attribute, i) -> the interval slots[i] accepts there; NaN: no predicate there."""
-        attrs = self._attrs[slots]
-        used = attrs >= 0
-        at = (attrs[used], np.broadcast_to(np.arange(len(slots))[:, None], attrs.shape)[used])
-        lo = np.full((len(self._names), len(slots)), np.nan)
-        hi = np.full((len(self._names), len(slots)), np.nan)
-        np.fmax.at(lo, at, self._lo[slots][used])
-        np.fmin.at(hi, at, self._hi[slots][used])
-        return lo, hi
+    def _merge(self) -> None:
+        with self._lock:
+            state, mats, slots = self._state, self._mats, self._state.delta.copy()
+        if not slots.size:
+            return
+        attrs = mats.attrs[slots]
+        keys = state.keys
+        if (
+            int(slots.max()) >= state.rows.shape[2] * 64
+            or int(attrs.max()) >= len(state.cuts)
+            or (keys is not None and attrs.shape[1] > keys.shape[1])
+        ):
+            self._rebuild()  # outside the rows, or on an attribute the rows do not know
+            return
+        for a, cut in enumerate(state.cuts):  # only tombstoned slots' bits change: safe to read
+            i, j = np.nonzero(attrs == a)
+            first, last = cl.cell_range(np.asarray(cut), mats.lo[slots[i], j], mats.hi[slots[i], j])
+            marks = np.zeros((len(slots), state.cells + 1), bool)
+            c = np.arange(state.cells + 1)
+            marks[i] = (c < first[:, None]) | (c > last[:, None])
+            marks[i, state.cells] = True
+            cl.set_bits(state.rows[a], slots, marks)
+            if keys is not None:
+                keys[slots[i], j] = cl.span_keys(a, first, last)
+        with self._lock:
+            now = self._state
+            alive = slots[self._id_text[slots] != ""]
+            dead = now.dead.copy()
+            cl.clear_bits(dead, alive)
+            self._state = replace(now, dead=dead, delta=np.setdiff1d(now.delta, slots))
 
-    def _build_attribute(
-        self, lo: npt.NDArray[np.float64], hi: npt.NDArray[np.float64], rows: Words
-    ) -> list[float]:
-        has = ~np.isnan(lo)
-        bounds = np.concatenate([lo[has], hi[has]])
-        bounds = bounds[np.isfinite(bounds)]
-        qs = np.linspace(0, 1, self._cells + 1)[1:-1]
-        cut = np.unique(np.quantile(bounds, qs)) if bounds.size else np.empty(0)
-        slots = np.flatnonzero(has)
-        first, last = (
-            np.searchsorted(cut, lo[slots], "right"),
-            np.searchsorted(cut, hi[slots], "right"),
-        )
-        at, bits = slots >> 6, np.left_shift(np.uint64(1), (slots & 63).astype(np.uint64))
-        cells = self._cells
-        starts, ends = np.zeros_like(rows), np.zeros_like(rows)
-        np.bitwise_or.at(starts, (first, at), bits)  # row j: slots whose interval starts in j
-        np.bitwise_or.at(ends, (last, at), bits)
-        # cell c rules a slot out when its interval starts after c or ends before c
-        rows[:] = 0
-        for c in range(cells - 2, -1, -1):  # a loop of row ORs: accumulate() is slower here
-            np.bitwise_or(rows[c + 1], starts[c + 1], out=rows[c])
-        below = ends[0].copy()
-        for c in range(1, cells):
-            rows[c] |= below
-            below |= ends[c]
-        np.bitwise_or.at(rows[cells], at, bits)
-        return list(cut.tolist())
+    def _rebuild(self) -> None:
+        with self._lock:
+            n, mats, attributes = len(self._ids), self._mats, len(self._names)
+            alive = np.fromiter(self._slot_of.values(), np.intp, len(self._slot_of))
+            pending, self._retired = self._retired, []
+        rows, cuts, keys = self._build(mats, n, alive, attributes)
+        with self._lock:
+            now = self._state
+            dead = np.full(len(now.dead), ALL)
+            still = alive[self._id_text[alive] != ""]
+            cl.clear_bits(dead, still)
+            self._state = _State(rows, cuts, dead, np.setdiff1d(now.delta, alive), keys)
+            self._free.extend(sorted(pending, reverse=True))
+            self._built_at = len(alive)
+
+    def _build(
+        self, mats: _Matrices, n: int, alive: Slots, attributes: int
+    ) -> tuple[Words, tuple[list[float], ...], cl.Keys | None]:
+        """New rows, cuts and keys for the `alive` slots (all below `n`), from `mats`."""
+        words = max(64, mats.attrs.shape[0]) // 64
+        per_row = max(1, attributes) * words * 8
+        cells = int(min(256, max(8, self._budget // per_row - 1)))
+        rows = np.empty((attributes, cells + 1, words), np.uint64)
+        keys = None
+        if attributes < cl.MAX_KEYED_ATTRIBUTES:
+            keys = np.full((words * 64, mats.attrs.shape[1]), cl.PAD_KEY, np.uint32)
+        live = np.zeros(n, bool)
+        live[alive] = True
+        attrs = mats.attrs[:n]
+
+        def build(a: int) -> list[float]:
+            slots, j = np.nonzero((attrs == a) & live[:, None])
+            lo, hi = mats.lo[slots, j], mats.hi[slots, j]
+            cut = cl.cuts_for(lo, hi, cells)
+            first, last = cl.fill_rows(slots, lo, hi, cut, rows[a])
+            if keys is not None:
+                keys[slots, j] = cl.span_keys(a, first, last)
+            return list(cut.tolist())
+
+        return rows, tuple(self._map(build, range(attributes))), keys
+
+    def _map(self, fn: Callable[[int], list[float]], items: range) -> list[list[float]]:
+        if self._threads == 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(self._threads) as pool:
+            return list(pool.map(fn, items))
 
     # -- matching ------------------------------------------------------------------------
 
-    def _vector(self, attributes: Mapping[str, Scalar]) -> npt.NDArray[np.float64]:
-        """The event's value per indexed attribute (NaN: absent or not a number), then 0."""
-        x = np.full(len(self._names) + 1, np.nan)
-        x[-1] = 0.0
-        for name, value in attributes.items():
-            a = self._attr_of.get(name)
-            if a is not None and _number(value):
-                x[a] = float(value)
-        return x
-
-    def _cell_rows(self, x: npt.NDArray[np.float64]) -> list[int]:
-        missing = self._cells
-        return [
-            missing if v != v else bisect_right(cut, v)  # v != v: NaN
-            for v, cut in zip(x.tolist(), self._cuts, strict=False)
-        ]
-
     def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
-        return self.match_batch([attributes])[0]
+        return self._match_chunk([attributes])[0]
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         """Match many events; with threads > 1, chunks of the batch run in parallel."""
         if not self._slot_of or not events:
             return [[] for _ in events]
-        chunks = max(1, min(self._threads, len(events) // 8))
+        chunks = max(1, min(self._threads, len(events) // 4))
         if chunks == 1:
             return self._match_chunk(events)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="tidings-match")
         step = -(-len(events) // chunks)
         parts = [events[i : i + step] for i in range(0, len(events), step)]
-        with ThreadPoolExecutor(chunks) as pool:
-            return [answer for part in pool.map(self._match_chunk, parts) for answer in part]
+        return [answer for part in self._pool.map(self._match_chunk, parts) for answer in part]
 
     def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
-        return [self._match_one(e) for e in events]
+        state, mats = self._state, self._mats  # one snapshot for the whole chunk
+        x = self._values(events)
+        cells = self._cells(state, x)
+        ev, slots = self._candidates(state, cells)
+        if state.keys is None:
+            ok = _exact(x, mats, ev, slots)
+        else:
+            ok = ~cl.unsure(state.keys[slots], cells, ev)
+            check = np.flatnonzero(~ok)
+            ok[check] = _exact(x, mats, ev[check], slots[check])
+        answers = self._answers(len(events), ev[ok], slots[ok])
+        if state.delta.size:
+            ev = np.repeat(np.arange(len(events)), state.delta.size)
+            slots = np.tile(state.delta, len(events))
+            ok = _exact(x, mats, ev, slots)
+            if ok.any():
+                extra = self._answers(len(events), ev[ok], slots[ok])
+                answers = [a + b for a, b in zip(answers, extra, strict=True)]
+        return answers
 
-    def _match_one(self, attributes: Mapping[str, Scalar]) -> list[str]:
-        x = self._vector(attributes)
-        slots = self._candidates(self._cell_rows(x))
-        if self._delta:
-            slots = np.concatenate([slots, np.fromiter(self._delta, np.intp, len(self._delta))])
-        v = x[self._attrs[slots]]  # padding (-1) reads the last entry: 0.0, in (-inf, inf)
-        ok = ((v >= self._lo[slots]) & (v <= self._hi[slots])).all(axis=1)
-        found: list[str] = self._id_array[slots[ok]].tolist()
-        return found
+    def _values(self, events: Sequence[Mapping[str, Scalar]]) -> Floats:
+        """(event, attribute) values, NaN where absent or not a number; a last column of 0."""
+        width, attr_of = len(self._names) + 1, self._attr_of
+        out = []
+        for attributes in events:
+            row = [math.nan] * width
+            row[-1] = 0.0
+            for name, value in attributes.items():
+                a = attr_of.get(name)
+                if a is not None:
+                    row[a] = event_number(value)
+            out.append(row)
+        return np.array(out, np.float64)
 
-    def _candidates(self, cells: list[int]) -> npt.NDArray[np.intp]:
-        """Slots that no row rules out (tombstones and unused slots are ruled out)."""
-        acc = self._dead.copy()
-        if cells:
-            acc |= np.bitwise_or.reduce(self._rows[np.arange(len(cells)), cells], axis=0)
-        words = np.flatnonzero(acc != ALL)
-        bits = np.flatnonzero(np.unpackbits((~acc[words]).view(np.uint8), bitorder="little"))
-        found: npt.NDArray[np.intp] = words[bits >> 6] * 64 + (bits & 63)
-        return found
+    def _cells(self, state: _State, x: Floats) -> npt.NDArray[np.intp]:
+        """(event, attribute) row in the rows: the value's cell, or the missing row; then a
+        column of 0 (what padding reads)."""
+        missing, cuts = state.cells, state.cuts
+        out = np.zeros((len(x), len(cuts) + 1), np.intp)
+        if len(x) < 4:
+            for e, r in enumerate(x[:, : len(cuts)].tolist()):
+                cells = [missing if v != v else bisect_right(cut, v) for v, cut in zip(r, cuts)]  # noqa: B905
+                out[e, : len(cuts)] = cells
+            return out
+        for a, cut in enumerate(cuts):
+            col = x[:, a]
+            out[:, a] = np.where(np.isnan(col), missing, np.searchsorted(cut, col, "right"))
+        return out
+
+    def _candidates(self, state: _State, rows_of: npt.NDArray[np.intp]) -> tuple[Slots, Slots]:
+        """(event, slot) pairs that no row rules out (tombstones and free slots are ruled out)."""
+        rows, dead = state.rows, state.dead
+        attributes, height, words = rows.shape
+        acc = np.empty((len(rows_of), len(dead)), np.uint64)
+        acc[:, words:] = dead[words:]
+        if attributes and words >= 4096:  # large rows: OR each in place, no copies
+            for e, cells in enumerate(rows_of[:, :attributes].tolist()):
+                out = acc[e, :words]
+                out[:] = dead[:words]
+                for a, c in enumerate(cells):
+                    np.bitwise_or(out, rows[a, c], out=out)
+        elif attributes:  # small rows: gather them, then one reduction per event
+            flat = rows.reshape(attributes * height, words)
+            picks = rows_of[:, :attributes] + np.arange(attributes) * height
+            for e in range(len(rows_of)):
+                np.bitwise_or.reduce(flat[picks[e]], axis=0, out=acc[e, :words])
+            acc[:, :words] |= dead[:words]
+        else:
+            acc[:, :words] = dead[:words]
+        return cl.clear_slots(acc)
+
+    def _answers(self, count: int, ev: Slots, slots: Slots) -> list[list[str]]:
+        """Ids per event (`ev` sorted)."""
+        ids: list[str] = self._id_text[slots].tolist()
+        if count == 1:
+            out = [ids]
+        else:
+            bounds = np.searchsorted(ev, np.arange(count + 1)).tolist()
+            out = [ids[bounds[e] : bounds[e + 1]] for e in range(count)]
+        if "" in ids:  # removed while this call ran
+            out = [[i for i in part if i] for part in out]
+        return out
 
     def memory_bytes(self) -> int:
-        arrays: list[npt.NDArray[np.generic]] = [self._attrs, self._lo, self._hi, self._dead]
-        return sum(a.nbytes for a in [*arrays, self._rows])
+        m, state = self._mats, self._state
+        arrays: list[npt.NDArray[np.generic]] = [m.attrs, m.lo, m.hi, state.dead, state.rows]
+        return sum(a.nbytes for a in arrays)
+
+
+def _exact(x: Floats, mats: _Matrices, ev: Slots, slots: Slots) -> npt.NDArray[np.bool_]:
+    """Does event ev[i] fall in every interval of slots[i]? Padding (attribute -1) reads the
+    column before the event's row, the previous event's last column: 0.0, as every last one."""
+    at = ev[:, None] * x.shape[1] + mats.attrs[slots]
+    v = x.ravel()[at]
+    return ((v >= mats.lo[slots]) & (v <= mats.hi[slots])).all(axis=1)  # type: ignore[no-any-return]
+
+
+def _merge_per_attribute(
+    attrs: npt.NDArray[np.int32], lo: Floats, hi: Floats
+) -> tuple[Ints, Floats, Floats]:
+    """Rows of predicates -> rows of one interval per distinct attribute (intersected)."""
+    n, width = attrs.shape
+    order = np.argsort(attrs, axis=1, kind="stable")
+    a = np.take_along_axis(attrs, order, 1)
+    lo, hi = np.take_along_axis(lo, order, 1), np.take_along_axis(hi, order, 1)
+    new = np.ones((n, width), bool)
+    new[:, 1:] = a[:, 1:] != a[:, :-1]
+    starts = np.flatnonzero(new.ravel())
+    lo_m = np.maximum.reduceat(lo.ravel(), starts)
+    hi_m = np.minimum.reduceat(hi.ravel(), starts)
+    row, col = starts // width, np.cumsum(new, axis=1).ravel()[starts] - 1
+    out_w = int(col.max()) + 1 if col.size else 1
+    out_a = np.full((n, out_w), -1, np.int32)
+    out_lo, out_hi = np.full((n, out_w), -np.inf), np.full((n, out_w), np.inf)
+    out_a[row, col], out_lo[row, col], out_hi[row, col] = a.ravel()[starts], lo_m, hi_m
+    return out_a, out_lo, out_hi

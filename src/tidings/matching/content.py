@@ -202,7 +202,7 @@ class ContentIndex:
         """Add (or replace) many subscriptions at once: the bulk path for a large build."""
         numeric = []
         for sid, preds in items:
-            if accepts(preds):
+            if accepts(preds) and sid:  # the interval index reads "" as a removed id
                 self.counting.remove(sid)
                 numeric.append((sid, preds))
             else:

@@ -1,0 +1,142 @@
+"""The interval index answers exactly while merges and rebuilds run in the background."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidings.matching import workload as wl
+from tidings.matching.bitset import IntervalIndex, event_number
+from tidings.matching.content import ContentIndex
+from tidings.model import Op, Predicate, Scalar
+
+
+def between(key: str, lo: float, hi: float) -> list[Predicate]:
+    return [Predicate(key, Op.GE, lo), Predicate(key, Op.LE, hi)]
+
+
+def test_background_merges_and_rebuilds_answer_exactly_at_every_step() -> None:
+    index = IntervalIndex(background_from=0, rebuild_from=4, delta_limit=3, bitmap_budget_mib=1)
+    truth: dict[str, tuple[int, int]] = {}
+    for i in range(120):
+        lo = (i * 37) % 100
+        index.add(f"s{i}", between("x", lo, lo + 10))
+        truth[f"s{i}"] = (lo, lo + 10)
+        if i % 7 == 3:
+            index.remove(f"s{i - 2}")
+            del truth[f"s{i - 2}"]
+        x = (i * 13) % 110
+        assert sorted(index.match({"x": x})) == sorted(
+            s for s, (a, b) in truth.items() if a <= x <= b
+        )
+    index.wait()
+    assert sorted(index.match({"x": 50})) == sorted(
+        s for s, (a, b) in truth.items() if a <= 50 <= b
+    )
+
+
+def test_a_reader_thread_sees_the_same_answer_while_writes_rebuild_the_index() -> None:
+    index = IntervalIndex(background_from=0, rebuild_from=8, delta_limit=16)
+    for i in range(50):
+        index.add(f"keep{i}", between("x", 0, 10) + between("y", i, i + 100))
+    expected = sorted(f"keep{i}" for i in range(50))
+    answers: list[list[str]] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            answers.append(sorted(index.match({"x": 5, "y": 60})))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for i in range(3000):  # never matches the reader's event (x = 5 is outside [20, 30])
+        index.add(f"other{i}", between("x", 20, 30))
+        if i % 3 == 0:
+            index.remove(f"other{i // 2}")
+    done.set()
+    reader.join()
+    index.wait()
+    assert answers and all(a == expected for a in answers)
+    assert sorted(index.match({"x": 5, "y": 60})) == expected
+
+
+def test_a_removed_subscription_never_comes_back_after_merges_and_rebuilds() -> None:
+    index = IntervalIndex(rebuild_from=2, delta_limit=2)
+    index.add("gone", between("x", 0, 10))
+    index.remove("gone")
+    for i in range(40):
+        index.add(f"s{i}", between("x", 100, 110))
+    index.rebuild()
+    index.add("new", between("x", 0, 10))  # reuses the slot of "gone"
+    index.merge()
+    assert index.match({"x": 5}) == ["new"]
+
+
+def test_a_threaded_batch_answers_as_its_events_do_one_by_one() -> None:
+    w = wl.named("W-A", attributes=6, predicates=3)
+    rng = np.random.default_rng(3)
+    attrs, lows = wl.subscription_arrays(w, 3000, rng)
+    index = ContentIndex(threads=2)
+    for i, predicates in enumerate(wl.predicates_of(w, attrs, lows)):
+        index.add(f"s{i}", predicates)
+    values = wl.event_arrays(w, 40, rng)
+    events = wl.events_of(w, values)
+    got = index.match_batch(events)
+    assert got == [index.match(e) for e in events]
+    truth = [sorted(f"s{i}" for i in wl.brute_force(w, attrs, lows, v)) for v in values]
+    assert [sorted(g) for g in got] == truth
+
+
+def test_the_bulk_load_agrees_with_brute_force_on_the_standard_workload() -> None:
+    w = wl.named("W-B", attributes=12, predicates=3)
+    rng = np.random.default_rng(4)
+    attrs, lows = wl.subscription_arrays(w, 5000, rng)
+    n, k = attrs.shape
+    vals = np.empty((n, 2 * k))
+    vals[:, 0::2], vals[:, 1::2] = lows, lows + int(w.width * w.domain)
+    index = IntervalIndex()
+    ops = np.tile(np.array([4, 2], np.int8), (n, k))  # GE, LE
+    keys = [w.key(a) for a in range(w.attributes)]
+    index.add_arrays([f"s{i}" for i in range(n)], keys, np.repeat(attrs, 2, axis=1), ops, vals)
+    values = wl.event_arrays(w, 30, rng)
+    got = index.match_batch(wl.events_of(w, values))
+    truth = [sorted(f"s{i}" for i in wl.brute_force(w, attrs, lows, v)) for v in values]
+    assert [sorted(g) for g in got] == truth
+
+
+huge = st.integers(-(10**400), 10**400) | st.integers(2**53 - 3, 2**53 + 3)
+bounds = st.integers(-(2**53) + 1, 2**53 - 1) | st.floats(-1e15, 1e15)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ]), bounds, huge | bounds)
+def test_any_event_number_compares_with_a_bound_as_python_does(
+    op: Op, bound: float, value: Scalar
+) -> None:
+    index = ContentIndex()
+    index.add("s", [Predicate("k", op, bound)])
+    assert index.match({"k": value}) == (["s"] if _holds(op, value, bound) else [])
+
+
+def _holds(op: Op, a: Scalar, b: float) -> bool:
+    results = {Op.LT: a < b, Op.LE: a <= b, Op.GT: a > b, Op.GE: a >= b, Op.EQ: a == b}  # type: ignore[operator]
+    return bool(results[op])
+
+
+def test_event_values_that_are_not_numbers_read_as_absent() -> None:
+    assert [event_number(v) != event_number(v) for v in (True, "1", None, 1, 2.5)] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_an_empty_subscription_id_is_still_matched() -> None:
+    index = ContentIndex()
+    index.add("", [Predicate("k", Op.GT, 1)])
+    assert (index.match({"k": 2}), index.remove(""), index.match({"k": 2})) == ([""], True, [])
