@@ -44,6 +44,16 @@ def test_report_on_a_directory_without_logs_fails_before_spark_starts(tmp_path: 
     assert result.exception.code is ErrorCode.NOT_FOUND
 
 
+def test_an_unknown_algorithm_is_refused_naming_the_option(tmp_path: Path) -> None:
+    args = ["pipeline", "match", "--data-dir", str(tmp_path), "--algorithm", "magic"]
+    result = CliRunner().invoke(cli(), args)
+    assert isinstance(result.exception, TidingsError)
+    assert (result.exception.code, result.exception.field) == (
+        ErrorCode.INVALID_FIELD,
+        "--algorithm",
+    )
+
+
 @pytest.mark.spark
 def test_match_delivers_the_logged_publications_into_the_store(
     spark: SparkSession, tmp_path: Path

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -8,13 +9,31 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from tidings.config import FunctionSettings
 from tidings.model import Op, Predicate, Publication, Subscriber, Subscription
-from tidings.pipeline.jobs import Matching, Paths, Subscriptions, match_available, replay
+from tidings.pipeline import logs
+from tidings.pipeline.jobs import (
+    ALGORITHMS,
+    Algorithm,
+    Matching,
+    Paths,
+    Subscriptions,
+    match_available,
+    replay,
+)
 from tidings.pipeline.sink import QueueSink
 from tidings.store import open_store
 from tidings.store.sql import SQLStore
 
-from .workloads import line, write_log
+from .workloads import (
+    function_subscriptions,
+    line,
+    matcher_triples,
+    publications,
+    runner_triples,
+    subscriptions,
+    write_log,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -118,3 +137,46 @@ def test_replay_enqueues_only_what_a_new_subscription_missed(
     result = replay(spark, job, paths)
     assert (result.publications, result.enqueued) == (19, 2)  # p0001 and p0002, not p0000
     assert ("bob", "p0002") in queued(store)
+
+
+class FixedStore:
+    """A subscription source that never changes."""
+
+    def __init__(self, subs: list[Subscription]) -> None:
+        self.subs = subs
+
+    def all_subscriptions(self) -> list[Subscription]:
+        return self.subs
+
+    def subscriptions_version(self) -> int:
+        return 1
+
+
+Workload = tuple[list[Subscription], list[Publication], set[tuple[str, str, str]]]
+
+
+@pytest.fixture(scope="module")
+def three_kinds() -> Workload:
+    """Random topic, content and function subscriptions, and what the broker delivers."""
+    rng = random.Random(11)
+    subs = subscriptions(rng, 200) + function_subscriptions(rng, 6)
+    pubs = publications(rng, 80, functions=True)
+    return subs, pubs, matcher_triples(subs, pubs) | runner_triples(subs, pubs)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_both_algorithms_deliver_what_the_broker_would_for_all_three_kinds(
+    spark: SparkSession, tmp_path: Path, algorithm: Algorithm, three_kinds: Workload
+) -> None:
+    subs, pubs, expected = three_kinds
+    assert {t[2][0] for t in expected} == {"t", "c", "f"}  # every kind really matches
+    sink = QueueSink(make_store(tmp_path))
+    job = Matching(Subscriptions(spark, FixedStore(subs)), sink, tmp_path)
+    job.functions, job.algorithm = FunctionSettings(), algorithm
+    lines = spark.createDataFrame([(line(p),) for p in pubs], "value string").coalesce(2)
+    job.subscriptions.refresh()
+    found = job.deliveries(logs.valid(logs.parse_publications(lines))).collect()
+    assert len(found) == len({(r.publication_id, r.subscriber_id) for r in found})
+    assert {(r.publication_id, r.subscriber_id, s) for r in found for s in r.subscription_ids} == (
+        expected
+    )

@@ -5,17 +5,14 @@ import random
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from tidings.matching.engine import Event, Matcher
 from tidings.matching.semantics import any_topic_matches, conjunction_holds
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.pipeline import logs, transforms
 from tidings.pipeline.snapshot import to_frames
 
-from .workloads import line, publications, subscriptions
+from .workloads import Triple, line, matcher_triples, publications, subscriptions
 
 pytestmark = pytest.mark.spark
-
-Triple = tuple[str, str, str]
 
 
 def pubs_frame(spark: SparkSession, pubs: list[Publication]) -> DataFrame:
@@ -29,22 +26,6 @@ def spark_triples(
     frames = to_frames(spark, 1, subs)
     found = transforms.all_matches(pubs_frame(spark, pubs), frames, None)
     return {(r.pub_id, r.subscriber_id, r.sub_id) for r in found.collect()}
-
-
-def matcher_triples(subs: list[Subscription], pubs: list[Publication]) -> set[Triple]:
-    matcher = Matcher()
-    for s in subs:
-        if s.kind == "topic":
-            matcher.add_topic(s.id, s.subscriber_id, s.topics)
-        else:
-            matcher.add_content(s.id, s.subscriber_id, s.predicates)
-    answers = matcher.match_batch([Event(p.topics, p.attributes) for p in pubs])
-    return {
-        (p.id, owner, sid)
-        for p, answer in zip(pubs, answers, strict=True)
-        for owner, sids in answer.items()
-        for sid in sids
-    }
 
 
 def oracle_triples(subs: list[Subscription], pubs: list[Publication]) -> set[Triple]:

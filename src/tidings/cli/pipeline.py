@@ -15,7 +15,7 @@ from tidings.errors import invalid
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidings.pipeline.jobs import BatchResult, Matching
+    from tidings.pipeline.jobs import Algorithm, BatchResult, Matching
 
 DataDir = Annotated[Path | None, typer.Option(help="Where state lives (default ./.tidings).")]
 Store = Annotated[str | None, typer.Option("--store", help="Store URL (default: SQLite).")]
@@ -25,6 +25,13 @@ Since = Annotated[
 ]
 Functions = Annotated[
     bool, typer.Option(help="Match function subscriptions in the sandbox (default on).")
+]
+AlgorithmOption = Annotated[
+    str,
+    typer.Option(
+        "--algorithm",
+        help="index: the in-process indexes in each worker (default); sql: Spark SQL joins.",
+    ),
 ]
 
 
@@ -46,12 +53,24 @@ def _settings(data_dir: Path | None, store: str | None) -> Settings:
     return load_settings({"data_dir": data_dir, "store_url": store})
 
 
-def _matching(settings: Settings, master: str, functions: bool) -> tuple[Matching, SparkSession]:
+def _algorithm(text: str) -> Algorithm:
+    from tidings.pipeline.jobs import ALGORITHMS
+
+    for known in ALGORITHMS:
+        if text == known:
+            return known
+    raise invalid("--algorithm", f"{text!r} is not one of {', '.join(ALGORITHMS)}")
+
+
+def _matching(
+    settings: Settings, master: str, functions: bool, algorithm: str
+) -> tuple[Matching, SparkSession]:
     from tidings.pipeline.jobs import Matching, Paths, Subscriptions
     from tidings.pipeline.session import build_session
     from tidings.pipeline.sink import QueueSink
     from tidings.store import open_store
 
+    chosen = _algorithm(algorithm)
     store = open_store(settings.resolved_store_url)
     spark = build_session(master)
     runner = functions and importlib.util.find_spec("tidings.sandbox.runner") is not None
@@ -60,6 +79,7 @@ def _matching(settings: Settings, master: str, functions: bool) -> tuple[Matchin
         QueueSink(store),
         Paths.of(settings).quarantine,
         settings.functions if runner else None,
+        algorithm=chosen,
     )
     return matching, spark
 
@@ -79,6 +99,7 @@ def match(
     data_dir: DataDir = None,
     store: Store = None,
     functions: Functions = True,
+    algorithm: AlgorithmOption = "index",
 ) -> None:
     """Match the publication log into the queues, from where the last run stopped."""
     from tidings.pipeline.jobs import Paths, match_available, start_stream
@@ -87,7 +108,7 @@ def match(
     start = parse_since(since)
     if trigger <= 0:
         raise invalid("--trigger", "the trigger interval is a positive number of seconds")
-    matching, spark = _matching(settings, master, functions)
+    matching, spark = _matching(settings, master, functions, algorithm)
     matching.since = start
     paths = Paths.of(settings)
     if not follow:
@@ -111,6 +132,7 @@ def replay(
     data_dir: DataDir = None,
     store: Store = None,
     functions: Functions = True,
+    algorithm: AlgorithmOption = "index",
 ) -> None:
     """Re-match a time range against the current subscriptions; enqueue what was missed."""
     from tidings.pipeline.jobs import Paths
@@ -118,7 +140,7 @@ def replay(
 
     settings = _settings(data_dir, store)
     start = parse_since(since)
-    matching, spark = _matching(settings, master, functions)
+    matching, spark = _matching(settings, master, functions, algorithm)
     matching.since, matching.subscriber_id = start, subscriber
     _show(run_replay(spark, matching, Paths.of(settings)))
 

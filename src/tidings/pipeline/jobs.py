@@ -7,16 +7,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from tidings.config import FunctionSettings, Settings
-from tidings.pipeline import logs, transforms
+from tidings.model import Subscription
+from tidings.pipeline import index, logs, transforms
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
 
 if TYPE_CHECKING:
+    from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
@@ -42,21 +44,47 @@ class BatchResult:
     version: int
 
 
+Algorithm = Literal["index", "sql"]
+ALGORITHMS: tuple[Algorithm, ...] = ("index", "sql")
+
+
 class Subscriptions:
-    """The versioned snapshot, rebuilt only when the store's version moved."""
+    """The versioned snapshot, taken again only when the store's version moved, and laid
+    out for either algorithm on first use."""
 
     def __init__(self, spark: SparkSession, store: SubscriptionSource) -> None:
         self.spark = spark
         self.store = store
+        self.version = -1
+        self._subscriptions: list[Subscription] = []
         self._frames: SnapshotFrames | None = None
+        self._packed: index.Packed | None = None
+        self._broadcaster = index.Broadcaster(spark)
 
-    def frames(self) -> SnapshotFrames:
-        current = self._frames
-        if current is not None and self.store.subscriptions_version() == current.version:
-            return current
-        version, subscriptions = take_snapshot(self.store)
-        self._frames = to_frames(self.spark, version, subscriptions)
-        return self._frames
+    def refresh(self) -> None:
+        if self.version >= 0 and self.store.subscriptions_version() == self.version:
+            return
+        self.version, self._subscriptions = take_snapshot(self.store)
+        if self._frames is not None:
+            self._frames.unpersist()
+        self._frames = self._packed = None
+
+    def frames(self, subscriber_id: str | None = None) -> SnapshotFrames:
+        """The snapshot as DataFrames (the `sql` algorithm)."""
+        if self._frames is None:
+            self._frames = to_frames(self.spark, self.version, self._subscriptions)
+        if subscriber_id is None:
+            return self._frames
+        return transforms.for_subscriber(self._frames, subscriber_id)
+
+    def packed(self, subscriber_id: str | None = None) -> tuple[index.Packed, Broadcast[Any]]:
+        """The snapshot packed and broadcast (the `index` algorithm)."""
+        if subscriber_id is not None:
+            mine = [s for s in self._subscriptions if s.subscriber_id == subscriber_id]
+            packed = index.pack(self.version, mine)
+        else:
+            packed = self._packed = self._packed or index.pack(self.version, self._subscriptions)
+        return packed, self._broadcaster.share(packed)
 
 
 @dataclass
@@ -69,20 +97,26 @@ class Matching:
     functions: FunctionSettings | None = None
     since: float | None = None
     subscriber_id: str | None = None
+    algorithm: Algorithm = "index"
 
     def run(self, parsed: DataFrame, batch: str) -> BatchResult:
         parsed = parsed.cache()
         try:
             quarantined = quarantine(parsed, self.quarantine, batch)
             pubs = transforms.since(logs.valid(parsed), self.since)
-            frames = self.subscriptions.frames()
-            if self.subscriber_id is not None:
-                frames = transforms.for_subscriber(frames, self.subscriber_id)
-            found = transforms.all_matches(pubs, frames, self.functions)
-            added = self.sink.write(transforms.deliveries(found, pubs))
-            return BatchResult(batch, pubs.count(), quarantined, added, frames.version)
+            self.subscriptions.refresh()  # one snapshot for the whole batch
+            added = self.sink.write(self.deliveries(pubs))
+            version = self.subscriptions.version
+            return BatchResult(batch, pubs.count(), quarantined, added, version)
         finally:
             parsed.unpersist()
+
+    def deliveries(self, pubs: DataFrame) -> DataFrame:
+        if self.algorithm == "index":
+            packed, shared = self.subscriptions.packed(self.subscriber_id)
+            return index.deliveries(pubs, packed, shared, self.functions)
+        frames = self.subscriptions.frames(self.subscriber_id)
+        return transforms.deliveries(transforms.all_matches(pubs, frames, self.functions), pubs)
 
 
 def quarantine(parsed: DataFrame, directory: Path, batch: str) -> int:

@@ -6,6 +6,7 @@ that a missing or old runtime is one clear line, not a py4j traceback.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -47,6 +48,9 @@ def build_session(
 ) -> SparkSession:
     """A SparkSession for the pipeline's jobs (reused if one is already running)."""
     check_java()
+    # PySpark starts local Python workers with $PYSPARK_PYTHON (default `python3`), not the
+    # `spark.pyspark.python` setting: without this they cannot import tidings from a venv.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     session = (

@@ -126,6 +126,10 @@ class SnapshotFrames:
     absent: DataFrame
     functions: DataFrame
 
+    def unpersist(self) -> None:
+        for frame in (self.topics, self.predicates, self.absent, self.functions):
+            frame.unpersist()
+
 
 def _frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: str) -> DataFrame:
     import pandas as pd

@@ -9,7 +9,6 @@ delivery per (publication, subscriber).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ import orjson
 
 from tidings.config import FunctionSettings
 from tidings.model import Publication, subscription_from_json
+from tidings.sandbox import FunctionRunner
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,31 +139,30 @@ def _evaluate_frames(
     def evaluate(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         import pandas as pd
 
+        from tidings.pipeline.index import runner_host
+
         for frame in frames:
-            rows = asyncio.run(_evaluate(settings, frame)) if len(frame) else []
+            rows = []
+            if len(frame):
+                host = runner_host(settings)
+                rows = host.call(_evaluate(host.runner, frame))
             yield pd.DataFrame(rows, columns=MATCH_COLUMNS)
 
     return evaluate
 
 
-async def _evaluate(settings: FunctionSettings, frame: pd.DataFrame) -> list[tuple[str, ...]]:
-    from tidings.sandbox.runner import create_runner
-
-    runner = create_runner(settings)
-    try:
-        out: list[tuple[str, ...]] = []
-        for pub_id, group in frame.groupby("pub_id", sort=False):
-            publication = Publication.from_json(orjson.loads(group["line"].iloc[0]))
-            subs = [subscription_from_json(orjson.loads(s)) for s in group["spec"]]
-            by_id = {s.id: s for s in subs}
-            for outcome in await runner.evaluate(publication, subs):
+async def _evaluate(runner: FunctionRunner, frame: pd.DataFrame) -> list[tuple[str, ...]]:
+    """A failed call matches only when its subscription fails open (the runner's rule)."""
+    out: list[tuple[str, ...]] = []
+    for pub_id, group in frame.groupby("pub_id", sort=False):
+        publication = Publication.from_json(orjson.loads(group["line"].iloc[0]))
+        subs = [subscription_from_json(orjson.loads(s)) for s in group["spec"]]
+        by_id = {s.id: s for s in subs}
+        for outcome in await runner.evaluate(publication, subs):
+            if outcome.matched:
                 sub = by_id[outcome.subscription_id]
-                fail_open = sub.function is not None and sub.function.fail_open
-                if outcome.matched or (outcome.error is not None and fail_open):
-                    out.append((str(pub_id), sub.id, sub.subscriber_id))
-        return out
-    finally:
-        await runner.aclose()
+                out.append((str(pub_id), sub.id, sub.subscriber_id))
+    return out
 
 
 def function_matches(

@@ -1,0 +1,241 @@
+"""The `index` algorithm: every Python worker matches its publications with the broker's
+own in-process indexes, built once per subscription snapshot and kept while it lasts.
+
+The driver packs a snapshot into plain tuples and broadcasts it once per version. A worker
+builds a topic `Matcher` and a `ContentIndex` from it the first time it meets that
+snapshot's token and reuses them for every later partition and batch. Function
+subscriptions run through the broker's sandboxed runner in the same pass. Each partition
+emits its deliveries directly, one row per (publication, subscriber), so matching is one
+narrow stage with no shuffle and no skew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+
+from tidings.config import FunctionSettings
+from tidings.matching.content import ContentIndex
+from tidings.matching.engine import Event, Matcher
+from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
+from tidings.sandbox import FunctionRunner
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark import Broadcast
+    from pyspark.sql import DataFrame, SparkSession
+
+DELIVERY_SCHEMA = (
+    "publication_id string, subscriber_id string, subscription_ids array<string>, "
+    "line string, published_at double"
+)
+PackedPredicate = tuple[str, str, Any]
+Found = dict[str, set[str]]  # subscriber id -> ids of its matching subscriptions
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A snapshot as plain tuples: cheap to pickle, broadcast and rebuild."""
+
+    token: str  # unique per snapshot taken on the driver
+    topics: list[tuple[str, str, tuple[str, ...]]]
+    content: list[tuple[str, str, tuple[PackedPredicate, ...]]]
+    functions: list[tuple[str, str, str]]  # sub id, function type, Subscription JSON
+
+
+def pack(version: int, subscriptions: Iterable[Subscription]) -> Packed:
+    packed = Packed(f"{version}-{uuid.uuid4().hex}", [], [], [])
+    for sub in subscriptions:
+        if sub.kind == "topic":
+            packed.topics.append((sub.id, sub.subscriber_id, sub.topics))
+        elif sub.kind == "content":
+            preds = tuple((p.key, p.op.value, p.value) for p in sub.predicates)
+            packed.content.append((sub.id, sub.subscriber_id, preds))
+        elif sub.function is not None and sub.status == "active":
+            spec = orjson.dumps(sub.to_json()).decode()
+            packed.functions.append((sub.id, sub.function.function_type, spec))
+    return packed
+
+
+class SnapshotIndex:
+    """Topic, content and function subscriptions of one snapshot, ready to match."""
+
+    def __init__(self, packed: Packed) -> None:
+        self.topics = Matcher()
+        for sid, owner, filters in packed.topics:
+            self.topics.add_topic(sid, owner, filters)
+        self.content = ContentIndex()
+        self.content.add_many([(sid, _predicates(preds)) for sid, _, preds in packed.content])
+        self.owner = {sid: owner for sid, owner, _ in packed.content}
+        self.functions: dict[str, list[Subscription]] = {}
+        for _, function_type, spec in packed.functions:
+            sub = subscription_from_json(orjson.loads(spec))
+            self.functions.setdefault(function_type, []).append(sub)
+
+    def match(self, pubs: Sequence[Publication]) -> list[Found]:
+        """Topic and content matches of each publication, as one batch."""
+        events = [Event(p.topics, p.attributes) for p in pubs]
+        answers = self.topics.match_batch(events) if len(self.topics) else [{} for _ in pubs]
+        found = [{owner: set(ids) for owner, ids in a.items()} for a in answers]
+        if len(self.content):
+            contents = self.content.match_batch([p.attributes for p in pubs])
+            for out, ids in zip(found, contents, strict=True):
+                for sid in ids:
+                    out.setdefault(self.owner[sid], set()).add(sid)
+        return found
+
+    def function_subscriptions(self, pub: Publication) -> list[Subscription]:
+        """The active function subscriptions of the function types a publication names,
+        as the broker chooses them."""
+        subs = [s for t in pub.function_types for s in self.functions.get(t, ())]
+        return list({s.id: s for s in subs}.values())
+
+
+def _predicates(packed: tuple[PackedPredicate, ...]) -> tuple[Predicate, ...]:
+    return tuple(Predicate(key, Op(op), value) for key, op, value in packed)
+
+
+_latest: tuple[str, SnapshotIndex] | None = None  # per Python worker process
+
+
+def cached_index(token: str, load: Callable[[], Packed]) -> SnapshotIndex:
+    """The worker's index for this snapshot, built on first use; an older one is dropped."""
+    global _latest
+    if _latest is None or _latest[0] != token:
+        _latest = None  # free the old index before building the new one
+        _latest = (token, SnapshotIndex(load()))
+    return _latest[1]
+
+
+class RunnerHost:
+    """The broker's sandboxed runner, kept by a Python worker across tasks on an event loop
+    of its own, so that its sandbox processes start once per worker, not per partition."""
+
+    def __init__(self, settings: FunctionSettings) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(
+            target=self.loop.run_forever, name="tidings-functions", daemon=True
+        ).start()
+        self.runner = self.call(_create_runner(settings))
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.call(self.runner.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+async def _create_runner(settings: FunctionSettings) -> FunctionRunner:
+    from tidings.sandbox.runner import create_runner
+
+    return create_runner(settings)
+
+
+_hosts: dict[FunctionSettings, RunnerHost] = {}  # per Python worker process
+
+
+def runner_host(settings: FunctionSettings) -> RunnerHost:
+    host = _hosts.get(settings)
+    if host is None:
+        host = _hosts[settings] = RunnerHost(settings)
+    return host
+
+
+async def add_function_matches(
+    runner: FunctionRunner,
+    index: SnapshotIndex,
+    pubs: Sequence[Publication],
+    found: list[Found],
+) -> None:
+    """Run the function subscriptions each publication meets in the sandbox; a call that
+    failed matches only when its subscription fails open (the runner's rule)."""
+    work = [(i, index.function_subscriptions(p)) for i, p in enumerate(pubs)]
+    work = [(i, subs) for i, subs in work if subs]
+    outcomes = await asyncio.gather(*(runner.evaluate(pubs[i], subs) for i, subs in work))
+    for (i, subs), results in zip(work, outcomes, strict=True):
+        owner = {s.id: s.subscriber_id for s in subs}
+        for outcome in results:
+            if outcome.matched:
+                sid = outcome.subscription_id
+                found[i].setdefault(owner[sid], set()).add(sid)
+
+
+def match_record_batch(
+    batch: pa.RecordBatch, index: SnapshotIndex, settings: FunctionSettings | None
+) -> pa.RecordBatch:
+    """(id, line, published_at) rows -> delivery rows."""
+    import pyarrow as pa
+
+    lines, stamps = batch.column("line").to_pylist(), batch.column("published_at").to_pylist()
+    pubs = [Publication.from_json(orjson.loads(text)) for text in lines]
+    found = index.match(pubs)
+    if settings is not None and any(index.function_subscriptions(p) for p in pubs):
+        host = runner_host(settings)
+        host.call(add_function_matches(host.runner, index, pubs, found))
+    rows = [
+        (pub.id, owner, sorted(ids), text, at)
+        for pub, text, at, matches in zip(pubs, lines, stamps, found, strict=True)
+        for owner, ids in matches.items()
+    ]
+    schema = pa.schema(
+        [
+            ("publication_id", pa.string()),
+            ("subscriber_id", pa.string()),
+            ("subscription_ids", pa.list_(pa.string())),
+            ("line", pa.string()),
+            ("published_at", pa.float64()),
+        ]
+    )
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    arrays = [pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _matcher(
+    token: str, snapshot: Broadcast[Packed], settings: FunctionSettings | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def match_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        index: SnapshotIndex | None = None
+        for batch in batches:
+            if batch.num_rows:
+                index = index or cached_index(token, lambda: snapshot.value)
+                yield match_record_batch(batch, index, settings)
+
+    return match_partition
+
+
+class Broadcaster:
+    """The driver's side: one broadcast per snapshot, released when the next replaces it."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._current: tuple[Packed, Broadcast[Packed]] | None = None
+
+    def share(self, packed: Packed) -> Broadcast[Packed]:
+        if self._current is not None and self._current[0].token == packed.token:
+            return self._current[1]
+        if self._current is not None:
+            self._current[1].unpersist()
+        shared = self.spark.sparkContext.broadcast(packed)
+        self._current = (packed, shared)
+        return shared
+
+
+def deliveries(
+    pubs: DataFrame,
+    packed: Packed,
+    shared: Broadcast[Packed],
+    settings: FunctionSettings | None,
+) -> DataFrame:
+    """One row per (publication, subscriber) with the matched subscription ids, sorted,
+    and the publication's log line and time: the frame the `QueueSink` writes."""
+    selected = pubs.select("id", "line", "published_at")
+    return selected.mapInArrow(_matcher(packed.token, shared, settings), DELIVERY_SCHEMA)

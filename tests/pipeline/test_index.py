@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from tidings.config import FunctionSettings
+from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
+from tidings.pipeline import index, logs
+
+from .workloads import line
+
+CODE = "def match(publication):\n    return {body}\n"
+
+
+def function_sub(sid: str, function_type: str, body: str, **options: object) -> Subscription:
+    spec = FunctionSpec(
+        function_type,
+        "code",
+        CODE.format(body=body),
+        fail_open=bool(options.pop("fail_open", False)),
+    )
+    return Subscription(sid, f"owner-{sid}", "function", function=spec, **options)  # type: ignore[arg-type]
+
+
+def function_matches(subs: list[Subscription], pubs: list[Publication]) -> list[index.Found]:
+    snapshot = index.SnapshotIndex(index.pack(1, subs))
+    found: list[index.Found] = [{} for _ in pubs]
+    host = index.RunnerHost(FunctionSettings())
+    try:
+        host.call(index.add_function_matches(host.runner, snapshot, pubs, found))
+    finally:
+        host.close()
+    return found
+
+
+def test_a_failed_call_matches_only_when_failing_open_and_a_suspended_function_never() -> None:
+    subs = [
+        function_sub("yes", "text", "True"),
+        function_sub("open", "text", "1 / 0", fail_open=True),
+        function_sub("closed", "text", "1 / 0"),
+        function_sub("odd", "text", "'not a bool'"),
+        function_sub("off", "text", "True", status="suspended"),
+        function_sub("image", "image", "True"),
+    ]
+    pubs = [
+        Publication("p1", 1.0, "hi", (), {}, ("text",)),
+        Publication("p2", 2.0, "hi", (), {}, ()),
+    ]
+    first, second = function_matches(subs, pubs)
+    assert first == {"owner-yes": {"yes"}, "owner-open": {"open"}}
+    assert second == {}
+
+
+def test_a_batch_without_matches_is_an_empty_batch_of_the_delivery_schema() -> None:
+    snapshot = index.SnapshotIndex(index.pack(1, []))
+    pub = Publication("p1", 1.0, None, ("a",))
+    batch = pa.RecordBatch.from_pydict({"id": ["p1"], "line": [line(pub)], "published_at": [1.0]})
+    out = index.match_record_batch(batch, snapshot, None)
+    assert out.num_rows == 0
+    assert out.schema.field("subscription_ids").type == pa.list_(pa.string())
+
+
+@pytest.mark.spark
+def test_a_worker_matches_a_new_snapshot_with_a_new_index_even_at_the_same_version(
+    spark: SparkSession,
+) -> None:
+    pub = Publication("p1", 1.0, None, ("a/b",), {"n": 5})
+    lines = spark.createDataFrame([(line(pub),)], "value string").coalesce(1)
+    pubs = logs.valid(logs.parse_publications(lines))
+    broadcaster = index.Broadcaster(spark)
+
+    def delivered(subs: list[Subscription]) -> set[tuple[str, tuple[str, ...]]]:
+        packed = index.pack(7, subs)
+        rows = index.deliveries(pubs, packed, broadcaster.share(packed), None).collect()
+        return {(r.subscriber_id, tuple(r.subscription_ids)) for r in rows}
+
+    before = [Subscription("t1", "alice", "topic", topics=("a/#",))]
+    after = [
+        Subscription("t2", "bob", "topic", topics=("a/*",)),
+        Subscription("c1", "bob", "content", predicates=(Predicate("n", Op.GT, 4),)),
+    ]
+    assert delivered(before) == {("alice", ("t1",))}
+    assert delivered(after) == {("bob", ("c1", "t2"))}
