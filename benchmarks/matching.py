@@ -5,13 +5,15 @@
 
 Builds a `ContentIndex` of N subscriptions (bulk path `IntervalIndex.add_arrays`), then times
 matching E events (after a warm-up), call by call at batch 1 and per batch at larger sizes
-(per-event time = batch time / B). The same-run baseline is brute force in numpy: per event,
-every subscription's low/high arrays compared at once. A sample of events is checked against
-it. Insert and delete are timed through the public `add`/`remove` with `Predicate` objects.
+(per-event time = batch time / B; with --threads T a batch is split over T threads). The
+same-run baseline is brute force in numpy: per event, every subscription's low/high arrays
+compared at once. A sample of events is checked against it. Insert and delete are timed
+through the public `add`/`remove` with `Predicate` objects; the insert figures include waiting
+for the background merges they trigger (`insert_cpu_us`: process CPU time, all threads).
 Prints JSON lines: a header (machine, versions, workload, note), then one line per batch size.
-`cpu_mean_ms` is process CPU time per event (all threads), less
-sensitive than wall time to other processes sharing the cores. `memory_mib` counts the
-index's arrays; `rss_mib` is the process's peak resident size (workload arrays included).
+`cpu_mean_ms` is process CPU time per event (all threads), less sensitive than wall time to
+other processes sharing the cores. `memory_mib` counts the index's arrays; `rss_mib` is the
+process's peak resident size (workload arrays and a million id strings included).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def build(
     index = ContentIndex(threads=threads)
     start = time.perf_counter()
     index.intervals.add_arrays(ids, keys, np.repeat(attrs, 2, axis=1), ops, vals)
+    index.intervals.wait()
     return index, ids, time.perf_counter() - start
 
 
@@ -94,17 +97,20 @@ def baseline(
 
 def insert_delete_us(
     index: ContentIndex, w: wl.Workload, rng: np.random.Generator
-) -> tuple[float, float]:
-    attrs, lows = wl.subscription_arrays(w, 2000, rng)
+) -> tuple[float, float, float]:
+    """(insert wall µs, insert CPU µs, delete wall µs) per subscription, merges included."""
+    attrs, lows = wl.subscription_arrays(w, 4096, rng)
     items = [(f"new{i}", p) for i, p in enumerate(wl.predicates_of(w, attrs, lows))]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for sid, preds in items:
         index.add(sid, preds)
-    added = time.perf_counter() - start
+    index.intervals.wait()
+    added, added_cpu = time.perf_counter() - start, time.process_time() - cpu
     start = time.perf_counter()
     for sid, _ in items:
         index.remove(sid)
-    return added * 1e6 / len(items), (time.perf_counter() - start) * 1e6 / len(items)
+    removed = time.perf_counter() - start
+    return added * 1e6 / len(items), added_cpu * 1e6 / len(items), removed * 1e6 / len(items)
 
 
 def main() -> None:
@@ -123,7 +129,7 @@ def main() -> None:
     base_ms, truth = baseline(w, attrs, lows, sample)
     got = index.match_batch(events[: len(sample)])
     correct = all(sorted(g) == sorted(ids[i] for i in t) for g, t in zip(got, truth, strict=True))
-    insert_us, delete_us = insert_delete_us(index, w, rng)
+    insert_us, insert_cpu_us, delete_us = insert_delete_us(index, w, rng)
     for b in args.batch:
         times, cpu_ms = per_event_ms(index.match_batch, events, b)
         mean = sum(times) / len(times)
@@ -136,6 +142,7 @@ def main() -> None:
               "memory_mib": round(index.intervals.memory_bytes() / 2**20, 1),
               "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
               "build_s": round(build_s, 2), "insert_us": round(insert_us, 1),
+              "insert_cpu_us": round(insert_cpu_us, 1),
               "delete_us": round(delete_us, 1),
               "matches_per_event": round(sum(len(t) for t in truth) / len(truth), 1),
               "correct_on_sample": correct, "load_average_end": os.getloadavg()[0]})  # fmt: skip

@@ -214,3 +214,35 @@ def test_content_matching_agrees_with_the_oracle_on_every_operator(
         oracle.content[sid] = (owner, predicates)
     events_ = [Event(attributes=a) for a in batch]  # type: ignore[arg-type]
     assert matcher.match_batch(events_) == [oracle.match(e) for e in events_]
+
+
+# ---------------------------------------------------------------- the cache of topic answers
+
+
+def test_a_cached_topic_answer_follows_adds_and_removes_of_exact_filters_and_patterns() -> None:
+    matcher = Matcher()
+    matcher.add_topic("s1", "alice", ["a/b"])
+    assert matcher.match(Event(("a/b",))) == {"alice": ["s1"]}
+    matcher.add_topic("s2", "bob", ["a/b"])
+    assert matcher.match(Event(("a/b",))) == {"alice": ["s1"], "bob": ["s2"]}
+    matcher.add_topic("s3", "bob", ["a/*"])
+    assert matcher.match(Event(("a/b",))) == {"alice": ["s1"], "bob": ["s2", "s3"]}
+    matcher.remove("s3")
+    matcher.remove("s1")
+    assert matcher.match(Event(("a/b",))) == {"bob": ["s2"]}
+
+
+def test_content_matches_never_change_a_cached_topic_answer() -> None:
+    matcher = Matcher()
+    matcher.add_topic("t", "alice", ["news"])
+    matcher.add_content("c", "alice", [Predicate("n", Op.GT, 1)])
+    assert matcher.match(Event(("news",), {"n": 2})) == {"alice": ["c", "t"]}
+    assert matcher.match(Event(("news",), {"n": 0})) == {"alice": ["t"]}
+
+
+def test_a_subscriber_with_several_matching_subscriptions_gets_them_sorted() -> None:
+    matcher = Matcher()
+    for sid in ("s9", "s1", "s5"):
+        matcher.add_topic(sid, "alice", ["x/#"])
+    matcher.add_topic("s2", "bob", ["x/y"])
+    assert matcher.match(Event(("x/y",))) == {"alice": ["s1", "s5", "s9"], "bob": ["s2"]}

@@ -4,11 +4,19 @@ It composes two indexes behind one interface: a `TopicIndex` (exact names by has
 by a trie, recent answers cached) and a content index (predicates indexed per attribute), and
 maps each subscription id to its subscriber. Function subscriptions are not matched here:
 they run in the sandbox (see `tidings.sandbox`).
+
+Publications repeat topics, and grouping a topic's matches by subscriber costs far more than
+finding them, so the grouped answer for one topic is kept in a bounded LRU cache, with the
+topic index's invalidation rule (a change to an exact filter drops that topic, a change to a
+pattern clears the cache). Answers are therefore shared: callers must not mutate them. The
+cache is bounded by topics and by the matches it holds in total (`answer_cache_matches`): every
+cached match is a Python list the garbage collector walks.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -18,7 +26,7 @@ import numpy as np
 
 from tidings.matching.content import ContentIndex
 from tidings.matching.semantics import conjunction_holds
-from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex
+from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex, is_pattern_filter
 from tidings.model import Predicate, Scalar
 
 
@@ -33,6 +41,7 @@ class Event:
 # subscriber id -> ids of that subscriber's subscriptions that matched, sorted.
 Matches = dict[str, list[str]]
 _NO_ATTRIBUTES: Mapping[str, Scalar] = {}
+DEFAULT_ANSWER_CACHE_MATCHES = 1 << 21
 
 
 class ContentMatcher(Protocol):
@@ -72,18 +81,30 @@ def default_content_index() -> ContentMatcher:
 
 
 class Matcher:
-    """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber."""
+    """Topic and content matching. Subscriptions are keyed by id; each belongs to a subscriber.
+
+    An answer maps subscriber ids to sorted subscription ids; it may be shared with later
+    calls (cached per topic), so it is read-only.
+    """
 
     def __init__(
         self,
         *,
         topic_cache_size: int = DEFAULT_CACHE_SIZE,
         content: ContentMatcher | None = None,
+        answer_cache_matches: int = DEFAULT_ANSWER_CACHE_MATCHES,
     ) -> None:
         self._owner: dict[str, str] = {}  # subscription id -> subscriber id
         self._owner_by_slot: list[str] = []  # topic index slot -> subscriber id
+        # topic index slot -> [subscription id]: the list an answer holds when the subscriber
+        # has one match, shared by every answer (so answers are read-only)
+        self._alone_by_slot: list[list[str]] = []
         self._topics = TopicIndex(cache_size=topic_cache_size)
         self._content = content if content is not None else default_content_index()
+        # topic -> (grouped answer, its number of matches)
+        self._answers: OrderedDict[str, tuple[Matches, int]] = OrderedDict()
+        self._answers_size, self._answers_budget = topic_cache_size, answer_cache_matches
+        self._cached_matches = 0
 
     def __len__(self) -> int:
         return len(self._owner)
@@ -92,12 +113,14 @@ class Matcher:
         """Index a topic subscription; an existing id (of either kind) is replaced."""
         self.remove(subscription_id)
         self._topics.add(subscription_id, filters)
+        self._forget(filters)
         owner = self._owner[subscription_id] = sys.intern(subscriber_id)
         slot, by_slot = self._topics.slot_of(subscription_id), self._owner_by_slot
         if slot == len(by_slot):
             by_slot.append(owner)
+            self._alone_by_slot.append([subscription_id])
         else:
-            by_slot[slot] = owner
+            by_slot[slot], self._alone_by_slot[slot] = owner, [subscription_id]
 
     def add_content(
         self, subscription_id: str, subscriber_id: str, predicates: Sequence[Predicate]
@@ -111,13 +134,27 @@ class Matcher:
         """Forget a subscription; False if it was not there."""
         if self._owner.pop(subscription_id, None) is None:
             return False
-        if not self._topics.remove(subscription_id):
+        filters = self._topics.filters_of(subscription_id)
+        if self._topics.remove(subscription_id):
+            self._forget(filters)
+        else:
             self._content.remove(subscription_id)
         return True
 
+    def _forget(self, filters: Iterable[str]) -> None:
+        """Drop the cached answers a change to these filters may alter."""
+        for topic_filter in filters:
+            if is_pattern_filter(topic_filter):
+                self._answers.clear()
+                self._cached_matches = 0
+                return
+            dropped = self._answers.pop(topic_filter, None)
+            if dropped is not None:
+                self._cached_matches -= dropped[1]
+
     def match(self, event: Event) -> Matches:
         content = self._content.match(event.attributes or _NO_ATTRIBUTES) if self._content else []
-        return self._answer(self._topic_slots(event.topics), content)
+        return self._with_content(self._topic_answer(event.topics), content)
 
     def match_batch(self, events: Sequence[Event]) -> list[Matches]:
         """Match many events at once; the content index sees the whole batch in one call."""
@@ -127,32 +164,69 @@ class Matcher:
         else:
             contents = [[] for _ in events]
         return [
-            self._answer(self._topic_slots(e.topics), c)
+            self._with_content(self._topic_answer(e.topics), c)
             for e, c in zip(events, contents, strict=True)
         ]
 
-    def _topic_slots(self, topics: Sequence[str]) -> list[int]:
+    def _topic_answer(self, topics: Sequence[str]) -> Matches:
         if not topics or not self._topics:
-            return []
-        if len(topics) == 1:
-            return self._topics.match_slots(topics[0]).tolist()  # type: ignore[no-any-return]
-        parts = [self._topics.match_slots(t) for t in topics]
-        return np.unique(np.concatenate(parts)).tolist()  # type: ignore[no-any-return]
+            return {}
+        if len(topics) > 1:
+            parts = [self._topics.match_slots(t) for t in topics]
+            return self._group(np.unique(np.concatenate(parts)).tolist())
+        topic, cache = topics[0], self._answers
+        hit = cache.get(topic)
+        if hit is not None:
+            cache.move_to_end(topic)
+            return hit[0]
+        generation = self._topics.generation
+        slots = self._topics.match_slots(topic).tolist()
+        answer = self._group(slots)
+        if generation == self._topics.generation:
+            self._remember(topic, answer, len(slots))
+        return answer
 
-    def _answer(self, slots: list[int], content_ids: Iterable[str]) -> Matches:
-        out: Matches = {}
-        for owner, sid in zip(*self._owners_and_ids(slots), strict=True):
+    def _remember(self, topic: str, answer: Matches, size: int) -> None:
+        if self._answers_size <= 0 or 8 * size > self._answers_budget:
+            return
+        cache = self._answers
+        cache[topic] = (answer, size)
+        self._cached_matches += size
+        while len(cache) > self._answers_size or self._cached_matches > self._answers_budget:
+            self._cached_matches -= cache.popitem(last=False)[1][1]
+
+    def _group(self, slots: list[int]) -> Matches:
+        if len(slots) > 1:  # the common case first: one matching subscription per owner
+            fetch = itemgetter(*slots)
+            owners = fetch(self._owner_by_slot)
+            out: Matches = dict(zip(owners, fetch(self._alone_by_slot), strict=True))
+            if len(out) == len(owners):
+                return out
+        elif slots:
+            return {self._owner_by_slot[slots[0]]: self._alone_by_slot[slots[0]]}
+        owners, ids = self._owners_and_ids(slots)
+        out = {}
+        for owner, sid in zip(owners, ids, strict=True):
             found = out.get(owner)
             if found is None:
                 out[owner] = [sid]
             else:
                 found.append(sid)
-        for sid in content_ids:
-            out.setdefault(self._owner[sid], []).append(sid)
-        for ids in out.values():
-            if len(ids) > 1:
-                ids.sort()
+        for found in out.values():
+            if len(found) > 1:
+                found.sort()
         return out
+
+    def _with_content(self, topical: Matches, content_ids: Iterable[str]) -> Matches:
+        """The topic answer (shared: never changed in place) with the content matches added."""
+        out: Matches | None = None
+        for sid in content_ids:
+            if out is None:
+                out = dict(topical)
+            owner = self._owner[sid]
+            found = out.get(owner)
+            out[owner] = [sid] if found is None else sorted([*found, sid])
+        return topical if out is None else out
 
     def _owners_and_ids(self, slots: list[int]) -> tuple[Sequence[str], Sequence[str]]:
         # Memory-bound at scale: each matched id costs cache misses, and fetching all of them

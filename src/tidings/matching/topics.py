@@ -206,6 +206,12 @@ class TopicIndex:
         """Subscription id by slot (None for a free slot); read-only by convention."""
         return self._ids
 
+    def filters_of(self, subscription_id: str) -> tuple[str, ...]:
+        """The filters of an indexed subscription (empty when not indexed)."""
+        slot = self._slot.get(subscription_id)
+        stored = None if slot is None else self._filters[slot]
+        return (stored,) if isinstance(stored, str) else stored or ()
+
     def id_of(self, slot: int) -> str:
         sid = self._ids[slot]
         assert sid is not None, "a free slot is never in an answer"
