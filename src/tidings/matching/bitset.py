@@ -27,7 +27,7 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +46,9 @@ _NUMBER_TYPES = (int, float)
 
 def _number(value: object) -> bool:
     """A subscription value the index compares exactly: a number below 2**53 in magnitude."""
+    kind = type(value)
+    if kind is int or kind is float:
+        return -EXACT < value < EXACT  # type: ignore[operator]
     if isinstance(value, bool) or not isinstance(value, _NUMBER_TYPES):
         return False
     return -EXACT < value < EXACT
@@ -53,7 +56,10 @@ def _number(value: object) -> bool:
 
 def accepts(predicates: Sequence[Predicate]) -> bool:
     """Can this conjunction live in the interval index?"""
-    return bool(predicates) and all(p.op in OP_CODES and _number(p.value) for p in predicates)
+    for p in predicates:
+        if p.op not in OP_CODES or not _number(p.value):
+            return False
+    return bool(predicates)
 
 
 def event_number(value: object) -> float:
@@ -71,6 +77,10 @@ def event_number(value: object) -> float:
 
 def _interval(op: Op, v: float) -> tuple[float, float]:
     """One predicate's [lo, hi], as `cells.intervals` computes it for arrays."""
+    if op is Op.GE:
+        return v, math.inf
+    if op is Op.LE:
+        return -math.inf, v
     if op is Op.EQ:
         return v, v
     if op in (Op.GT, Op.GE):
@@ -91,6 +101,11 @@ class _State:
     @property
     def cells(self) -> int:
         return int(self.rows.shape[1]) - 1
+
+    def but(self, *, dead: Words | None = None, delta: Slots | None = None) -> _State:
+        """This state with new tombstones or delta (`dataclasses.replace` is slow here)."""
+        dead = self.dead if dead is None else dead
+        return _State(self.rows, self.cuts, dead, self.delta if delta is None else delta, self.keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +147,9 @@ class IntervalIndex:
         self._id_text: npt.NDArray[np.str_] = np.zeros(64, "U1")
         self._free: list[int] = []  # reusable now
         self._retired: list[int] = []  # reusable once a rebuild started after their removal lands
+        # slot -> (attributes, lo, hi) of inserts not yet in the matrices: written in one
+        # vectorised step (and only then published in the delta) by the next read or merge
+        self._staged: dict[int, tuple[list[int], list[float], list[float]]] = {}
         self._built_at = 0
         self._mats = _Matrices(np.full((64, 1), -1, np.int32), np.full((64, 1), -np.inf),
                                np.full((64, 1), np.inf))  # fmt: skip
@@ -150,8 +168,8 @@ class IntervalIndex:
         with self._lock:
             for sid, _ in items:
                 self._remove(sid)
-            slots = [self._claim(sid, preds) for sid, preds in items]
-            self._publish_delta(np.asarray(slots, np.intp))
+            for sid, preds in items:
+                self._claim(sid, preds)
         self._settle()
 
     def add_arrays(
@@ -193,29 +211,48 @@ class IntervalIndex:
         self._ids[slot], self._id_text[slot] = None, ""
         state = self._state
         cl.set_bit(state.dead, slot)
-        if (state.delta == slot).any():
-            self._state = replace(state, delta=state.delta[state.delta != slot])
+        if self._staged.pop(slot, None) is None and (state.delta == slot).any():
+            self._state = state.but(delta=state.delta[state.delta != slot])
         self._retired.append(slot)
         return True
 
     def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
         slot = self._free.pop() if self._free else len(self._ids)
-        merged: dict[int, list[float]] = {}
+        merged: dict[str, list[float]] = {}  # key -> [lo, hi]: the predicates intersected
         for p in predicates:
             lo, hi = _interval(p.op, float(p.value))  # type: ignore[arg-type]
-            bounds = merged.setdefault(self._attribute(p.key), [lo, hi])
-            bounds[0], bounds[1] = max(bounds[0], lo), min(bounds[1], hi)
+            bounds = merged.get(p.key)
+            if bounds is None:
+                merged[p.key] = [lo, hi]
+            else:
+                bounds[0], bounds[1] = max(bounds[0], lo), min(bounds[1], hi)
         if slot == len(self._ids):
             self._ids.append(None)
         self._grow(slot + 1, len(merged))
-        m, n = self._mats, len(merged)
-        m.attrs[slot, :n], m.attrs[slot, n:] = list(merged), -1
-        m.lo[slot, :n], m.lo[slot, n:] = [b[0] for b in merged.values()], -np.inf
-        m.hi[slot, :n], m.hi[slot, n:] = [b[1] for b in merged.values()], np.inf
+        attrs = [self._attribute(k) for k in merged]
+        bounds_ = list(merged.values())
+        self._staged[slot] = (attrs, [b[0] for b in bounds_], [b[1] for b in bounds_])
         self._ids[slot] = subscription_id
         self._store_ids(slice(slot, slot + 1), [subscription_id])
         self._slot_of[subscription_id] = slot
         return slot
+
+    def _flush(self) -> None:
+        """Write the staged inserts into the matrices at once, then publish them in the delta."""
+        with self._lock:
+            if not self._staged:
+                return
+            m, staged = self._mats, self._staged
+            width, attrs, lows, highs = m.attrs.shape[1], [], [], []
+            for a, lo, hi in staged.values():
+                pad = width - len(a)
+                attrs.append(a + [-1] * pad)
+                lows.append(lo + [-math.inf] * pad)
+                highs.append(hi + [math.inf] * pad)
+            slots = np.fromiter(staged, np.intp, len(staged))
+            m.attrs[slots], m.lo[slots], m.hi[slots] = attrs, lows, highs
+            self._staged = {}
+            self._publish_delta(slots)
 
     def _store_ids(self, at: slice, ids: Sequence[str]) -> None:
         longest, width = max(map(len, ids), default=0), self._id_text.dtype.itemsize // 4
@@ -225,7 +262,7 @@ class IntervalIndex:
 
     def _publish_delta(self, slots: Slots) -> None:
         state = self._state
-        self._state = replace(state, delta=np.concatenate([state.delta, slots]))
+        self._state = state.but(delta=np.concatenate([state.delta, slots]))
 
     def _attribute(self, key: str) -> int:
         a = self._attr_of.get(key)
@@ -250,7 +287,7 @@ class IntervalIndex:
             self._id_text = np.concatenate([self._id_text, more])
             state = self._state
             extra = np.full(new_cap // 64 - len(state.dead), ALL)
-            self._state = replace(state, dead=np.concatenate([state.dead, extra]))
+            self._state = state.but(dead=np.concatenate([state.dead, extra]))
 
     # -- maintenance ---------------------------------------------------------------------
 
@@ -260,7 +297,8 @@ class IntervalIndex:
             self._rebuild_from, len(self)
         ):
             return self._rebuild
-        return self._merge if len(self._state.delta) >= self._delta_limit else None
+        waiting = len(self._state.delta) + len(self._staged)
+        return self._merge if waiting >= self._delta_limit else None
 
     def _settle(self) -> None:
         """Start the merge or rebuild that is due: inline when small, else in the background."""
@@ -295,6 +333,7 @@ class IntervalIndex:
 
     def _merge(self) -> None:
         with self._lock:
+            self._flush()
             state, mats, slots = self._state, self._mats, self._state.delta.copy()
         if not slots.size:
             return
@@ -322,10 +361,11 @@ class IntervalIndex:
             alive = slots[self._id_text[slots] != ""]
             dead = now.dead.copy()
             cl.clear_bits(dead, alive)
-            self._state = replace(now, dead=dead, delta=np.setdiff1d(now.delta, slots))
+            self._state = now.but(dead=dead, delta=np.setdiff1d(now.delta, slots))
 
     def _rebuild(self) -> None:
-        with self._lock:
+        with self._lock:  # staged inserts are written first: the rebuild reads their rows
+            self._flush()
             n, mats, attributes = len(self._ids), self._mats, len(self._names)
             alive = np.fromiter(self._slot_of.values(), np.intp, len(self._slot_of))
             pending, self._retired = self._retired, []
@@ -390,6 +430,8 @@ class IntervalIndex:
         return [answer for part in self._pool.map(self._match_chunk, parts) for answer in part]
 
     def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        if self._staged:
+            self._flush()
         state, mats = self._state, self._mats  # one snapshot for the whole chunk
         x = self._values(events)
         cells = self._cells(state, x)
