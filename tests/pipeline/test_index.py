@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
-from tidings.pipeline import index, logs
+from tidings.pipeline import index
 
 from .workloads import line
 
@@ -52,13 +51,18 @@ def test_a_failed_call_matches_only_when_failing_open_and_a_suspended_function_n
     assert second == {}
 
 
-def test_a_batch_without_matches_is_an_empty_batch_of_the_delivery_schema() -> None:
-    snapshot = index.SnapshotIndex(index.pack(1, []))
-    pub = Publication("p1", 1.0, None, ("a",))
-    batch = pa.RecordBatch.from_pydict({"id": ["p1"], "line": [line(pub)], "published_at": [1.0]})
-    out = index.match_record_batch(batch, snapshot, None)
-    assert out.num_rows == 0
-    assert out.schema.field("subscription_ids").type == pa.list_(pa.string())
+def test_one_pass_gives_deliveries_the_malformed_lines_with_reasons_and_the_count() -> None:
+    subs = [Subscription("t1", "alice", "topic", topics=("a/#",))]
+    snapshot = index.SnapshotIndex(index.pack(1, subs))
+    pubs = [Publication("p1", 1.0, None, ("a",)), Publication("p2", 2.0, None, ("b",))]
+    lines = [line(pubs[0]), '{"id": 3}', "", line(pubs[1]), "{torn"]
+    options = index.Options("t", None)  # type: ignore[arg-type]  # the snapshot is given
+    rows = index.match_lines_batch(lines, snapshot, options).to_pylist()
+    assert [(r["publication_id"], r["subscriber_id"], r["subscription_ids"]) for r in rows[:1]] == [
+        ("p1", "alice", ["t1"])
+    ]
+    assert [r["line"] for r in rows if r["error"]] == ['{"id": 3}', "{torn"]
+    assert [r["valid"] for r in rows if r["valid"] is not None] == [2]
 
 
 @pytest.mark.spark
@@ -67,12 +71,12 @@ def test_a_worker_matches_a_new_snapshot_with_a_new_index_even_at_the_same_versi
 ) -> None:
     pub = Publication("p1", 1.0, None, ("a/b",), {"n": 5})
     lines = spark.createDataFrame([(line(pub),)], "value string").coalesce(1)
-    pubs = logs.valid(logs.parse_publications(lines))
     broadcaster = index.Broadcaster(spark)
 
     def delivered(subs: list[Subscription]) -> set[tuple[str, tuple[str, ...]]]:
         packed = index.pack(7, subs)
-        rows = index.deliveries(pubs, packed, broadcaster.share(packed), None).collect()
+        options = index.Options(packed.token, broadcaster.share(packed))
+        rows = index.match_lines(lines, options).where("subscriber_id IS NOT NULL").collect()
         return {(r.subscriber_id, tuple(r.subscription_ids)) for r in rows}
 
     before = [Subscription("t1", "alice", "topic", topics=("a/#",))]

@@ -11,7 +11,6 @@ from pyspark.sql import SparkSession
 
 from tidings.config import FunctionSettings
 from tidings.model import Op, Predicate, Publication, Subscriber, Subscription
-from tidings.pipeline import logs
 from tidings.pipeline.jobs import (
     ALGORITHMS,
     Algorithm,
@@ -164,19 +163,32 @@ def three_kinds() -> Workload:
     return subs, pubs, matcher_triples(subs, pubs) | runner_triples(subs, pubs)
 
 
+class RecordingSink(QueueSink):
+    """Keeps the delivery rows it is given, as well as enqueuing them."""
+
+    rows: list[Any]
+
+    def enqueue(self, rows: list[Any]) -> int:
+        self.rows = [*getattr(self, "rows", []), *rows]
+        return super().enqueue(rows)
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_both_algorithms_deliver_what_the_broker_would_for_all_three_kinds(
     spark: SparkSession, tmp_path: Path, algorithm: Algorithm, three_kinds: Workload
 ) -> None:
     subs, pubs, expected = three_kinds
     assert {t[2][0] for t in expected} == {"t", "c", "f"}  # every kind really matches
-    sink = QueueSink(make_store(tmp_path))
+    sink = RecordingSink(make_store(tmp_path))
     job = Matching(Subscriptions(spark, FixedStore(subs)), sink, tmp_path)
     job.functions, job.algorithm = FunctionSettings(), algorithm
     lines = spark.createDataFrame([(line(p),) for p in pubs], "value string").coalesce(2)
-    job.subscriptions.refresh()
-    found = job.deliveries(logs.valid(logs.parse_publications(lines))).collect()
-    assert len(found) == len({(r.publication_id, r.subscriber_id) for r in found})
-    assert {(r.publication_id, r.subscriber_id, s) for r in found for s in r.subscription_ids} == (
-        expected
-    )
+    result = job.run(lines, "batch-1")
+    assert (result.publications, result.enqueued) == (len(pubs), len(sink.rows))
+    assert len(sink.rows) == len({(r["publication_id"], r["subscriber_id"]) for r in sink.rows})
+    found = {
+        (r["publication_id"], r["subscriber_id"], s)
+        for r in sink.rows
+        for s in r["subscription_ids"]
+    }
+    assert found == expected

@@ -102,7 +102,7 @@ def match(
     algorithm: AlgorithmOption = "index",
 ) -> None:
     """Match the publication log into the queues, from where the last run stopped."""
-    from tidings.pipeline.jobs import Paths, match_available, start_stream
+    from tidings.pipeline.jobs import Paths, match_available, start_stream, stop
 
     settings = _settings(data_dir, store)
     start = parse_since(since)
@@ -120,7 +120,7 @@ def match(
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
-        query.stop()
+        stop(query)
 
 
 def replay(

@@ -4,9 +4,10 @@ own in-process indexes, built once per subscription snapshot and kept while it l
 The driver packs a snapshot into plain tuples and broadcasts it once per version. A worker
 builds a topic `Matcher` and a `ContentIndex` from it the first time it meets that
 snapshot's token and reuses them for every later partition and batch. Function
-subscriptions run through the broker's sandboxed runner in the same pass. Each partition
-emits its deliveries directly, one row per (publication, subscriber), so matching is one
-narrow stage with no shuffle and no skew.
+subscriptions run through the broker's sandboxed runner in the same pass. One narrow pass
+over the raw log lines parses them, sets malformed ones aside with their reasons, matches,
+and emits the deliveries, one row per (publication, subscriber): no shuffle, no skew, and
+one Spark job per partition, which keeps a micro-batch short.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tidings.config import FunctionSettings
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
+from tidings.pipeline import logs
 from tidings.sandbox import FunctionRunner
 
 if TYPE_CHECKING:
@@ -31,10 +33,6 @@ if TYPE_CHECKING:
     from pyspark import Broadcast
     from pyspark.sql import DataFrame, SparkSession
 
-DELIVERY_SCHEMA = (
-    "publication_id string, subscriber_id string, subscription_ids array<string>, "
-    "line string, published_at double"
-)
 PackedPredicate = tuple[str, str, Any]
 Found = dict[str, set[str]]  # subscriber id -> ids of its matching subscriptions
 T = TypeVar("T")
@@ -168,46 +166,72 @@ async def add_function_matches(
                 found[i].setdefault(owner[sid], set()).add(sid)
 
 
-def match_record_batch(
-    batch: pa.RecordBatch, index: SnapshotIndex, settings: FunctionSettings | None
-) -> pa.RecordBatch:
-    """(id, line, published_at) rows -> delivery rows."""
+PASS_SCHEMA = (
+    "publication_id string, subscriber_id string, subscription_ids array<string>, "
+    "line string, published_at double, error string, valid int"
+)
+
+
+def _arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
-    lines, stamps = batch.column("line").to_pylist(), batch.column("published_at").to_pylist()
-    pubs = [Publication.from_json(orjson.loads(text)) for text in lines]
-    found = index.match(pubs)
-    if settings is not None and any(index.function_subscriptions(p) for p in pubs):
-        host = runner_host(settings)
-        host.call(add_function_matches(host.runner, index, pubs, found))
-    rows = [
-        (pub.id, owner, sorted(ids), text, at)
-        for pub, text, at, matches in zip(pubs, lines, stamps, found, strict=True)
-        for owner, ids in matches.items()
-    ]
-    schema = pa.schema(
+    return pa.schema(
         [
             ("publication_id", pa.string()),
             ("subscriber_id", pa.string()),
             ("subscription_ids", pa.list_(pa.string())),
             ("line", pa.string()),
             ("published_at", pa.float64()),
+            ("error", pa.string()),
+            ("valid", pa.int32()),
         ]
     )
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What every partition needs besides the lines: the snapshot and the batch's options."""
+
+    token: str
+    snapshot: Broadcast[Packed]
+    functions: FunctionSettings | None = None
+    since: float | None = None
+
+
+def match_lines_batch(
+    lines: Sequence[str | None], index: SnapshotIndex, options: Options
+) -> pa.RecordBatch:
+    """Log lines -> one row per delivery, one per malformed line (`line`, `error`), and one
+    counting the valid publications (`valid`)."""
+    import pyarrow as pa
+
+    parsed = [logs.parse_line(text) for text in lines if text is not None and text.strip()]
+    bad = [(None, None, None, row[0], None, row[6], None) for row in parsed if row[6] is not None]
+    good = [row for row in parsed if row[6] is None]
+    if options.since is not None:
+        good = [row for row in good if row[2] >= options.since]
+    pubs = [Publication.from_json(orjson.loads(row[0])) for row in good]
+    found = index.match(pubs)
+    if options.functions is not None and any(index.function_subscriptions(p) for p in pubs):
+        host = runner_host(options.functions)
+        host.call(add_function_matches(host.runner, index, pubs, found))
+    rows: list[tuple[Any, ...]] = [
+        (pub.id, owner, sorted(ids), row[0] if n == 0 else None, pub.published_at, None, None)
+        for pub, row, matches in zip(pubs, good, found, strict=True)
+        for n, (owner, ids) in enumerate(matches.items())
+    ]  # the line (the body) travels once per publication, on its first delivery
+    rows += [*bad, (None, None, None, None, None, None, len(pubs))]
+    schema = _arrow_schema()
+    columns = zip(*rows, strict=True)
     arrays = [pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _matcher(
-    token: str, snapshot: Broadcast[Packed], settings: FunctionSettings | None
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _matcher(options: Options) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def match_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        index: SnapshotIndex | None = None
         for batch in batches:
-            if batch.num_rows:
-                index = index or cached_index(token, lambda: snapshot.value)
-                yield match_record_batch(batch, index, settings)
+            index = cached_index(options.token, lambda: options.snapshot.value)
+            yield match_lines_batch(batch.column("value").to_pylist(), index, options)
 
     return match_partition
 
@@ -229,13 +253,8 @@ class Broadcaster:
         return shared
 
 
-def deliveries(
-    pubs: DataFrame,
-    packed: Packed,
-    shared: Broadcast[Packed],
-    settings: FunctionSettings | None,
-) -> DataFrame:
-    """One row per (publication, subscriber) with the matched subscription ids, sorted,
-    and the publication's log line and time: the frame the `QueueSink` writes."""
-    selected = pubs.select("id", "line", "published_at")
-    return selected.mapInArrow(_matcher(packed.token, shared, settings), DELIVERY_SCHEMA)
+def match_lines(lines: DataFrame, options: Options) -> DataFrame:
+    """Parse, quarantine and match raw log lines (column `value`) in one narrow pass: the
+    rows of PASS_SCHEMA. Deliveries are one row per (publication, subscriber), with the
+    matched subscription ids sorted and the publication's log line and time."""
+    return lines.select("value").mapInArrow(_matcher(options), PASS_SCHEMA)

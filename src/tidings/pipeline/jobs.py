@@ -5,6 +5,7 @@ the matching itself is `transforms`."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,7 +20,7 @@ from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_s
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 
@@ -99,37 +100,62 @@ class Matching:
     subscriber_id: str | None = None
     algorithm: Algorithm = "index"
 
-    def run(self, parsed: DataFrame, batch: str) -> BatchResult:
+    def run(self, lines: DataFrame, batch: str) -> BatchResult:
+        """Match one batch of raw log lines (column `value`) into the queues."""
+        self.subscriptions.refresh()  # one snapshot for the whole batch
+        if self.algorithm == "sql":
+            return self._run_sql(logs.parse_publications(lines), batch)
+        packed, shared = self.subscriptions.packed(self.subscriber_id)
+        options = index.Options(packed.token, shared, self.functions, self.since)
+        tally = Tally()
+        rows = index.match_lines(lines, options).toLocalIterator(prefetchPartitions=True)
+        added = self.sink.write_rows(tally.deliveries(rows))
+        quarantined = write_quarantine(self.quarantine, batch, tally.malformed)
+        return BatchResult(batch, tally.valid, quarantined, added, self.subscriptions.version)
+
+    def _run_sql(self, parsed: DataFrame, batch: str) -> BatchResult:
         parsed = parsed.cache()
         try:
-            quarantined = quarantine(parsed, self.quarantine, batch)
+            bad = [(r["line"], r["error"]) for r in logs.malformed(parsed).collect()]
+            quarantined = write_quarantine(self.quarantine, batch, bad)
             pubs = transforms.since(logs.valid(parsed), self.since)
-            self.subscriptions.refresh()  # one snapshot for the whole batch
-            added = self.sink.write(self.deliveries(pubs))
+            frames = self.subscriptions.frames(self.subscriber_id)
+            found = transforms.all_matches(pubs, frames, self.functions)
+            added = self.sink.write(transforms.deliveries(found, pubs))
             version = self.subscriptions.version
             return BatchResult(batch, pubs.count(), quarantined, added, version)
         finally:
             parsed.unpersist()
 
-    def deliveries(self, pubs: DataFrame) -> DataFrame:
-        if self.algorithm == "index":
-            packed, shared = self.subscriptions.packed(self.subscriber_id)
-            return index.deliveries(pubs, packed, shared, self.functions)
-        frames = self.subscriptions.frames(self.subscriber_id)
-        return transforms.deliveries(transforms.all_matches(pubs, frames, self.functions), pubs)
+
+class Tally:
+    """Splits the rows of one index pass: deliveries pass through; malformed lines and the
+    count of valid publications are kept."""
+
+    def __init__(self) -> None:
+        self.malformed: list[tuple[str, str]] = []
+        self.valid = 0
+
+    def deliveries(self, rows: Iterable[Row]) -> Iterator[Row]:
+        for row in rows:
+            if row["subscriber_id"] is not None:
+                yield row
+            elif row["error"] is not None:
+                self.malformed.append((row["line"], row["error"]))
+            else:
+                self.valid += row["valid"]
 
 
-def quarantine(parsed: DataFrame, directory: Path, batch: str) -> int:
+def write_quarantine(directory: Path, batch: str, bad: list[tuple[str, str]]) -> int:
     """Write the malformed lines of a batch, with their reasons, to `<batch>.jsonl`
     (rewritten whole if the batch runs again); returns how many there were."""
-    bad = logs.malformed(parsed).collect()
     if not bad:
         return 0
     directory.mkdir(parents=True, exist_ok=True)
-    lines = b"".join(
-        orjson.dumps({"batch": batch, "line": r["line"], "error": r["error"]}) + b"\n" for r in bad
+    text = b"".join(
+        orjson.dumps({"batch": batch, "line": line, "error": error}) + b"\n" for line, error in bad
     )
-    (directory / f"{batch}.jsonl").write_bytes(lines)
+    (directory / f"{batch}.jsonl").write_bytes(text)
     return len(bad)
 
 
@@ -145,8 +171,13 @@ def start_stream(
     there now and stops (availableNow); otherwise a micro-batch every `trigger_s` seconds."""
     lines = logs.stream_publication_lines(spark, paths.publications, max_files)
 
+    cores = spark.sparkContext.defaultParallelism
+
     def each(batch_df: DataFrame, epoch: int) -> None:
-        result = matching.run(logs.parse_publications(batch_df), f"batch-{epoch:08d}")
+        # The file source gives each small log file a partition of its own; a few tasks
+        # per batch, not one per file, keep a micro-batch short.
+        lines = batch_df.coalesce(cores)
+        result = matching.run(lines, f"batch-{epoch:08d}")
         if on_batch is not None:
             on_batch.append(result)
 
@@ -158,6 +189,16 @@ def start_stream(
     else:
         writer = writer.trigger(processingTime=f"{int(trigger_s * 1000)} milliseconds")
     return writer.start()
+
+
+def stop(query: StreamingQuery, wait_s: float = 30.0) -> None:
+    """Stop after the running micro-batch, if any, has finished: interrupting one is safe
+    (it runs again from the checkpoint) but makes Spark report the interruption as an
+    error, and a long Python traceback in it overflows Spark's stack."""
+    deadline = time.monotonic() + wait_s
+    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
 
 
 def match_available(spark: SparkSession, matching: Matching, paths: Paths) -> list[BatchResult]:
@@ -173,4 +214,4 @@ def replay(spark: SparkSession, matching: Matching, paths: Paths) -> BatchResult
     enqueue what is missing; what was delivered already is not delivered again."""
     lines = logs.read_publication_lines(spark, paths.publications)
     batch = f"replay-{int(time.time() * 1000)}"
-    return matching.run(logs.parse_publications(lines), batch)
+    return matching.run(lines, batch)

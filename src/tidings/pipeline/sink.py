@@ -23,10 +23,10 @@ class Enqueuer(Protocol):
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int: ...
 
 
-def messages_of(rows: Iterable[Any], now: float) -> list[NewMessage]:
-    """Delivery rows (publication_id, subscriber_id, subscription_ids, line) as messages;
-    the deliveries of one publication share one decoded body."""
-    bodies: dict[str, Any] = {}
+def messages_of(rows: Iterable[Any], now: float, bodies: dict[str, Any]) -> list[NewMessage]:
+    """Delivery rows (publication_id, subscriber_id, subscription_ids, line) as messages.
+    The deliveries of one publication share one decoded body; a row without a line is a
+    publication whose body an earlier row brought."""
     out = []
     for row in rows:
         pid = row["publication_id"]
@@ -48,11 +48,16 @@ class QueueSink:
         self.store = store
         self.clock = clock
         self.chunk = chunk
+        self._bodies: dict[str, Any] = {}
 
     def write(self, deliveries: DataFrame) -> int:
         """Enqueue every row; returns how many messages were new."""
+        return self.write_rows(deliveries.toLocalIterator(prefetchPartitions=True))
+
+    def write_rows(self, rows: Iterable[Any]) -> int:
         added, pending = 0, []
-        for row in deliveries.toLocalIterator(prefetchPartitions=True):
+        self._bodies = {}  # per write: a publication's body arrives with its first row
+        for row in rows:
             pending.append(row)
             if len(pending) >= self.chunk:
                 added += self.enqueue(pending)
@@ -60,4 +65,4 @@ class QueueSink:
         return added + (self.enqueue(pending) if pending else 0)
 
     def enqueue(self, rows: list[Any]) -> int:
-        return self.store.enqueue(messages_of(rows, self.clock()))
+        return self.store.enqueue(messages_of(rows, self.clock(), self._bodies))
