@@ -97,15 +97,20 @@ class _State:
     dead: Words  # set: not answered by the rows (free, removed, unmerged)
     delta: Slots  # slots checked directly
     keys: cl.Keys | None  # (slot, interval) span keys, as `mats.attrs`; None: check every bound
+    used: int  # words of the rows that hold a live slot: every slot past them is dead
 
     @property
     def cells(self) -> int:
         return int(self.rows.shape[1]) - 1
 
-    def but(self, *, dead: Words | None = None, delta: Slots | None = None) -> _State:
-        """This state with new tombstones or delta (`dataclasses.replace` is slow here)."""
+    def but(
+        self, *, dead: Words | None = None, delta: Slots | None = None, used: int = 0
+    ) -> _State:
+        """This state with new tombstones, delta or more used words (`dataclasses.replace` is
+        slow here)."""
         dead = self.dead if dead is None else dead
-        return _State(self.rows, self.cuts, dead, self.delta if delta is None else delta, self.keys)
+        delta = self.delta if delta is None else delta
+        return _State(self.rows, self.cuts, dead, delta, self.keys, max(used, self.used))
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +124,7 @@ class _Matrices:
 
 def _empty_state(words: int) -> _State:
     rows = np.zeros((0, 2, 0), np.uint64)
-    return _State(rows, (), np.full(words, ALL), np.empty(0, np.intp), None)
+    return _State(rows, (), np.full(words, ALL), np.empty(0, np.intp), None, 0)
 
 
 class IntervalIndex:
@@ -361,7 +366,8 @@ class IntervalIndex:
             alive = slots[self._id_text[slots] != ""]
             dead = now.dead.copy()
             cl.clear_bits(dead, alive)
-            self._state = now.but(dead=dead, delta=np.setdiff1d(now.delta, slots))
+            used = -(-int(alive.max(initial=-1) + 1) // 64)
+            self._state = now.but(dead=dead, delta=np.setdiff1d(now.delta, slots), used=used)
 
     def _rebuild(self) -> None:
         with self._lock:  # staged inserts are written first: the rebuild reads their rows
@@ -375,7 +381,8 @@ class IntervalIndex:
             dead = np.full(len(now.dead), ALL)
             still = alive[self._id_text[alive] != ""]
             cl.clear_bits(dead, still)
-            self._state = _State(rows, cuts, dead, np.setdiff1d(now.delta, alive), keys)
+            used = min(rows.shape[2], -(-n // 64))
+            self._state = _State(rows, cuts, dead, np.setdiff1d(now.delta, alive), keys, used)
             self._free.extend(sorted(pending, reverse=True))
             self._built_at = len(alive)
 
@@ -436,7 +443,7 @@ class IntervalIndex:
         x = self._values(events)
         cells = self._cells(state, x)
         ev, slots = self._candidates(state, cells)
-        if state.keys is None:
+        if state.keys is None or len(slots) < 1024:  # few: checking all beats sorting them out
             ok = _exact(x, mats, ev, slots)
         else:
             ok = ~cl.unsure(state.keys[slots], cells, ev)
@@ -482,25 +489,25 @@ class IntervalIndex:
         return out
 
     def _candidates(self, state: _State, rows_of: npt.NDArray[np.intp]) -> tuple[Slots, Slots]:
-        """(event, slot) pairs that no row rules out (tombstones and free slots are ruled out)."""
-        rows, dead = state.rows, state.dead
-        attributes, height, words = rows.shape
-        acc = np.empty((len(rows_of), len(dead)), np.uint64)
-        acc[:, words:] = dead[words:]
-        if attributes and words >= 4096:  # large rows: OR each in place, no copies
+        """(event, slot) pairs that no row rules out (tombstones and free slots are ruled out;
+        so is every slot past the used words)."""
+        rows, used = state.rows, state.used
+        attributes, height = rows.shape[:2]
+        acc = np.empty((len(rows_of), used), np.uint64)
+        if attributes and used >= 4096:  # large rows: OR each in place, no copies
+            acc[:] = state.dead[:used]
             for e, cells in enumerate(rows_of[:, :attributes].tolist()):
-                out = acc[e, :words]
-                out[:] = dead[:words]
+                out = acc[e]
                 for a, c in enumerate(cells):
-                    np.bitwise_or(out, rows[a, c], out=out)
+                    np.bitwise_or(out, rows[a, c, :used], out=out)
         elif attributes:  # small rows: gather them, then one reduction per event
-            flat = rows.reshape(attributes * height, words)
+            flat = rows.reshape(attributes * height, -1)
             picks = rows_of[:, :attributes] + np.arange(attributes) * height
             for e in range(len(rows_of)):
-                np.bitwise_or.reduce(flat[picks[e]], axis=0, out=acc[e, :words])
-            acc[:, :words] |= dead[:words]
+                np.bitwise_or.reduce(flat[picks[e], :used], axis=0, out=acc[e])
+            acc |= state.dead[:used]
         else:
-            acc[:, :words] = dead[:words]
+            acc[:] = state.dead[:used]
         return cl.clear_slots(acc)
 
     def _answers(self, count: int, ev: Slots, slots: Slots) -> list[list[str]]:
