@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from tidings.errors import TidingsError
+from tidings.errors import ErrorCode, TidingsError
 
 app = typer.Typer(
     name="tidings",
@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "tidings.cli.pipeline",  # pipeline match | replay | report
     "tidings.cli.cost",  # cost serverless | instances
     "tidings.cli.sim",  # sim, scenarios, experiment
+    "tidings.cli.perf",  # perf
 ]
 
 
@@ -39,7 +40,7 @@ def main() -> None:
     except TidingsError as exc:
         field = f" ({exc.field})" if exc.field else ""
         typer.echo(f"tidings: {exc.message}{field}", err=True)
-        sys.exit(2)
+        sys.exit(1 if exc.code is ErrorCode.UNAVAILABLE else 2)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""`tidings perf`: PerfTest-style load against Tidings or a peer broker, same workload for all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from tidings.sim.perf.report import second_line, summary_lines, summary_record
+from tidings.sim.perf.runner import Summary, run
+from tidings.sim.perf.stats import Second
+from tidings.sim.perf.targets import TARGETS, make_target
+from tidings.sim.perf.workload import Workload
+
+TargetName = Annotated[str, typer.Option("--target", "-t", help=f"One of: {', '.join(TARGETS)}.")]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        help="The target's address (default: its standard local one; for Tidings, "
+        "an embedded broker for the run)."
+    ),
+]
+
+
+def perf(
+    target: TargetName = "tidings",
+    url: Url = None,
+    producers: Annotated[int, typer.Option("--producers", "-x", help="Producers.")] = 1,
+    consumers: Annotated[int, typer.Option("--consumers", "-y", help="Consumers.")] = 1,
+    topics: Annotated[int, typer.Option(help="Topics; consumer i listens to topic i mod N.")] = 1,
+    size: Annotated[int, typer.Option("--size", "-s", help="Message size in bytes.")] = 1024,
+    rate: Annotated[float, typer.Option("--rate", "-r", help="Per producer, msg/s; 0 = max.")] = 0,
+    duration: Annotated[float, typer.Option("--duration", "-z", help="Seconds of sending.")] = 10,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", "-c", help="Wait for the broker's confirm.")
+    ] = False,
+    persistent: Annotated[bool, typer.Option(help="Durable queues, persistent messages.")] = False,
+    inflight: Annotated[int, typer.Option(help="Outstanding sends per producer.")] = 64,
+    selectivity: Annotated[
+        float | None,
+        typer.Option(help="Content workload: the fraction of messages each consumer wants."),
+    ] = None,
+    drain: Annotated[float, typer.Option(help="Seconds to wait for stragglers at the end.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the workload's randomness.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="The summary as one JSON line.")] = False,
+    instance: Annotated[
+        str | None,
+        typer.Option(help="Label the result with the machine type (for `tidings cost`)."),
+    ] = None,
+) -> None:
+    """Send and receive for a while; print rates and latency percentiles each second."""
+    workload = Workload(
+        producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
+        duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
+        selectivity=selectivity, drain=drain, seed=seed,
+    )  # fmt: skip
+    with _address(target, url) as address:
+        summary = asyncio.run(_run(target, address, workload, as_json))
+    if as_json:
+        typer.echo(orjson.dumps(summary_record(summary, workload, instance)).decode())
+    else:
+        for line in summary_lines(summary):
+            typer.echo(line)
+
+
+@contextlib.contextmanager
+def _address(target: str, url: str | None) -> Iterator[str | None]:
+    """Tidings without a URL: a broker process of its own (SQLite in a temporary directory)."""
+    if not target.startswith("tidings") or url is not None:
+        yield url
+        return
+    from tidings.server import broker_process
+
+    with (
+        tempfile.TemporaryDirectory(prefix="tidings-perf-") as data_dir,
+        broker_process(Path(data_dir)) as (_, embedded_url),
+    ):
+        yield embedded_url
+
+
+async def _run(name: str, url: str | None, workload: Workload, quiet: bool) -> Summary:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
+
+    def on_second(second: Second) -> None:
+        typer.echo(second_line(second, workload.duration), err=quiet)
+
+    return await run(make_target(name, url, workload), workload, on_second, stop)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(perf)

@@ -1,0 +1,1 @@
+"""`tidings perf`: a PerfTest-style load tool with one adapter per broker."""

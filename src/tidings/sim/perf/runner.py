@@ -1,0 +1,203 @@
+"""One run: subscribe the consumers, let the producers send for `duration`, wait for the
+stragglers, and sum up. The same code drives every target."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tidings.sim.perf.stats import Recorder, Second, percentiles
+from tidings.sim.perf.targets.base import Deliver, Target
+from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, decode, encode
+
+STALL_S = 2.0  # while draining, give up once nothing has arrived for this long
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    target: str
+    url: str
+    sent: int
+    received: int
+    expected: int
+    lost: int
+    duplicates: int
+    wasted: int
+    send_errors: int
+    first_error: str | None
+    duration_s: float
+    sent_per_s: float
+    received_per_s: float
+    latency_ms: tuple[float, ...]  # min, median, 75th, 95th, 99th
+    max_ms: float
+    stopped_early: bool
+
+
+class Audience:
+    """Who wants what: for each topic, the x windows of its consumers."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.wanted = [workload.wanted(c) for c in range(workload.consumers)]
+        self._low = [np.array([], dtype=np.int64) for _ in range(workload.topics)]
+        self._high = [np.array([], dtype=np.int64) for _ in range(workload.topics)]
+        for consumer, window in enumerate(self.wanted):
+            topic = workload.topic_of_consumer(consumer)
+            self._low[topic] = np.append(self._low[topic], window.start)
+            self._high[topic] = np.append(self._high[topic], window.stop)
+
+    def receivers(self, topic: int, x: int) -> int:
+        return int(np.count_nonzero((self._low[topic] <= x) & (x < self._high[topic])))
+
+    def listeners(self, topic: int) -> int:
+        return len(self._low[topic])
+
+
+def deliverer(recorder: Recorder, audience: Audience) -> Deliver:
+    """Receipts into the recorder; what a consumer did not want is counted as waste."""
+
+    def deliver(consumer: int, body: bytes | str, at_ns: int) -> None:
+        header = decode(body)
+        if header.x not in audience.wanted[consumer]:
+            recorder.on_wasted()
+            return
+        recorder.on_received(consumer, header.producer, header.seq, header.send_ns, at_ns)
+
+    return deliver
+
+
+class Producer:
+    """Sends at `rate` (or flat out), at most `inflight` sends outstanding."""
+
+    def __init__(
+        self, index: int, target: Target, workload: Workload, recorder: Recorder, audience: Audience
+    ) -> None:
+        self.index, self.target, self.workload = index, target, workload
+        self.recorder, self.audience = recorder, audience
+        self.random = random.Random(workload.seed * 1_000_003 + index)
+        self.slots = asyncio.Semaphore(workload.inflight)
+        self.errors: list[Exception] = []
+        self._flying: set[asyncio.Task[None]] = set()
+
+    async def run(self, until: float, stop: asyncio.Event) -> None:
+        loop, seq = asyncio.get_running_loop(), 0
+        start = loop.time()
+        while loop.time() < until and not stop.is_set():
+            if self.workload.rate:
+                await asyncio.sleep(max(0.0, start + seq / self.workload.rate - loop.time()))
+            await self.slots.acquire()
+            self._launch(seq)
+            seq += 1
+        await asyncio.gather(*self._flying, return_exceptions=True)
+
+    def _launch(self, seq: int) -> None:
+        task = asyncio.create_task(self._send(seq))
+        self._flying.add(task)
+        task.add_done_callback(self._flying.discard)
+
+    async def _send(self, seq: int) -> None:
+        topic, x = seq % self.workload.topics, self.random.randrange(X_DOMAIN)
+        send_ns = time.time_ns()
+        body = encode(Header(send_ns, self.index, seq, x), self.workload.size)
+        try:
+            await self.target.publish(self.index, topic, body, x)
+            wanted = self.audience.receivers(topic, x)
+            routed = wanted if self.target.filters else self.audience.listeners(topic)
+            self.recorder.on_sent(send_ns, wanted, routed)
+        except Exception as exc:  # a refused send is counted and reported, not fatal
+            self.errors.append(exc)
+        finally:
+            self.slots.release()
+
+
+async def run(
+    target: Target,
+    workload: Workload,
+    on_second: Callable[[Second], None] = lambda _: None,
+    stop: asyncio.Event | None = None,
+) -> Summary:
+    stop = stop or asyncio.Event()
+    audience = Audience(workload)
+    await target.open()
+    try:
+        recorder = Recorder()
+        deliver = deliverer(recorder, audience)
+        for consumer in range(workload.consumers):
+            topic = workload.topic_of_consumer(consumer)
+            await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
+        return await _measure(target, workload, recorder, audience, on_second, stop)
+    finally:
+        await target.close()
+
+
+async def _measure(
+    target: Target,
+    workload: Workload,
+    recorder: Recorder,
+    audience: Audience,
+    on_second: Callable[[Second], None],
+    stop: asyncio.Event,
+) -> Summary:
+    recorder.start_ns = time.time_ns()
+    loop = asyncio.get_running_loop()
+    producers = [
+        Producer(p, target, workload, recorder, audience) for p in range(workload.producers)
+    ]
+    reporter = asyncio.create_task(_report(recorder, on_second))
+    until = loop.time() + workload.duration
+    await asyncio.gather(*(p.run(until, stop) for p in producers))
+    produced_s = (time.time_ns() - recorder.start_ns) / 1e9
+    if not stop.is_set():
+        await _drain(recorder, workload.drain, stop)
+    reporter.cancel()
+    errors = [e for p in producers for e in p.errors]
+    return summarise(target, recorder, produced_s, errors, stop.is_set())
+
+
+async def _report(recorder: Recorder, on_second: Callable[[Second], None]) -> None:
+    second = 0
+    while True:
+        next_ns = recorder.start_ns + (second + 1) * 1_000_000_000
+        await asyncio.sleep(max(0.0, (next_ns - time.time_ns()) / 1e9) + 0.01)
+        on_second(recorder.second(second))
+        second += 1
+
+
+async def _drain(recorder: Recorder, drain_s: float, stop: asyncio.Event) -> None:
+    deadline = time.monotonic() + drain_s
+    seen, last_change = recorder.received + recorder.wasted, time.monotonic()
+    while recorder.received + recorder.wasted < recorder.routed and time.monotonic() < deadline:
+        if stop.is_set() or time.monotonic() - last_change > STALL_S:
+            return
+        await asyncio.sleep(0.02)
+        if recorder.received + recorder.wasted != seen:
+            seen, last_change = recorder.received + recorder.wasted, time.monotonic()
+
+
+def summarise(
+    target: Target, recorder: Recorder, produced_s: float, errors: list[Exception], stopped: bool
+) -> Summary:
+    latencies = recorder.latencies()
+    received_s = max(produced_s, (recorder.last_receive_ns - recorder.start_ns) / 1e9)
+    return Summary(
+        target=target.name,
+        url=target.url,
+        sent=recorder.sent,
+        received=recorder.received,
+        expected=recorder.expected,
+        lost=max(0, recorder.expected - recorder.received),
+        duplicates=recorder.duplicates,
+        wasted=recorder.wasted,
+        send_errors=len(errors),
+        first_error=str(errors[0]) if errors else None,
+        duration_s=round(produced_s, 3),
+        sent_per_s=recorder.sent / produced_s if produced_s else 0.0,
+        received_per_s=recorder.received / received_s if received_s else 0.0,
+        latency_ms=percentiles(latencies),
+        max_ms=max(latencies, default=float("nan")),
+        stopped_early=stopped,
+    )

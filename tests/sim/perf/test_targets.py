@@ -1,0 +1,120 @@
+"""Every target runs the same short workload for real: nothing lost, nothing duplicated."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import require_service
+
+from tidings.config import load_settings
+from tidings.errors import ErrorCode, TidingsError
+from tidings.server import EmbeddedServer, free_port
+from tidings.sim.perf.runner import Summary, run
+from tidings.sim.perf.targets import TARGETS, make_target
+from tidings.sim.perf.workload import Workload
+
+SERVICE_OF = {
+    "rabbitmq": "rabbitmq",
+    "nats": "nats",
+    "nats-jetstream": "nats",
+    "mqtt": "mqtt",
+    "redis": "redis",
+}
+
+
+@pytest.fixture(scope="module")
+def tidings_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("perf-broker")})
+    with EmbeddedServer(settings) as server:
+        yield server.url
+
+
+def url_of(name: str, tidings_url: str) -> str | None:
+    if name.startswith("tidings"):
+        return tidings_url
+    require_service(SERVICE_OF[name])
+    return None
+
+
+def run_briefly(name: str, url: str | None, **overrides: float) -> Summary:
+    workload = Workload(**{"consumers": 3, "rate": 100, "duration": 1.0, "size": 150, **overrides})  # type: ignore[arg-type]
+    return asyncio.run(run(make_target(name, url, workload), workload))
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_a_short_fan_out_run_delivers_every_message_to_every_consumer_once(
+    name: str, tidings_url: str
+) -> None:
+    summary = run_briefly(name, url_of(name, tidings_url), topics=1)
+    assert summary.sent >= 50
+    assert summary.expected == 3 * summary.sent
+    assert (summary.received, summary.lost, summary.duplicates) == (summary.expected, 0, 0)
+    assert summary.send_errors == 0
+    assert summary.latency_ms[0] > 0
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("name", ["tidings", "rabbitmq", "nats", "mqtt"])
+def test_in_the_content_workload_only_brokers_that_cannot_filter_waste_deliveries(
+    name: str, tidings_url: str
+) -> None:
+    summary = run_briefly(name, url_of(name, tidings_url), selectivity=0.2)
+    assert summary.lost == 0
+    assert 0 < summary.received < summary.sent * 3
+    if name == "tidings":
+        assert summary.wasted == 0
+    else:
+        assert summary.received + summary.wasted == 3 * summary.sent
+
+
+@pytest.mark.service
+def test_confirmed_persistent_sends_reach_durable_rabbitmq_queues() -> None:
+    require_service("rabbitmq")
+    summary = run_briefly("rabbitmq", None, confirm=True, persistent=True)
+    assert (summary.lost, summary.send_errors) == (0, 0)
+
+
+@pytest.mark.service
+def test_jetstream_with_publish_acks_loses_nothing() -> None:
+    require_service("nats")
+    summary = run_briefly("nats-jetstream", None, confirm=True, persistent=True)
+    assert (summary.lost, summary.send_errors) == (0, 0)
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_a_target_that_is_not_there_is_one_unavailable_error_naming_it(name: str) -> None:
+    scheme = {"rabbitmq": "amqp://guest:guest@", "nats": "nats://", "nats-jetstream": "nats://"}
+    url = scheme.get(
+        name, "mqtt://" if name == "mqtt" else "redis://" if name == "redis" else "http://"
+    )
+    url += f"127.0.0.1:{free_port()}"
+    with pytest.raises(TidingsError) as caught:
+        run_briefly(name, url)
+    assert caught.value.code is ErrorCode.UNAVAILABLE
+    assert name in caught.value.message and url in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "option", "overrides"),
+    [
+        ("nats", "--persistent", {"persistent": True}),
+        ("nats", "--confirm", {"confirm": True}),
+        ("redis", "--persistent", {"persistent": True}),
+    ],
+)
+def test_a_guarantee_the_peer_does_not_have_is_refused_not_faked(
+    name: str, option: str, overrides: dict[str, bool], tmp_path: Path
+) -> None:
+    with pytest.raises(TidingsError) as caught:
+        make_target(name, None, Workload(**overrides))  # type: ignore[arg-type]
+    assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_FIELD, option)
+
+
+def test_an_unknown_target_is_refused_naming_the_option() -> None:
+    with pytest.raises(TidingsError) as caught:
+        make_target("kafka", None, Workload())
+    assert caught.value.field == "--target"
