@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -50,3 +51,19 @@ def test_an_unreachable_peer_is_one_line_naming_it_and_how_it_was_tried() -> Non
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1
     assert "rabbitmq" in result.stderr and url in result.stderr
+
+
+def test_ctrl_c_stops_the_run_and_still_prints_what_was_measured() -> None:
+    require_service("nats")
+    command = [sys.executable, "-m", "tidings.cli.main", "perf", "-t", "nats", "-r", "100"]
+    process = subprocess.Popen(
+        [*command, "-z", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()  # the first per-second line: the run is under way
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert "time" in first
+    assert "(stopped early)" in out and "sending rate avg" in out
+    assert "Traceback" not in err

@@ -49,6 +49,9 @@ def perf(
     ] = None,
     drain: Annotated[float, typer.Option(help="Seconds to wait for stragglers at the end.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the workload's randomness.")] = 1,
+    processes: Annotated[
+        int, typer.Option(help="Spread the consumers over this many processes (fan-out runs).")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="The summary as one JSON line.")] = False,
     instance: Annotated[
         str | None,
@@ -59,7 +62,7 @@ def perf(
     workload = Workload(
         producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
         duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
-        selectivity=selectivity, drain=drain, seed=seed,
+        selectivity=selectivity, drain=drain, seed=seed, processes=processes,
     )  # fmt: skip
     with _address(target, url) as address:
         summary = asyncio.run(_run(target, address, workload, as_json))

@@ -118,3 +118,13 @@ def test_an_unknown_target_is_refused_naming_the_option() -> None:
     with pytest.raises(TidingsError) as caught:
         make_target("kafka", None, Workload())
     assert caught.value.field == "--target"
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("name", ["tidings", "nats"])
+def test_consumers_spread_over_processes_lose_and_duplicate_nothing(
+    name: str, tidings_url: str
+) -> None:
+    summary = run_briefly(name, url_of(name, tidings_url), consumers=4, processes=2)
+    assert summary.expected == 4 * summary.sent > 0
+    assert (summary.received, summary.lost, summary.duplicates) == (summary.expected, 0, 0)

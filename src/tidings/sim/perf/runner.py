@@ -13,6 +13,7 @@ import numpy as np
 
 from tidings.sim.perf.stats import Recorder, Second, percentiles
 from tidings.sim.perf.targets.base import Deliver, Target
+from tidings.sim.perf.workers import Crew
 from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, decode, encode
 
 STALL_S = 2.0  # while draining, give up once nothing has arrived for this long
@@ -123,15 +124,24 @@ async def run(
     stop = stop or asyncio.Event()
     audience = Audience(workload)
     await target.open()
+    crew = Crew(target.name, target.url, workload) if workload.processes > 1 else None
     try:
         recorder = Recorder()
-        deliver = deliverer(recorder, audience)
-        for consumer in range(workload.consumers):
-            topic = workload.topic_of_consumer(consumer)
-            await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
-        return await _measure(target, workload, recorder, audience, on_second, stop)
+        await (crew.start() if crew else _subscribe(target, workload, recorder, audience))
+        return await _measure(target, workload, recorder, audience, on_second, stop, crew)
     finally:
+        if crew:
+            crew.kill()
         await target.close()
+
+
+async def _subscribe(
+    target: Target, workload: Workload, recorder: Recorder, audience: Audience
+) -> None:
+    deliver = deliverer(recorder, audience)
+    for consumer in range(workload.consumers):
+        topic = workload.topic_of_consumer(consumer)
+        await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
 
 
 async def _measure(
@@ -141,8 +151,10 @@ async def _measure(
     audience: Audience,
     on_second: Callable[[Second], None],
     stop: asyncio.Event,
+    crew: Crew | None,
 ) -> Summary:
     recorder.start_ns = time.time_ns()
+    listeners = crew.listen(recorder) if crew else []
     loop = asyncio.get_running_loop()
     producers = [
         Producer(p, target, workload, recorder, audience) for p in range(workload.producers)
@@ -153,6 +165,8 @@ async def _measure(
     produced_s = (time.time_ns() - recorder.start_ns) / 1e9
     if not stop.is_set():
         await _drain(recorder, workload.drain, stop)
+    if crew:
+        await crew.stop(listeners)
     reporter.cancel()
     errors = [e for p in producers for e in p.errors]
     return summarise(target, recorder, produced_s, errors, stop.is_set())

@@ -36,6 +36,7 @@ class Recorder:
         self._sent_in: defaultdict[int, int] = defaultdict(int)
         self._latencies_in: defaultdict[int, list[float]] = defaultdict(list)
         self._latencies: list[float] = []
+        self._fresh: list[tuple[int, float]] = []  # (receipt ns, latency ms) not yet taken
 
     def _second(self, ns: int) -> int:
         return (ns - self.start_ns) // 1_000_000_000
@@ -52,10 +53,19 @@ class Recorder:
             self.duplicates += 1
             return
         self._seen.add(key)
-        latency_ms = (at_ns - send_ns) / 1e6
-        self._latencies.append(latency_ms)
-        self._latencies_in[self._second(at_ns)].append(latency_ms)
-        self.last_receive_ns = max(self.last_receive_ns, at_ns)
+        self.merge([(at_ns, (at_ns - send_ns) / 1e6)])
+
+    def merge(self, receipts: list[tuple[int, float]]) -> None:
+        """Receipts already deduplicated, here or by a consumer process."""
+        for at_ns, latency_ms in receipts:
+            self._latencies.append(latency_ms)
+            self._latencies_in[self._second(at_ns)].append(latency_ms)
+            self.last_receive_ns = max(self.last_receive_ns, at_ns)
+        self._fresh.extend(receipts)
+
+    def take_fresh(self) -> list[tuple[int, float]]:
+        fresh, self._fresh = self._fresh, []
+        return fresh
 
     def on_wasted(self) -> None:
         self.wasted += 1

@@ -29,6 +29,7 @@ class Workload:
     selectivity: float | None = None  # content mode: fraction of messages each consumer wants
     drain: float = 5.0  # seconds to wait for stragglers once the producers stop
     seed: int = 1
+    processes: int = 1  # more than 1: consumers run in that many processes, producers in this one
     run_id: str = field(default_factory=lambda: f"{random.getrandbits(32):08x}")
 
     def __post_init__(self) -> None:
@@ -39,6 +40,7 @@ class Workload:
         _at_least("--rate", self.rate, 0)
         _at_least("--inflight", self.inflight, 1)
         _at_least("--drain", self.drain, 0)
+        _at_least("--processes", self.processes, 1)
         if self.duration <= 0:
             raise invalid("--duration", "must be more than 0 seconds")
         if self.selectivity is not None and not 0 < self.selectivity <= 1:

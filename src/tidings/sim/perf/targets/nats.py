@@ -81,6 +81,7 @@ class JetStreamTarget(NatsTarget):
 
     async def open(self) -> None:
         connection = await self._connect()
+        self._owner = True  # consumer processes share the stream; only its creator deletes it
         storage = StorageType.FILE if self.workload.persistent else StorageType.MEMORY
         config = StreamConfig(
             self.stream, subjects=[f"perf.{self.workload.run_id}.>"], storage=storage
@@ -110,6 +111,6 @@ class JetStreamTarget(NatsTarget):
             await connection.publish(self.subject(topic), body)
 
     async def close(self) -> None:
-        if self._connections:
+        if self._connections and getattr(self, "_owner", False):
             await self._connections[0].jetstream().delete_stream(self.stream)
         await super().close()
