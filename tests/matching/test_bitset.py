@@ -140,3 +140,11 @@ def test_an_empty_subscription_id_is_still_matched() -> None:
     index = ContentIndex()
     index.add("", [Predicate("k", Op.GT, 1)])
     assert (index.match({"k": 2}), index.remove(""), index.match({"k": 2})) == ([""], True, [])
+
+
+def test_a_batch_longer_than_a_chunk_answers_every_event_in_order() -> None:
+    index = IntervalIndex()
+    for i in range(10):
+        index.add(f"s{i}", [Predicate("x", Op.EQ, i)])
+    events: list[dict[str, Scalar]] = [{"x": i % 12} for i in range(150)]
+    assert index.match_batch(events) == [[f"s{i % 12}"] if i % 12 < 10 else [] for i in range(150)]

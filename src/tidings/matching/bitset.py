@@ -40,6 +40,7 @@ __all__ = ["EQ", "GE", "GT", "LE", "LT", "IntervalIndex", "accepts", "intervals"
 
 OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
 EXACT = 2**53
+CHUNK = 64  # events matched together: one bitmap of live words each
 Ints = npt.NDArray[np.int32]
 _NUMBER_TYPES = (int, float)
 
@@ -424,16 +425,17 @@ class IntervalIndex:
         return self._match_chunk([attributes])[0]
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
-        """Match many events; with threads > 1, chunks of the batch run in parallel."""
+        """Match many events, at most `CHUNK` at a time (working memory grows with the chunk);
+        with threads > 1, chunks run in parallel."""
         if not self._slot_of or not events:
             return [[] for _ in events]
         chunks = max(1, min(self._threads, len(events) // 4))
+        step = min(CHUNK, -(-len(events) // chunks))
+        parts = [events[i : i + step] for i in range(0, len(events), step)]
         if chunks == 1:
-            return self._match_chunk(events)
+            return [answer for part in parts for answer in self._match_chunk(part)]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="tidings-match")
-        step = -(-len(events) // chunks)
-        parts = [events[i : i + step] for i in range(0, len(events), step)]
         return [answer for part in self._pool.map(self._match_chunk, parts) for answer in part]
 
     def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
