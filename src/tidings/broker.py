@@ -89,6 +89,15 @@ class Broker:
     async def start(self) -> None:
         await self._reload()
         self._spawn(self._housekeeping())
+        if self.settings.matching == "spark" and self.eventlog is not None:
+            self._spawn(self._rotate_for_spark(self.eventlog))
+
+    async def _rotate_for_spark(self, eventlog: EventLog) -> None:
+        """With Spark matching, the pipeline reads only rotated log files: rotate at the
+        configured age (`log_rotate_s`, e.g. 0.1), not at the next one-second housekeeping."""
+        while True:
+            await asyncio.sleep(max(0.05, min(1.0, self.settings.log_rotate_s)))
+            eventlog.tick()
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 PackedPredicate = tuple[str, str, Any]
 Found = dict[str, set[str]]  # subscriber id -> ids of its matching subscriptions
 T = TypeVar("T")
+MATCH_CHUNK = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class SnapshotIndex:
             self.topics.add_topic(sid, owner, filters)
         self.content = ContentIndex()
         self.content.add_many([(sid, _predicates(preds)) for sid, _, preds in packed.content])
+        self.content.intervals.wait()  # match against the finished index, not a half-merged one
         self.owner = {sid: owner for sid, owner, _ in packed.content}
         self.functions: dict[str, list[Subscription]] = {}
         for _, function_type, spec in packed.functions:
@@ -78,7 +80,16 @@ class SnapshotIndex:
             self.functions.setdefault(function_type, []).append(sub)
 
     def match(self, pubs: Sequence[Publication]) -> list[Found]:
-        """Topic and content matches of each publication, as one batch."""
+        """Topic and content matches of each publication, MATCH_CHUNK at a time: the batch
+        matcher's working memory grows with batch x candidates (gigabytes for 1,000 W-A
+        events against 10^5 subscriptions), and small chunks are as fast per event."""
+        return [
+            f
+            for i in range(0, len(pubs), MATCH_CHUNK)
+            for f in self._match(pubs[i : i + MATCH_CHUNK])
+        ]
+
+    def _match(self, pubs: Sequence[Publication]) -> list[Found]:
         events = [Event(p.topics, p.attributes) for p in pubs]
         answers = self.topics.match_batch(events) if len(self.topics) else [{} for _ in pubs]
         found = [{owner: set(ids) for owner, ids in a.items()} for a in answers]
