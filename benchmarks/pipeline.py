@@ -248,7 +248,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     parser.add_argument("--skip-batch", action="store_true", help="only the streaming cases")
-    parser.add_argument("--trigger", type=float, default=0.5, help="micro-batch interval, s")
+    parser.add_argument("--trigger", type=float, default=0.25, help="micro-batch interval, s")
     args = parser.parse_args()
     from tidings.pipeline.session import build_session
 
