@@ -8,13 +8,17 @@ import contextlib
 import time
 from typing import Any
 
+import orjson
+
 from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
 from tidings.client.types import TidingsClientError
 from tidings.sim.perf.targets.base import Deliver, refuse, unreachable
+from tidings.sim.perf.targets.http1 import Lanes
 from tidings.sim.perf.workload import Workload
 
 ACK_EVERY = 200  # receipts per ack frame under load; a timer flushes the rest
 ACK_INTERVAL_S = 0.05
+LANES = 16  # publishing connections: beyond this, more only queue inside the broker
 
 
 class TidingsTarget:
@@ -28,6 +32,7 @@ class TidingsTarget:
         self.url = url.rstrip("/")
         self.workload = workload
         self._client = AsyncClient(self.url)
+        self._lanes = Lanes(self.url, min(workload.inflight, LANES))
         self._handles: list[AsyncSubscriberHandle] = []
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -53,10 +58,10 @@ class TidingsTarget:
         await ready
 
     async def publish(self, producer: int, topic: int, body: bytes, x: int) -> None:
-        attributes = {"x": x} if self.workload.content else None
-        await self._client.publish(
-            body.decode(), topics=[self.topic_name(topic)], attributes=attributes
-        )
+        publication: dict[str, Any] = {"data": body.decode(), "topics": [self.topic_name(topic)]}
+        if self.workload.content:
+            publication["attributes"] = {"x": x}
+        await self._lanes.post("/v1/publications", orjson.dumps(publication))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -66,6 +71,7 @@ class TidingsTarget:
             with contextlib.suppress(TidingsClientError):
                 await handle.unregister()
         await self._client.aclose()
+        self._lanes.close()
 
 
 class TidingsPullTarget(TidingsTarget):
