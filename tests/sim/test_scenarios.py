@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from typer.testing import CliRunner
 
+from tidings.errors import TidingsError
 from tidings.sim import scenarios
 from tidings.sim.scenarios import run_suite, suite
 
@@ -59,3 +60,22 @@ def test_the_scenarios_command_passes_the_topic_scenario(broker_url: str) -> Non
     result = CliRunner().invoke(app, ["scenarios", "--url", broker_url, "--only", "topic"])
     assert result.exit_code == 0, result.output
     assert "MISMATCH" not in result.output
+
+
+def test_through_the_thesis_api_every_count_is_the_thesis_s_own(broker_url: str) -> None:
+    chosen = [s for s in suite() if s.name in ("topic", "content", "mixed")]
+    rows = asyncio.run(run_suite(broker_url, chosen, api="thesis"))
+    assert [(r.scenario, r.subscriber) for r in rows if not r.ok] == []
+    assert all(r.expected == r.thesis for r in rows)
+    third = next(r for r in rows if (r.scenario, r.subscriber) == ("topic", "Subscriber3"))
+    assert third.received == 3  # table 6.2: one message per matching topic
+
+
+def test_an_unknown_api_is_refused_naming_the_option(broker_url: str) -> None:
+    from tidings.cli.main import _register, app
+
+    _register()
+    result = CliRunner().invoke(app, ["scenarios", "--url", broker_url, "--api", "soap"])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, TidingsError)
+    assert result.exception.field == "--api"

@@ -68,13 +68,19 @@ def scenarios(
         list[str] | None, typer.Option(help="Run only these (topic, content, function, ...).")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each scenario.")] = 30.0,
+    api: Annotated[
+        str,
+        typer.Option(help="native (/v1) or thesis (the thesis's /api operations and counts)."),
+    ] = "native",
 ) -> None:
     """The thesis's correctness scenarios: expected against received counts; exit 1 on any
     mismatch."""
-    from tidings.sim.scenarios import suite
+    from tidings.sim.scenarios import APIS, suite
 
+    if api not in APIS:
+        raise invalid("--api", f"{api!r} is not one of {', '.join(APIS)}")
     chosen = select(suite(), only)
-    rows = with_broker(url, lambda live: _suite(live, chosen, timeout))
+    rows = with_broker(url, lambda live: _suite(live, chosen, timeout, api))
     print_rows(rows)
     bad = [r for r in rows if not r.ok]
     if bad:
@@ -93,7 +99,7 @@ def select(every: list[Any], only: list[str] | None) -> list[Any]:
     return [known[name] for name in only]
 
 
-def _suite(url: str, chosen: list[Any], timeout: float) -> list[Any]:
+def _suite(url: str, chosen: list[Any], timeout: float, api: str) -> list[Any]:
     import asyncio
 
     from tidings.client import TidingsClientError
@@ -101,7 +107,7 @@ def _suite(url: str, chosen: list[Any], timeout: float) -> list[Any]:
     from tidings.sim.scenarios import run_suite
 
     try:
-        return asyncio.run(run_suite(url, chosen, timeout))
+        return asyncio.run(run_suite(url, chosen, timeout, api))
     except TidingsClientError as exc:
         raise TidingsError(ErrorCode.UNAVAILABLE, detail=f"{exc.message} ({url})") from None
 
