@@ -117,3 +117,34 @@ def test_an_unreachable_broker_is_one_line_naming_it_and_how_it_was_tried(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert url in lines[0] and "GET" in lines[0] and "/healthz" in lines[0]
+
+
+def test_subscribers_reconnect_after_a_broker_restart_and_miss_nothing_published(
+    tmp_path: Path,
+) -> None:
+    import threading
+    import time
+
+    from tidings.server import broker_process
+
+    port, data = free_port(), tmp_path / "broker"
+    raw = {"duration": 6, "quiet": 1, "subscribers": [{"count": 2, "topics": ["t"]}],
+           "publishers": [{"rate": 4, "topics": ["t"]}]}  # fmt: skip
+    with broker_process(data, port) as (first, url):
+        outcome: list[Any] = []
+        runner = threading.Thread(target=lambda: outcome.append(simulate(raw, tmp_path, url)))
+        runner.start()
+        time.sleep(2.5)
+        first.terminate()  # mid-run: streams close, publishes fail until it is back
+        first.wait(10)
+        with broker_process(data, port):
+            runner.join(60)
+    logged = list(read(outcome[0].run_dir / "events.jsonl"))
+    published = {e["publication_id"] for e in logged if e["event"] == "published"}
+    delivered = [e for e in logged if e["event"] == "delivered"]
+    assert any(e["event"] == "reconnect" for e in logged)
+    assert any(e["event"] == "error" for e in logged)  # publishing while it was down
+    for subscriber in {e["subscriber_id"] for e in delivered}:
+        got = {e["publication_id"] for e in delivered if e["subscriber_id"] == subscriber}
+        assert got == published
+    assert len({e["subscriber_id"] for e in delivered}) == 2

@@ -7,19 +7,20 @@ again at its end; what was published meanwhile waits in its queue and is drained
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tidings.client import AsyncClient, AsyncSubscriberHandle, Message
+from tidings.client import AsyncClient, AsyncSubscriberHandle, Message, TidingsClientError
 from tidings.sim.config import Offline, SimConfig, SubscriberGroup
 from tidings.sim.control import Control
 from tidings.sim.events import EventWriter
 
 SETUP_CONCURRENCY = 16
+RECONNECT_S = 0.5
+RETRIED = ("stream_closed", "unreachable")  # the stream broke, or the broker is not back yet
 
 
 @dataclass
@@ -98,6 +99,20 @@ class Recorder:
 
 
 async def _stream(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
+    """Receive over the push stream until cancelled. When it ends or breaks (a broker that
+    restarts; a keep-alive missed under overload), reconnect: what was in flight comes back
+    from the durable queue."""
+    while True:
+        try:
+            await _stream_once(sim, config, recorder)
+        except TidingsClientError as exc:
+            if exc.code not in RETRIED:
+                raise
+        recorder.presence(sim, "reconnect")
+        await asyncio.sleep(RECONNECT_S)
+
+
+async def _stream_once(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
     async with sim.handle.stream(prefetch=config.prefetch) as stream:
         sim.connected.set()
         async for message in stream:
@@ -128,11 +143,12 @@ async def _online(sim: Sim, window: Offline | None, config: SimConfig, rec: Reco
     receive = _stream if config.delivery == "stream" else _pull
     reading = asyncio.create_task(receive(sim, config, rec))
     until = asyncio.create_task(_until_offline(window, rec.control))
-    done, _ = await asyncio.wait({reading, until}, return_when=asyncio.FIRST_COMPLETED)
-    for task in (reading, until):
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    try:
+        done, _ = await asyncio.wait({reading, until}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when this task is cancelled: the reader must not outlive the event file
+        for task in (reading, until):
+            task.cancel()
+        await asyncio.gather(reading, until, return_exceptions=True)
     if reading in done and not reading.cancelled():
         reading.result()
 
