@@ -30,7 +30,6 @@ import gc
 import json
 import math
 import os
-import platform
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tidings import environment
 from tidings.matching.engine import Event, Matcher
 from tidings.matching.semantics import any_topic_matches
 from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex
@@ -46,13 +46,7 @@ SEED = 20261122
 
 
 def machine() -> dict[str, Any]:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-    }
+    return {**environment.machine(), "numpy": np.__version__}
 
 
 def rss_mib() -> float:

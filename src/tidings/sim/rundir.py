@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import platform
-import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-PACKAGES = ("tidings", "httpx", "websockets", "msgspec", "numpy", "pyspark", "matplotlib")
+from tidings.environment import machine, versions
+
+PACKAGES = ("httpx", "websockets", "msgspec", "numpy", "pyspark", "matplotlib")
 
 
 def create(root: Path, name: str) -> Path:
@@ -28,23 +27,13 @@ def create(root: Path, name: str) -> Path:
     raise FileExistsError(f"too many runs named {name} at {stamp} under {root}")
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def environment() -> dict[str, Any]:
+    """The machine and the versions (as every result file has them), and when and where."""
     return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpus": os.cpu_count(),
+        **machine(),
         "hostname": platform.node(),
         "started_at": time.time(),
-        "packages": {p: _version(p) for p in PACKAGES},
+        "packages": versions(*PACKAGES),
     }
 
 
