@@ -181,6 +181,10 @@ def plot(rows: Iterable[dict[str, Any]], x: str, fixed: str, path: Path, title: 
             label = f"{q[:-3]}, {fixed}={value}"
             ax.plot([r[x] for r in line], [r[q] for r in line], style, label=label)
     ax.set(xlabel=x.replace("_", " "), ylabel="publish to delivery (ms)", title=title)
+    if all(r[x] > 0 and r["p50_ms"] > 0 for r in points):
+        # rates and sizes step geometrically, and a saturated point is 100x the others
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
