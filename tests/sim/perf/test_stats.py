@@ -24,3 +24,13 @@ def test_each_second_reports_its_sends_receipts_and_latency_percentiles() -> Non
     assert 0.49 < median < 0.52
     assert 0.98 < p99 <= 1.0
     assert recorder.second(0).latency_ms == ()
+
+
+def test_only_this_process_s_own_receipts_are_handed_on_not_merged_ones() -> None:
+    recorder = Recorder()
+    now = recorder.start_ns
+    recorder.merge([(now + 1_000_000, 1.0)])  # from a consumer process: counted, not re-sent
+    recorder.on_received(0, 0, 1, now, now + 2_000_000)
+    assert recorder.received == 2
+    assert recorder.take_fresh() == [(now + 2_000_000, 2.0)]
+    assert recorder.take_fresh() == []

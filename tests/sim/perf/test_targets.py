@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from tests.conftest import require_service
@@ -107,7 +106,7 @@ def test_a_target_that_is_not_there_is_one_unavailable_error_naming_it(name: str
     ],
 )
 def test_a_guarantee_the_peer_does_not_have_is_refused_not_faked(
-    name: str, option: str, overrides: dict[str, bool], tmp_path: Path
+    name: str, option: str, overrides: dict[str, bool]
 ) -> None:
     with pytest.raises(TidingsError) as caught:
         make_target(name, None, Workload(**overrides))  # type: ignore[arg-type]

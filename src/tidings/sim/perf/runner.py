@@ -44,12 +44,11 @@ class Audience:
 
     def __init__(self, workload: Workload) -> None:
         self.wanted = [workload.wanted(c) for c in range(workload.consumers)]
-        self._low = [np.array([], dtype=np.int64) for _ in range(workload.topics)]
-        self._high = [np.array([], dtype=np.int64) for _ in range(workload.topics)]
+        by_topic: list[list[range]] = [[] for _ in range(workload.topics)]
         for consumer, window in enumerate(self.wanted):
-            topic = workload.topic_of_consumer(consumer)
-            self._low[topic] = np.append(self._low[topic], window.start)
-            self._high[topic] = np.append(self._high[topic], window.stop)
+            by_topic[workload.topic_of_consumer(consumer)].append(window)
+        self._low = [np.array([w.start for w in ws], dtype=np.int64) for ws in by_topic]
+        self._high = [np.array([w.stop for w in ws], dtype=np.int64) for ws in by_topic]
 
     def receivers(self, topic: int, x: int) -> int:
         return int(np.count_nonzero((self._low[topic] <= x) & (x < self._high[topic])))

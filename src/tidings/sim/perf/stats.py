@@ -53,7 +53,9 @@ class Recorder:
             self.duplicates += 1
             return
         self._seen.add(key)
-        self.merge([(at_ns, (at_ns - send_ns) / 1e6)])
+        receipt = (at_ns, (at_ns - send_ns) / 1e6)
+        self.merge([receipt])
+        self._fresh.append(receipt)
 
     def merge(self, receipts: list[tuple[int, float]]) -> None:
         """Receipts already deduplicated, here or by a consumer process."""
@@ -61,9 +63,9 @@ class Recorder:
             self._latencies.append(latency_ms)
             self._latencies_in[self._second(at_ns)].append(latency_ms)
             self.last_receive_ns = max(self.last_receive_ns, at_ns)
-        self._fresh.extend(receipts)
 
     def take_fresh(self) -> list[tuple[int, float]]:
+        """This process's own receipts since the last call (a consumer process sends them on)."""
         fresh, self._fresh = self._fresh, []
         return fresh
 

@@ -50,6 +50,13 @@ async def probe(name: str, url: str, default_port: int) -> None:
     await writer.wait_closed()
 
 
+async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel a target's consumer tasks and wait until they are gone."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def unreachable(name: str, url: str, exc: BaseException) -> TidingsError:
     detail = f"cannot reach {name} at {url}: {exc or type(exc).__name__}"
     return TidingsError(ErrorCode.UNAVAILABLE, field="--url", detail=detail)

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tidings.sim.perf.targets.base import Deliver, refuse, unreachable
+from tidings.sim.perf.targets.base import Deliver, refuse, stop_tasks, unreachable
 from tidings.sim.perf.workload import Workload
 
 
@@ -49,9 +49,7 @@ class RedisTarget:
         await self._client.publish(self.channel(topic), body)
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks)
         for pubsub in self._pubsubs:
             with contextlib.suppress(RedisConnectionError):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]

@@ -12,7 +12,7 @@ import orjson
 
 from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
 from tidings.client.types import TidingsClientError
-from tidings.sim.perf.targets.base import Deliver, refuse, unreachable
+from tidings.sim.perf.targets.base import Deliver, refuse, stop_tasks, unreachable
 from tidings.sim.perf.targets.http1 import Lanes
 from tidings.sim.perf.workload import Workload
 
@@ -64,9 +64,7 @@ class TidingsTarget:
         await self._lanes.post("/v1/publications", orjson.dumps(publication))
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks)
         for handle in self._handles:
             with contextlib.suppress(TidingsClientError):
                 await handle.unregister()
