@@ -89,12 +89,12 @@ class Broker:
     async def start(self) -> None:
         await self._reload()
         self._spawn(self._housekeeping())
-        if self.settings.matching == "spark" and self.eventlog is not None:
-            self._spawn(self._rotate_for_spark(self.eventlog))
+        if self.eventlog is not None:
+            self._spawn(self._rotate_log(self.eventlog))
 
-    async def _rotate_for_spark(self, eventlog: EventLog) -> None:
-        """With Spark matching, the pipeline reads only rotated log files: rotate at the
-        configured age (`log_rotate_s`, e.g. 0.1), not at the next one-second housekeeping."""
+    async def _rotate_log(self, eventlog: EventLog) -> None:
+        """The pipeline reads only finished log files: rotate them at their configured age
+        (`log_rotate_s`, as low as 0.05 s for Spark matching), checked at least every second."""
         while True:
             await asyncio.sleep(max(0.05, min(1.0, self.settings.log_rotate_s)))
             eventlog.tick()
@@ -130,8 +130,7 @@ class Broker:
         self._version = version
 
     async def _housekeeping(self) -> None:
-        """Retention, event-log rotation by age, and (with a shared store) other brokers'
-        subscription changes."""
+        """Retention and (with a shared store) other brokers' subscription changes."""
         shared = self.settings.resolved_store_url.startswith("postgres")
         last_expire = 0.0
         while True:
@@ -143,8 +142,6 @@ class Broker:
                 )
                 self.metrics.inc("expired_total", moved)
                 last_expire = now
-            if self.eventlog is not None:
-                self.eventlog.tick()
             if (
                 shared
                 and await asyncio.to_thread(self.store.subscriptions_version) != self._version
