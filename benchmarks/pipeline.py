@@ -37,7 +37,6 @@ from tidings.matching.workload import (
 )
 from tidings.model import Op, Predicate, Publication, Subscriber, Subscription
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 KEYS = [f"k{i}" for i in range(10)]
 COLOURS = [f"c{i}" for i in range(50)]
 RANGE = 2  # width of each subscription's range on x (of 100): about 4 deliveries per publication

@@ -49,6 +49,9 @@ def spark() -> Iterator[SparkSession]:
         pytest.fail("Java 17+ is required by Spark: apt-get install openjdk-17-jre-headless")
     from pyspark.sql import SparkSession
 
+    # Local Python workers start with $PYSPARK_PYTHON (default `python3`, which cannot import
+    # tidings from the venv); Spark ignores `spark.pyspark.python` here.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tidings-tests")
@@ -58,9 +61,6 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # Spark's Python workers must run this interpreter, which can import tidings
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

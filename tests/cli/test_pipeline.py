@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import orjson
@@ -14,9 +12,6 @@ from tidings.cli.pipeline import parse_since, register
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscriber, Subscription
 from tidings.store import open_store
-
-# Spark's Python workers must run this interpreter (see tests/pipeline/conftest.py).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def cli() -> typer.Typer:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import os
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,8 +183,6 @@ def _spark_rows(kind_dir: Path, settings: Settings) -> list[dict[str, Any]]:
     if spark is None:
         from tidings.pipeline.session import build_session
 
-        # spark.pyspark.python alone leaves the workers on another interpreter (no tidings)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         spark = build_session(app_name="tidings-experiment")
     out = report(spark, kind_dir)
     rows = orjson.loads((out / "latency.json").read_bytes())
