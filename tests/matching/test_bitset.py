@@ -148,3 +148,28 @@ def test_a_batch_longer_than_a_chunk_answers_every_event_in_order() -> None:
         index.add(f"s{i}", [Predicate("x", Op.EQ, i)])
     events: list[dict[str, Scalar]] = [{"x": i % 12} for i in range(150)]
     assert index.match_batch(events) == [[f"s{i % 12}"] if i % 12 < 10 else [] for i in range(150)]
+
+
+def test_the_slot_answer_names_the_same_subscriptions_as_the_id_answer() -> None:
+    w = wl.named("W-B", attributes=8, predicates=3)
+    rng = np.random.default_rng(7)
+    attrs, lows = wl.subscription_arrays(w, 3000, rng)
+    index = IntervalIndex(rebuild_from=16, delta_limit=64)
+    index.add_many([(f"s{i}", p) for i, p in enumerate(wl.predicates_of(w, attrs, lows))][:2900])
+    index.add_many(  # some stay in the delta
+        [(f"s{i}", p) for i, p in enumerate(wl.predicates_of(w, attrs, lows))][2900:]
+    )
+    events = wl.events_of(w, wl.event_arrays(w, 100, rng))
+    slots = index.match_slots_batch(events)
+    assert [sorted(index.ids_of(s)) for s in slots] == [
+        sorted(a) for a in index.match_batch(events)
+    ]
+    assert any(len(s) for s in slots)
+
+
+def test_a_slot_removed_after_matching_is_left_out_when_named() -> None:
+    index = IntervalIndex()
+    index.add_many([("a", between("x", 0, 10)), ("b", between("x", 5, 20))])
+    slots = index.match_slots_batch([{"x": 7}])[0]
+    index.remove("a")
+    assert index.ids_of(slots) == ["b"]

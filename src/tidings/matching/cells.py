@@ -10,18 +10,16 @@ predicates on the attribute accept; NaN means "no predicate on this attribute".
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
 Words = npt.NDArray[np.uint64]
 Floats = npt.NDArray[np.float64]
 Slots = npt.NDArray[np.intp]
-Keys = npt.NDArray[np.uint32]
+Edges = npt.NDArray[np.unsignedinteger[Any]]
 ALL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-# A span key packs (attribute << 16 | first cell << 8 | last cell) of one interval of a slot:
-# enough to tell, without reading the bounds, whether an event's cell lies strictly inside.
-MAX_KEYED_ATTRIBUTES = 0xFFFF
-PAD_KEY = np.uint32(0xFFFF_0101)  # padding: attribute clamped to a column of zeros, cells 1, 1
 NOP, LT, LE, GT, GE, EQ = range(6)
 
 
@@ -69,18 +67,29 @@ def or_by_row(row: Slots, slots: Slots, rows: int, words: int) -> Words:
     return out.reshape(rows, words)
 
 
-def span_keys(attribute: int, first: Slots, last: Slots) -> Keys:
-    keys: Keys = (first.astype(np.uint32) << np.uint32(8)) | last.astype(np.uint32)
-    return keys | np.uint32(attribute << 16)
+def edge_dtype(attributes: int, height: int) -> type[np.unsignedinteger]:
+    """Edge ids `attribute * height + cell` and one padding id past them: 16 bits if they fit."""
+    return np.uint16 if attributes * height < 0xFFFF else np.uint32
 
 
-def unsure(keys: Keys, cells: Slots, ev: Slots) -> npt.NDArray[np.bool_]:
-    """Candidates whose event falls in the first or last cell of one of their intervals: only
-    those need their bounds checked (`cells`: (event, attribute) cell, one more column of 0)."""
-    columns = cells.shape[1]
-    at = np.minimum(keys >> 16, columns - 1).astype(np.intp)
-    c = cells.ravel()[ev[:, None] * columns + at]
-    return ((c == (keys >> 8) & 0xFF) | (c == keys & 0xFF)).any(axis=1)  # type: ignore[no-any-return]
+def edges_of(attribute: int, height: int, first: Slots, last: Slots, dtype: type) -> Edges:
+    """(n, 2): the ids of the cells holding an interval's first and last bound; only an event
+    in one of those may fall outside it (every other cell is wholly in or out)."""
+    base = attribute * height
+    edges: Edges = np.stack([first + base, last + base], axis=-1).astype(dtype)
+    return edges
+
+
+def unsure(
+    edges: Edges, cells: Slots, ev: Slots, attributes: int, height: int
+) -> npt.NDArray[np.bool_]:
+    """Candidates whose event lies in an edge cell of one of their intervals: only those need
+    their bounds checked. `edges`: (candidate, interval, 2); `cells`: (event, attribute) row."""
+    events = len(cells)
+    table = np.zeros((events, attributes * height + 1), bool)  # the last id: padding, never set
+    table[np.arange(events)[:, None], cells[:, :attributes] + np.arange(attributes) * height] = True
+    at = ev[:, None, None] * table.shape[1] + edges
+    return np.asarray(np.take(table, at).any(axis=(1, 2)))
 
 
 def fill_rows(
@@ -128,28 +137,37 @@ def set_bit(words: Words, slot: int) -> None:
     words[slot >> 6] |= np.uint64(1 << (slot & 63))
 
 
-def clear_slots(acc: npt.NDArray[np.uint64]) -> tuple[Slots, Slots]:
-    """(row, slot) of every clear bit of a (rows, words) bitmap: the candidates, by row."""
-    if len(acc) == 1:  # one event: flat, fewer steps
-        w = np.flatnonzero(acc[0] != ALL)
-        bits = np.flatnonzero(np.unpackbits((~acc[0, w]).view(np.uint8), bitorder="little"))
-        return np.zeros(len(bits), np.intp), w[bits >> 6] * 64 + (bits & 63)
-    ev, w = np.nonzero(acc != ALL)
-    free = ~acc[ev, w]
-    if free.size < 2048:  # few words: unpack them whole
-        i, b = np.nonzero(np.unpackbits(free.view(np.uint8), bitorder="little").reshape(-1, 64))
-        return ev[i], w[i] * 64 + b
-    evs, slots = [], []
-    while free.size:  # peel the lowest set bit of every word at once; words hold few
+def bit_index(words: Words) -> Slots:
+    """The position of the one set bit of each word (de Bruijn: multiply, shift, look up)."""
+    return _DEBRUIJN_TABLE[(words * _DEBRUIJN) >> np.uint64(58)]  # type: ignore[no-any-return]
+
+
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.zeros(64, np.intp)
+_DEBRUIJN_TABLE[((np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN) >> np.uint64(58)] = (
+    np.arange(64)
+)
+
+
+def free_slots(acc: Words) -> Slots:
+    """The clear bits of a flat bitmap, ascending (of a (rows, words) one raveled: row * words
+    * 64 + slot). Candidates are sparse, so most words hold one:
+    those are read with `bit_index`, and only the rest are unpacked."""
+    w = np.flatnonzero(acc != ALL)
+    free = ~acc[w]
+    count = np.bitwise_count(free)
+    one = count == 1
+    if one.all():
+        return (w << 6) | bit_index(free)
+    out = np.empty(int(count.sum(dtype=np.intp)), np.intp)
+    at = np.cumsum(count, dtype=np.intp) - count
+    out[at[one]] = (w[one] << 6) | bit_index(free[one])
+    many = ~one
+    w, free, at = w[many], free[many], at[many]
+    while w.size:  # peel the lowest bit of each: it goes next in its word's run
         low = free & (~free + np.uint64(1))
-        bit = np.log2(low.astype(np.float64)).astype(np.intp)  # exact: powers of two
-        evs.append(ev)
-        slots.append(w * 64 + bit)
+        out[at] = (w << 6) | bit_index(low)
         free ^= low
-        keep = free != 0
-        free, ev, w = free[keep], ev[keep], w[keep]
-    if len(evs) < 2:
-        return (evs[0], slots[0]) if evs else (ev, w)
-    all_ev, all_slots = np.concatenate(evs), np.concatenate(slots)
-    order = np.argsort(all_ev * (acc.shape[1] * 64) + all_slots, kind="stable")
-    return all_ev[order], all_slots[order]
+        left = free != 0
+        w, free, at = w[left], free[left], at[left] + 1
+    return out
