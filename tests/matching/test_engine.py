@@ -246,3 +246,22 @@ def test_a_subscriber_with_several_matching_subscriptions_gets_them_sorted() -> 
         matcher.add_topic(sid, "alice", ["x/#"])
     matcher.add_topic("s2", "bob", ["x/y"])
     assert matcher.match(Event(("x/y",))) == {"alice": ["s1", "s5", "s9"], "bob": ["s2"]}
+
+
+def test_a_subscription_with_an_exact_filter_and_a_pattern_on_one_topic_is_listed_once() -> None:
+    matcher = Matcher()
+    matcher.add_topic("s1", "alice", ["a/b", "a/*"])
+    matcher.add_topic("s2", "alice", ["a/b"])
+    assert matcher.match(Event(topics=("a/b",))) == {"alice": ["s1", "s2"]}
+    matcher.remove("s2")
+    assert matcher.match(Event(topics=("a/b",))) == {"alice": ["s1"]}
+
+
+def test_an_answer_handed_out_keeps_its_value_when_subscriptions_change() -> None:
+    matcher = Matcher(topic_cache_size=0)
+    matcher.add_topic("s1", "alice", ["a/b"])
+    before = matcher.match(Event(topics=("a/b",)))
+    matcher.add_topic("s2", "alice", ["a/b"])
+    matcher.remove("s1")
+    assert before == {"alice": ["s1"]}
+    assert matcher.match(Event(topics=("a/b",))) == {"alice": ["s2"]}

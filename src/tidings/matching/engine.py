@@ -26,7 +26,7 @@ import numpy as np
 
 from tidings.matching.content import ContentIndex
 from tidings.matching.semantics import conjunction_holds
-from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex, is_pattern_filter
+from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex, bucket_key, is_pattern_filter
 from tidings.model import Predicate, Scalar
 
 
@@ -100,6 +100,13 @@ class Matcher:
         # has one match, shared by every answer (so answers are read-only)
         self._alone_by_slot: list[list[str]] = []
         self._topics = TopicIndex(cache_size=topic_cache_size)
+        # A topic's answer is the union of a few buckets: its exact filter's and the matching
+        # patterns'. Each bucket's subscriptions are grouped by subscriber when they change,
+        # not per publication: bucket key (`bucket_key`) -> subscriber id -> subscription ids.
+        # The lists are shared with answers, so they are replaced, never changed in place;
+        # the inner dicts are never handed out.
+        self._exact_groups: dict[str, dict[str, list[str]]] = {}
+        self._pattern_groups: dict[str, dict[str, list[str]]] = {}
         self._content = content if content is not None else default_content_index()
         # topic -> (grouped answer, its number of matches)
         self._answers: OrderedDict[str, tuple[Matches, int]] = OrderedDict()
@@ -116,11 +123,25 @@ class Matcher:
         self._forget(filters)
         owner = self._owner[subscription_id] = sys.intern(subscriber_id)
         slot, by_slot = self._topics.slot_of(subscription_id), self._owner_by_slot
+        alone = [subscription_id]
         if slot == len(by_slot):
             by_slot.append(owner)
-            self._alone_by_slot.append([subscription_id])
+            self._alone_by_slot.append(alone)
         else:
-            by_slot[slot], self._alone_by_slot[slot] = owner, [subscription_id]
+            by_slot[slot], self._alone_by_slot[slot] = owner, alone
+        for topic_filter in self._topics.filters_of(subscription_id):
+            groups, key = self._groups_of(topic_filter)
+            group = groups.setdefault(key, {})
+            found = group.get(owner)
+            if found is None:
+                group[owner] = alone
+            elif subscription_id not in found:  # `a/#/b` and `a/#`: one bucket
+                group[owner] = sorted([*found, subscription_id])
+
+    def _groups_of(self, topic_filter: str) -> tuple[dict[str, dict[str, list[str]]], str]:
+        if is_pattern_filter(topic_filter):
+            return self._pattern_groups, bucket_key(topic_filter)
+        return self._exact_groups, topic_filter
 
     def add_content(
         self, subscription_id: str, subscriber_id: str, predicates: Sequence[Predicate]
@@ -132,14 +153,30 @@ class Matcher:
 
     def remove(self, subscription_id: str) -> bool:
         """Forget a subscription; False if it was not there."""
-        if self._owner.pop(subscription_id, None) is None:
+        owner = self._owner.pop(subscription_id, None)
+        if owner is None:
             return False
         filters = self._topics.filters_of(subscription_id)
         if self._topics.remove(subscription_id):
+            self._ungroup(subscription_id, owner, filters)
             self._forget(filters)
         else:
             self._content.remove(subscription_id)
         return True
+
+    def _ungroup(self, subscription_id: str, owner: str, filters: Iterable[str]) -> None:
+        for topic_filter in filters:
+            groups, key = self._groups_of(topic_filter)
+            group = groups.get(key)
+            if group is None or owner not in group:
+                continue  # already gone: two filters of one bucket
+            rest = [i for i in group[owner] if i != subscription_id]
+            if rest:
+                group[owner] = rest
+            elif len(group) > 1:
+                del group[owner]
+            else:
+                del groups[key]
 
     def _forget(self, filters: Iterable[str]) -> None:
         """Drop the cached answers a change to these filters may alter."""
@@ -180,11 +217,30 @@ class Matcher:
             cache.move_to_end(topic)
             return hit[0]
         generation = self._topics.generation
-        slots = self._topics.match_slots(topic).tolist()
-        answer = self._group(slots)
+        answer, size = self._single_topic_answer(topic)
         if generation == self._topics.generation:
-            self._remember(topic, answer, len(slots))
+            self._remember(topic, answer, size)
         return answer
+
+    def _single_topic_answer(self, topic: str) -> tuple[Matches, int]:
+        """The union of the pre-grouped buckets matching the topic, by C-level dict copies and
+        updates; a subscriber in two buckets (rare) is merged by `_merged`. The size returned
+        (for the cache's budget) counts subscribers, not subscriptions: touching every list
+        to count it would cost as much as the rest."""
+        pattern_groups = self._pattern_groups
+        parts = [pattern_groups[k] for k in self._topics.pattern_keys(topic) if k in pattern_groups]
+        exact = self._exact_groups.get(topic)
+        if exact is not None:
+            parts.append(exact)
+        if not parts:
+            return {}, 0
+        answer = dict(parts[0])
+        for group in parts[1:]:
+            size = len(answer)
+            answer.update(group)
+            if len(answer) != size + len(group):  # a subscriber in both: merge properly
+                return _merged(parts), len(answer)
+        return answer, len(answer)
 
     def _remember(self, topic: str, answer: Matches, size: int) -> None:
         if self._answers_size <= 0 or 8 * size > self._answers_budget:
@@ -237,3 +293,13 @@ class Matcher:
             return (self._owner_by_slot[slots[0]],), (self._topics.id_of(slots[0]),)
         fetch = itemgetter(*slots)
         return fetch(self._owner_by_slot), fetch(self._topics.ids)
+
+
+def _merged(groups: Sequence[Mapping[str, list[str]]]) -> Matches:
+    """The union of subscriber -> subscription ids maps, each list sorted and without repeats."""
+    out: Matches = {}
+    for group in groups:
+        for owner, ids in group.items():
+            found = out.get(owner)
+            out[owner] = ids if found is None else sorted({*found, *ids})
+    return out

@@ -65,9 +65,10 @@ class _Node:
     """One trie node: literal children, the `*` child, and the ids whose filter ends here
     (`here`) or continues with `#` from here (`rest`)."""
 
-    __slots__ = ("children", "here", "rest", "star")
+    __slots__ = ("children", "here", "key", "rest", "star")
 
-    def __init__(self) -> None:
+    def __init__(self, key: str | None = None) -> None:
+        self.key = key  # the segments leading here, joined: names the node's buckets
         self.children: dict[str, _Node] | None = None
         self.star: _Node | None = None
         self.here: Bucket | None = None
@@ -79,14 +80,23 @@ class _Node:
     def child(self, segment: str) -> _Node:
         if segment == "*":
             if self.star is None:
-                self.star = _Node()
+                self.star = _Node(self._below(segment))
             return self.star
         if self.children is None:
             self.children = {}
         node = self.children.get(segment)
         if node is None:
-            node = self.children[sys.intern(segment)] = _Node()
+            node = self.children[sys.intern(segment)] = _Node(self._below(segment))
         return node
+
+    def _below(self, segment: str) -> str:
+        return segment if self.key is None else f"{self.key}/{segment}"
+
+    def here_key(self) -> str:
+        return self.key or ""
+
+    def rest_key(self) -> str:
+        return "#" if self.key is None else f"{self.key}/#"
 
     def drop_child(self, segment: str) -> None:
         if segment == "*":
@@ -95,6 +105,15 @@ class _Node:
             del self.children[segment]
             if not self.children:
                 self.children = None
+
+
+def bucket_key(topic_filter: str) -> str:
+    """The name of the bucket a filter's subscriptions share: the filter, cut after its first
+    `#` segment (`a/#/b` and `a/#` are one filter)."""
+    segments, rest = _path(topic_filter)
+    if not rest:
+        return topic_filter
+    return "/".join([*segments, "#"])
 
 
 def _path(topic_filter: str) -> tuple[list[str], bool]:
@@ -145,6 +164,27 @@ class PatternTrie:
                 return
             trail[depth - 1].drop_child(segments[depth - 1])
 
+    def walk_keys(self, topic: str, found: list[str]) -> None:
+        """As `walk`, appending the keys (`bucket_key`) of the matching buckets instead."""
+        nodes = [self._root]
+        for segment in topic.split("/"):
+            nxt: list[_Node] = []
+            for node in nodes:
+                if node.rest:
+                    found.append(node.rest_key())
+                if node.children is not None and (child := node.children.get(segment)):
+                    nxt.append(child)
+                if node.star is not None:
+                    nxt.append(node.star)
+            if not nxt:
+                return
+            nodes = nxt
+        for node in nodes:
+            if node.rest:
+                found.append(node.rest_key())
+            if node.here:
+                found.append(node.here_key())
+
     def walk(self, topic: str, found: array[int]) -> None:
         """Append to `found` the slots of every pattern that matches `topic`."""
         nodes = [self._root]
@@ -183,8 +223,10 @@ class TopicIndex:
         self._exact: dict[str, Bucket] = {}
         self._patterns = PatternTrie()
         self._cache: OrderedDict[str, Slots] = OrderedDict()
+        self._pattern_cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._cache_size = cache_size
         self._generation = 0
+        self._pattern_generation = 0  # bumped by pattern changes only
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -263,7 +305,7 @@ class TopicIndex:
     def _insert(self, topic_filter: str, slot: int) -> None:
         if is_pattern_filter(topic_filter):
             self._patterns.add(topic_filter, slot)
-            self._cache.clear()
+            self._patterns_changed()
         else:
             self._exact[topic_filter] = _bucket_add(self._exact.get(topic_filter), slot)
             self._cache.pop(topic_filter, None)
@@ -271,7 +313,7 @@ class TopicIndex:
     def _delete(self, topic_filter: str, slot: int) -> None:
         if is_pattern_filter(topic_filter):
             self._patterns.remove(topic_filter, slot)
-            self._cache.clear()
+            self._patterns_changed()
             return
         bucket = _bucket_remove(self._exact.get(topic_filter), slot)
         if bucket is None:
@@ -303,20 +345,51 @@ class TopicIndex:
                 cache.popitem(last=False)
         return result
 
-    def _compute(self, topic: str) -> Slots:
-        exact = self._exact.get(topic)
-        if not self._patterns:
-            return _frozen(array("i", exact)) if exact else _EMPTY
-        found = array("i", exact) if exact else array("i")
-        self._patterns.walk(topic, found)
+    def pattern_keys(self, topic: str) -> tuple[str, ...]:
+        """The keys (`bucket_key`) of the pattern buckets matching one topic. Cached apart
+        from `match_slots`: exact filters coming and going leave these answers standing."""
+        cache = self._pattern_cache
+        hit = cache.get(topic)
+        if hit is not None:
+            try:  # noqa: SIM105 (as in match_slots)
+                cache.move_to_end(topic)
+            except KeyError:
+                pass
+            return hit
+        generation = self._pattern_generation
+        found: list[str] = []
+        if self._patterns:
+            self._patterns.walk_keys(topic, found)
+        result = tuple(found)
+        if self._cache_size > 0 and generation == self._pattern_generation:
+            cache[topic] = result
+            if len(cache) > self._cache_size:
+                cache.popitem(last=False)
+        return result
+
+    def _patterns_changed(self) -> None:
+        self._cache.clear()
+        self._pattern_cache.clear()
+        self._pattern_generation += 1
+
+    def _unique(self, found: array[int]) -> Slots:
         if self._multi and len(found) > 1:
             unique = set(found)
             if len(unique) < len(found):
                 found = array("i", unique)
         return _frozen(found) if found else _EMPTY
 
+    def _compute(self, topic: str) -> Slots:
+        exact = self._exact.get(topic)
+        if not self._patterns:
+            return _frozen(array("i", exact)) if exact else _EMPTY
+        found = array("i", exact) if exact else array("i")
+        self._patterns.walk(topic, found)
+        return self._unique(found)
+
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._pattern_cache.clear()
 
     def cache_info(self) -> tuple[int, int]:
         """(entries, capacity) of the result cache."""
@@ -325,4 +398,4 @@ class TopicIndex:
     def resize_cache(self, cache_size: int) -> None:
         """Change the cache's capacity (0 turns it off); drops the cached answers."""
         self._cache_size = cache_size
-        self._cache.clear()
+        self.clear_cache()
