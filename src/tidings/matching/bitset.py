@@ -528,6 +528,9 @@ class IntervalIndex:
     def memory_bytes(self) -> int:
         m, state = self._mats, self._state
         arrays: list[npt.NDArray[np.generic]] = [m.attrs, m.lo, m.hi, state.dead, state.rows]
+        arrays.append(self._id_text)
+        if state.edges is not None:
+            arrays.append(state.edges)
         return sum(a.nbytes for a in arrays)
 
 
