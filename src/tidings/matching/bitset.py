@@ -116,11 +116,23 @@ class _State:
 
 @dataclass(frozen=True, slots=True)
 class _Matrices:
-    """Per slot, per interval: attribute (-1: padding) and closed bounds [lo, hi]."""
+    """Per slot, per interval: attribute (-1: padding) and closed bounds [lo, hi], the two
+    bounds side by side (one gather fetches both)."""
 
     attrs: Ints
-    lo: Floats
-    hi: Floats
+    bounds: Floats  # (slots, intervals, 2)
+
+    @property
+    def lo(self) -> Floats:
+        return self.bounds[..., 0]
+
+    @property
+    def hi(self) -> Floats:
+        return self.bounds[..., 1]
+
+
+def _matrices(attrs: Ints, lo: Floats, hi: Floats) -> _Matrices:
+    return _Matrices(attrs, np.stack([lo, hi], axis=-1))
 
 
 def _empty_state(words: int) -> _State:
@@ -157,7 +169,7 @@ class IntervalIndex:
         # vectorised step (and only then published in the delta) by the next read or merge
         self._staged: dict[int, tuple[list[int], list[float], list[float]]] = {}
         self._built_at = 0
-        self._mats = _Matrices(np.full((64, 1), -1, np.int32), np.full((64, 1), -np.inf),
+        self._mats = _matrices(np.full((64, 1), -1, np.int32), np.full((64, 1), -np.inf),
                                np.full((64, 1), np.inf))  # fmt: skip
         self._state = _empty_state(1)
 
@@ -285,7 +297,7 @@ class IntervalIndex:
             return
         new_cap = max(cap, 1 << (slots - 1).bit_length())
         pad = ((0, new_cap - cap), (0, max(0, width - old_width)))
-        self._mats = _Matrices(np.pad(m.attrs, pad, constant_values=-1),
+        self._mats = _matrices(np.pad(m.attrs, pad, constant_values=-1),
                                np.pad(m.lo, pad, constant_values=-np.inf),
                                np.pad(m.hi, pad, constant_values=np.inf))  # fmt: skip
         if new_cap > cap:
@@ -458,8 +470,8 @@ class IntervalIndex:
             ok = _exact(x, mats, ev, slots)
         else:
             edges = np.take(state.edges, slots, axis=0)
-            ok = ~cl.unsure(edges, cells, ev, len(state.cuts), state.cells + 1)
-            check = np.flatnonzero(~ok)
+            check = cl.unsure(edges, cells, ev, len(state.cuts), state.cells + 1)
+            ok = np.ones(len(slots), bool)
             ok[check] = _exact(x, mats, ev[check], slots[check])
         answers = _by_event(len(events), ev[ok], slots[ok])
         if state.delta.size:
@@ -527,7 +539,7 @@ class IntervalIndex:
 
     def memory_bytes(self) -> int:
         m, state = self._mats, self._state
-        arrays: list[npt.NDArray[np.generic]] = [m.attrs, m.lo, m.hi, state.dead, state.rows]
+        arrays: list[npt.NDArray[np.generic]] = [m.attrs, m.bounds, state.dead, state.rows]
         arrays.append(self._id_text)
         if state.edges is not None:
             arrays.append(state.edges)
@@ -537,11 +549,15 @@ class IntervalIndex:
 def _exact(x: Floats, mats: _Matrices, ev: Slots, slots: Slots) -> npt.NDArray[np.bool_]:
     """Does event ev[i] fall in every interval of slots[i]? Padding (attribute -1) reads the
     column before the event's row, the previous event's last column: 0.0, as every last one.
-    (`np.take` along axis 0: several times faster than fancy indexing for short rows.)"""
+    (`np.take` along axis 0: several times faster than fancy indexing for short rows; and the
+    failures are found flat, since a reduction along a short axis is slow.)"""
     at = ev[:, None] * x.shape[1] + np.take(mats.attrs, slots, axis=0)
-    v = np.take(x, at)
-    lo, hi = np.take(mats.lo, slots, axis=0), np.take(mats.hi, slots, axis=0)
-    return ((v >= lo) & (v <= hi)).all(axis=1)  # type: ignore[no-any-return]
+    v = np.take(x, at)[..., None]
+    bounds = np.take(mats.bounds, slots, axis=0)
+    outside = ~((v >= bounds[..., :1]) & (v <= bounds[..., 1:]))  # NaN (absent): outside
+    ok = np.ones(len(slots), bool)
+    ok[np.flatnonzero(outside) // outside[0].size if len(slots) else []] = False
+    return ok
 
 
 def _by_event(count: int, ev: Slots, slots: Slots) -> list[Slots]:
