@@ -173,3 +173,18 @@ def test_a_slot_removed_after_matching_is_left_out_when_named() -> None:
     slots = index.match_slots_batch([{"x": 7}])[0]
     index.remove("a")
     assert index.ids_of(slots) == ["b"]
+
+
+def test_text_equality_lives_in_the_interval_index_beside_numeric_ranges() -> None:
+    content = ContentIndex()
+    content.add("red-warm", [Predicate("colour", Op.EQ, "red"), *between("t", 20, 30)])
+    content.add("blue", [Predicate("colour", Op.EQ, "blue")])
+    content.add("never", [Predicate("colour", Op.EQ, "red"), Predicate("colour", Op.EQ, "blue")])
+    content.add("numeric", [Predicate("colour", Op.EQ, 3)])
+    assert len(content.intervals) == 4 and not len(content.counting)
+    assert content.match({"colour": "red", "t": 25}) == ["red-warm"]
+    assert content.match({"colour": "red", "t": 35}) == []
+    assert content.match({"colour": "blue"}) == ["blue"]
+    assert content.match({"colour": "green", "t": 25}) == []  # a value no subscription names
+    assert content.match({"colour": 3}) == ["numeric"]  # a number is not the text "3"
+    assert content.match({"t": 25}) == []

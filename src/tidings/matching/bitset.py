@@ -1,7 +1,8 @@
 """The interval index: numeric comparison subscriptions as packed bitsets ("negative marking").
 
-A subscription here is a conjunction of `<`, `<=`, `>`, `>=`, `=` on numbers; its predicates
-on one attribute are merged into one closed interval. Per attribute the value domain is cut
+A subscription here is a conjunction of `<`, `<=`, `>`, `>=`, `=` on numbers and `=` on text;
+its predicates on one attribute are merged into one closed interval (text values by their
+codes, on an attribute of their own). Per attribute the value domain is cut
 into cells, and each cell has a bitmap of the subscriptions it rules out (see `cells`). An
 event ORs one row per attribute into the tombstone bitmap; the clear bits are candidates,
 few, and are checked exactly and vectorised against the interval matrices, so an interval
@@ -58,7 +59,8 @@ def _number(value: object) -> bool:
 def accepts(predicates: Sequence[Predicate]) -> bool:
     """Can this conjunction live in the interval index?"""
     for p in predicates:
-        if p.op not in OP_CODES or not _number(p.value):
+        text = p.op is Op.EQ and isinstance(p.value, str)
+        if not text and (p.op not in OP_CODES or not _number(p.value)):
             return False
     return bool(predicates)
 
@@ -156,8 +158,13 @@ class IntervalIndex:
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.RLock()
         self._worker: threading.Thread | None = None
-        self._attr_of: dict[str, int] = {}
+        self._attr_of: dict[str, int] = {}  # key -> attribute of its numbers
         self._names: list[str] = []
+        # `key = "text"` is an interval too: on a second attribute of the key, holding each
+        # text value's code (numbered as first seen), [code, code]. An event's text maps to
+        # its code, or NaN when no subscription names it (then it rules them all out).
+        self._text_of: dict[str, int] = {}  # key -> attribute of its text codes
+        self._codes: dict[str, dict[str, int]] = {}
         self._slot_of: dict[str, int] = {}
         self._ids: list[str | None] = []
         # The same as fixed-width text ('' once removed): an answer is one gather of a compact
@@ -236,18 +243,18 @@ class IntervalIndex:
 
     def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
         slot = self._free.pop() if self._free else len(self._ids)
-        merged: dict[str, list[float]] = {}  # key -> [lo, hi]: the predicates intersected
+        merged: dict[int, list[float]] = {}  # attribute -> [lo, hi]: predicates intersected
         for p in predicates:
-            lo, hi = _interval(p.op, float(p.value))  # type: ignore[arg-type]
-            bounds = merged.get(p.key)
+            a, (lo, hi) = self._bounds(p)
+            bounds = merged.get(a)
             if bounds is None:
-                merged[p.key] = [lo, hi]
+                merged[a] = [lo, hi]
             else:
                 bounds[0], bounds[1] = max(bounds[0], lo), min(bounds[1], hi)
         if slot == len(self._ids):
             self._ids.append(None)
         self._grow(slot + 1, len(merged))
-        attrs = [self._attribute(k) for k in merged]
+        attrs = list(merged)
         bounds_ = list(merged.values())
         self._staged[slot] = (attrs, [b[0] for b in bounds_], [b[1] for b in bounds_])
         self._ids[slot] = subscription_id
@@ -281,6 +288,18 @@ class IntervalIndex:
     def _publish_delta(self, slots: Slots) -> None:
         state = self._state
         self._state = state.but(delta=np.concatenate([state.delta, slots]))
+
+    def _bounds(self, p: Predicate) -> tuple[int, tuple[float, float]]:
+        """A predicate's attribute and interval (text: its value's code, as [code, code])."""
+        if not isinstance(p.value, str):
+            return self._attribute(p.key), _interval(p.op, float(p.value))  # type: ignore[arg-type]
+        a = self._text_of.get(p.key)
+        if a is None:  # an attribute of its own, outside `_attr_of` (numbers only)
+            a = self._text_of[p.key] = len(self._names)
+            self._names.append(p.key)
+        codes = self._codes.setdefault(p.key, {})
+        code = float(codes.setdefault(p.value, len(codes)))
+        return a, (code, code)
 
     def _attribute(self, key: str) -> int:
         a = self._attr_of.get(key)
@@ -485,12 +504,17 @@ class IntervalIndex:
 
     def _values(self, events: Sequence[Mapping[str, Scalar]]) -> Floats:
         """(event, attribute) values, NaN where absent or not a number; a last column of 0."""
-        width, attr_of = len(self._names) + 1, self._attr_of
+        width, attr_of, text_of = len(self._names) + 1, self._attr_of, self._text_of
         out = []
         for attributes in events:
             row = [math.nan] * width
             row[-1] = 0.0
             for name, value in attributes.items():
+                if isinstance(value, str):
+                    a = text_of.get(name)
+                    if a is not None and (code := self._codes[name].get(value)) is not None:
+                        row[a] = code
+                    continue
                 a = attr_of.get(name)
                 if a is not None:
                     row[a] = event_number(value)
