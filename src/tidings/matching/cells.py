@@ -160,6 +160,9 @@ def free_slots(acc: Words) -> Slots:
     those are read with `bit_index`, and only the rest are unpacked."""
     w = np.flatnonzero(acc != ALL)
     free = ~acc[w]
+    if len(w) <= 512:  # few words (one small event): unpacking them is fewer numpy calls
+        bits = np.flatnonzero(np.unpackbits(free.view(np.uint8), bitorder="little"))
+        return (w[bits >> 6] << 6) | (bits & 63)  # type: ignore[no-any-return]
     count = np.bitwise_count(free)
     one = count == 1
     if one.all():
