@@ -163,6 +163,26 @@ def test_snapshot_reads_subscriptions_and_version_together(store: SQLStore) -> N
     assert version == store.subscriptions_version() and [s.id for s in subs] == ["x1"]
 
 
+def test_iterating_subscriptions_streams_them_all_page_by_page_in_id_order(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+    for i in (5, 1, 4, 2, 3, 6, 0):
+        store.add_subscription(Subscription(f"x{i}", "s1", "topic", topics=(f"t/{i}",)))
+    store.remove_subscription("x4")
+    store.add_subscription(Subscription("x4", "s1", "topic", topics=("again",)))
+    store.remove_subscription("x6")
+    streamed = store.iter_subscriptions(page=2)
+    first = next(streamed)
+    store.add_subscription(Subscription("x7", "s1", "topic", topics=("late",)))
+    rest = list(streamed)
+    assert [s.id for s in [first, *rest]] == [f"x{i}" for i in range(8) if i != 6]
+    assert [s.topics for s in rest if s.id == "x4"] == [("again",)]
+    assert [s.id for s in store.iter_subscriptions(page=3)] == [
+        s.id for s in store.all_subscriptions()
+    ]
+
+
 def test_a_stale_and_a_fresh_receipt_in_one_call_ack_only_the_fresh(store: SQLStore) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])

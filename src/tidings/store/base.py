@@ -21,7 +21,7 @@ Queue semantics (peek-lock, as SQS or Service Bus):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -103,6 +103,11 @@ class Store(Protocol):
 
     def all_subscriptions(self) -> Iterable[Subscription]:
         """Every subscription, for building the matcher at start-up."""
+        ...
+
+    def iter_subscriptions(self, page: int = 10_000) -> Iterator[Subscription]:
+        """Every subscription, streamed `page` rows at a time, so that a reader (the
+        pipeline's snapshot) never holds them all; not one transaction."""
         ...
 
     def subscriptions_version(self) -> int:

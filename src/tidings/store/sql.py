@@ -256,6 +256,30 @@ class SQLStore:
             rows = cur.fetchall()
         return version, [subscription_from_json(orjson.loads(r[0])) for r in rows]
 
+    def iter_subscriptions(self, page: int = 10_000) -> Iterator[Subscription]:
+        """Every subscription in id order, read `page` rows at a time (each page its own
+        read, by key, so no transaction stays open between pages and no more than a page is
+        held). Not one snapshot: compare `subscriptions_version` before and after."""
+        after: str | None = None
+        while True:
+            with self._read() as cur:
+                if after is None:
+                    cur.execute(
+                        self._q("SELECT id, body FROM subscriptions ORDER BY id LIMIT ?"), (page,)
+                    )
+                else:
+                    cur.execute(
+                        self._q(
+                            "SELECT id, body FROM subscriptions WHERE id > ? ORDER BY id LIMIT ?"
+                        ),
+                        (after, page),
+                    )
+                rows = cur.fetchall()
+            yield from (subscription_from_json(orjson.loads(body)) for _, body in rows)
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+
     def subscriptions_version(self) -> int:
         with self._read() as cur:
             cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
