@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +145,8 @@ class FixedStore:
     def __init__(self, subs: list[Subscription]) -> None:
         self.subs = subs
 
-    def all_subscriptions(self) -> list[Subscription]:
-        return self.subs
+    def iter_subscriptions(self, page: int = 10_000) -> Iterator[Subscription]:
+        return iter(self.subs)
 
     def subscriptions_version(self) -> int:
         return 1

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -20,7 +20,7 @@ class ChangingStore:
     def subscriptions_version(self) -> int:
         return self.version
 
-    def all_subscriptions(self) -> Iterator[Subscription]:
+    def iter_subscriptions(self, page: int = 10_000) -> Iterator[Subscription]:
         yield self.subs[0]
         if self.changes > 0:  # a subscription is added in the middle of the listing
             self.changes -= 1
@@ -32,16 +32,20 @@ class ChangingStore:
         yield from self.subs[1:]
 
 
+def listed(version: int, subs: Iterable[Subscription]) -> list[Subscription]:
+    return list(subs)
+
+
 def test_a_change_during_the_listing_is_seen_entirely_or_not_at_all() -> None:
     store = ChangingStore(changes=2)
-    version, subs = take_snapshot(store, pause_s=0.0)
+    version, subs = take_snapshot(store, listed, pause_s=0.0)
     assert version == 3
     assert [s.id for s in subs] == ["s1", "s2", "s3"]
 
 
 def test_a_store_that_never_settles_is_a_clear_error() -> None:
     with pytest.raises(TidingsError) as caught:
-        take_snapshot(ChangingStore(changes=100), attempts=3, pause_s=0.0)
+        take_snapshot(ChangingStore(changes=100), listed, attempts=3, pause_s=0.0)
     assert caught.value.code is ErrorCode.UNAVAILABLE
 
 

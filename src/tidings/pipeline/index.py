@@ -1,13 +1,15 @@
 """The `index` algorithm: every Python worker matches its publications with the broker's
 own in-process indexes, built once per subscription snapshot and kept while it lasts.
 
-The driver packs a snapshot into plain tuples and broadcasts it once per version. A worker
-builds a topic `Matcher` and a `ContentIndex` from it the first time it meets that
-snapshot's token and reuses them for every later partition and batch. Function
-subscriptions run through the broker's sandboxed runner in the same pass. One narrow pass
-over the raw log lines parses them, sets malformed ones aside with their reasons, matches,
-and emits the deliveries, one row per (publication, subscriber): no shuffle, no skew, and
-one Spark job per partition, which keeps a micro-batch short.
+The driver packs a snapshot as the store streams it and broadcasts it once per version:
+the interval-index content subscriptions as numpy columns (`columnar`), the few others as
+plain tuples. A worker builds a topic `Matcher` and a `ContentIndex` from it (the columns
+through the bulk `add_arrays`) the first time it meets that snapshot's token and reuses
+them for every later partition and batch. Function subscriptions run through the broker's
+sandboxed runner in the same pass. One narrow pass over the raw log lines parses them, sets
+malformed ones aside with their reasons, matches, and emits the deliveries, one row per
+(publication, subscriber): no shuffle, no skew, and one Spark job per partition, which
+keeps a micro-batch short.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
 from tidings.pipeline import logs
+from tidings.pipeline.columnar import Columns, ColumnsBuilder, eligible
 from tidings.sandbox import FunctionRunner
 
 if TYPE_CHECKING:
@@ -37,30 +40,47 @@ PackedPredicate = tuple[str, str, Any]
 Found = dict[str, set[str]]  # subscriber id -> ids of its matching subscriptions
 T = TypeVar("T")
 MATCH_CHUNK = 64
+# Lines per output batch: a publication can have hundreds of deliveries (a row each), and a
+# whole Arrow batch (10,000 lines) of them would take gigabytes of Python rows per worker.
+LINES_PER_PASS = 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """A snapshot as plain tuples: cheap to pickle, broadcast and rebuild."""
+    """A snapshot as arrays and plain tuples: cheap to pickle, broadcast and rebuild."""
 
     token: str  # unique per snapshot taken on the driver
     topics: list[tuple[str, str, tuple[str, ...]]]
-    content: list[tuple[str, str, tuple[PackedPredicate, ...]]]
+    content: list[tuple[str, str, tuple[PackedPredicate, ...]]]  # what `columns` cannot hold
     functions: list[tuple[str, str, str]]  # sub id, function type, Subscription JSON
+    columns: Columns  # the interval-index content subscriptions, usually nearly all
+
+    def __len__(self) -> int:
+        return len(self.topics) + len(self.content) + len(self.functions) + len(self.columns)
 
 
-def pack(version: int, subscriptions: Iterable[Subscription]) -> Packed:
-    packed = Packed(f"{version}-{uuid.uuid4().hex}", [], [], [])
+def pack(version: int, subscriptions: Iterable[Subscription], columnar: bool = True) -> Packed:
+    """Pack subscriptions as they stream past, holding none of them: content subscriptions
+    the interval index takes go to columns (unless `columnar` is off: the reference path),
+    the rest to tuples. Suspended function subscriptions are left out."""
+    columns = ColumnsBuilder()
+    topics: list[tuple[str, str, tuple[str, ...]]] = []
+    content: list[tuple[str, str, tuple[PackedPredicate, ...]]] = []
+    functions: list[tuple[str, str, str]] = []
     for sub in subscriptions:
         if sub.kind == "topic":
-            packed.topics.append((sub.id, sub.subscriber_id, sub.topics))
+            topics.append((sub.id, sub.subscriber_id, sub.topics))
         elif sub.kind == "content":
-            preds = tuple((p.key, p.op.value, p.value) for p in sub.predicates)
-            packed.content.append((sub.id, sub.subscriber_id, preds))
+            if columnar and eligible(sub.id, sub.predicates):
+                columns.add(sub.id, sub.subscriber_id, sub.predicates)
+            else:
+                preds = tuple((p.key, p.op.value, p.value) for p in sub.predicates)
+                content.append((sub.id, sub.subscriber_id, preds))
         elif sub.function is not None and sub.status == "active":
             spec = orjson.dumps(sub.to_json()).decode()
-            packed.functions.append((sub.id, sub.function.function_type, spec))
-    return packed
+            functions.append((sub.id, sub.function.function_type, spec))
+    token = f"{version}-{uuid.uuid4().hex}"
+    return Packed(token, topics, content, functions, columns.build())
 
 
 class SnapshotIndex:
@@ -72,8 +92,10 @@ class SnapshotIndex:
             self.topics.add_topic(sid, owner, filters)
         self.content = ContentIndex()
         self.content.add_many([(sid, _predicates(preds)) for sid, _, preds in packed.content])
+        ids = packed.columns.load_into(self.content.intervals)  # the bulk path
         self.content.intervals.wait()  # match against the finished index, not a half-merged one
-        self.owner = {sid: owner for sid, owner, _ in packed.content}
+        self.owner = packed.columns.owner_of(ids)
+        self.owner.update((sid, owner) for sid, owner, _ in packed.content)
         self.functions: dict[str, list[Subscription]] = {}
         for _, function_type, spec in packed.functions:
             sub = subscription_from_json(orjson.loads(spec))
@@ -242,7 +264,9 @@ def _matcher(options: Options) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
     def match_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             index = cached_index(options.token, lambda: options.snapshot.value)
-            yield match_lines_batch(batch.column("value").to_pylist(), index, options)
+            for start in range(0, batch.num_rows, LINES_PER_PASS):
+                lines = batch.slice(start, LINES_PER_PASS).column("value").to_pylist()
+                yield match_lines_batch(lines, index, options)
 
     return match_partition
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from tidings.config import FunctionSettings, Settings
-from tidings.model import Subscription
 from tidings.pipeline import index, logs, transforms
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
@@ -50,41 +50,53 @@ ALGORITHMS: tuple[Algorithm, ...] = ("index", "sql")
 
 
 class Subscriptions:
-    """The versioned snapshot, taken again only when the store's version moved, and laid
-    out for either algorithm on first use."""
+    """The versioned snapshot, laid out for either algorithm on first use and kept while
+    the store's version stays the same. Each layout is built as the store streams the
+    subscriptions, so the driver never holds them all as objects."""
 
     def __init__(self, spark: SparkSession, store: SubscriptionSource) -> None:
         self.spark = spark
         self.store = store
         self.version = -1
-        self._subscriptions: list[Subscription] = []
         self._frames: SnapshotFrames | None = None
         self._packed: index.Packed | None = None
         self._broadcaster = index.Broadcaster(spark)
 
     def refresh(self) -> None:
+        """Forget the layouts if the subscriptions changed since they were taken."""
         if self.version >= 0 and self.store.subscriptions_version() == self.version:
             return
-        self.version, self._subscriptions = take_snapshot(self.store)
         if self._frames is not None:
             self._frames.unpersist()
         self._frames = self._packed = None
 
     def frames(self, subscriber_id: str | None = None) -> SnapshotFrames:
         """The snapshot as DataFrames (the `sql` algorithm)."""
-        if self._frames is None:
-            self._frames = to_frames(self.spark, self.version, self._subscriptions)
+        frames = self._frames
+        if frames is None:
+            taken: tuple[int, SnapshotFrames] = take_snapshot(
+                self.store, partial(to_frames, self.spark)
+            )
+            self.version, frames = taken
+            self._frames = frames
         if subscriber_id is None:
-            return self._frames
-        return transforms.for_subscriber(self._frames, subscriber_id)
+            return frames
+        return transforms.for_subscriber(frames, subscriber_id)
 
     def packed(self, subscriber_id: str | None = None) -> tuple[index.Packed, Broadcast[Any]]:
         """The snapshot packed and broadcast (the `index` algorithm)."""
         if subscriber_id is not None:
-            mine = [s for s in self._subscriptions if s.subscriber_id == subscriber_id]
-            packed = index.pack(self.version, mine)
+            self.version, packed = take_snapshot(
+                self.store,
+                lambda version, subs: index.pack(
+                    version, (s for s in subs if s.subscriber_id == subscriber_id)
+                ),
+            )
+        elif self._packed is None:
+            self.version, packed = take_snapshot(self.store, index.pack)
+            self._packed = packed
         else:
-            packed = self._packed = self._packed or index.pack(self.version, self._subscriptions)
+            packed = self._packed
         return packed, self._broadcaster.share(packed)
 
 

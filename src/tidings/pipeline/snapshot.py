@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -27,24 +27,31 @@ PREDICATE_SCHEMA = (
 )
 ABSENT_SCHEMA = "sub_id string, subscriber_id string, n_pos int, key string"
 FUNCTION_SCHEMA = "sub_id string, subscriber_id string, function_type string, spec string"
+T = TypeVar("T")
 
 
 class SubscriptionSource(Protocol):
     """What a snapshot needs of a Store."""
 
-    def all_subscriptions(self) -> Iterable[Subscription]: ...
+    def iter_subscriptions(self, page: int = ...) -> Iterator[Subscription]: ...
     def subscriptions_version(self) -> int: ...
 
 
 def take_snapshot(
-    store: SubscriptionSource, attempts: int = 20, pause_s: float = 0.05
-) -> tuple[int, list[Subscription]]:
-    """(version, subscriptions), read again until no change happened while reading."""
+    store: SubscriptionSource,
+    build: Callable[[int, Iterable[Subscription]], T],
+    attempts: int = 20,
+    pause_s: float = 0.05,
+) -> tuple[int, T]:
+    """(version, what `build` made of the subscriptions it was streamed), read again until
+    no change happened while reading. `build` consumes the stream as it comes, so a large
+    snapshot need not be held as Subscription objects (see `index.pack`)."""
     for _ in range(attempts):
         before = store.subscriptions_version()
-        subscriptions = list(store.all_subscriptions())
+        built = build(before, store.iter_subscriptions())
         if store.subscriptions_version() == before:
-            return before, subscriptions
+            return before, built
+        del built  # a build of a changed listing: free it before reading again
         time.sleep(pause_s)
     raise TidingsError(
         ErrorCode.UNAVAILABLE, detail="subscriptions kept changing; no stable snapshot"
