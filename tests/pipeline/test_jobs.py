@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import pytest
@@ -11,7 +11,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from tidings.config import FunctionSettings
-from tidings.model import Op, Predicate, Publication, Subscriber, Subscription
+from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscriber, Subscription
 from tidings.pipeline.jobs import (
     ALGORITHMS,
     Algorithm,
@@ -148,6 +148,11 @@ class FixedStore:
     def iter_subscriptions(self, page: int = 10_000) -> Iterator[Subscription]:
         return iter(self.subs)
 
+    def set_subscription_status(
+        self, subscription_id: str, status: Literal["active", "suspended"], reason: str | None
+    ) -> bool:
+        return any(s.id == subscription_id for s in self.subs)  # never changes
+
     def subscriptions_version(self) -> int:
         return 1
 
@@ -193,3 +198,35 @@ def test_both_algorithms_deliver_what_the_broker_would_for_all_three_kinds(
         for s in r["subscription_ids"]
     }
     assert found == expected
+
+
+def failing_function_store(tmp_path: Path) -> SQLStore:
+    store = make_store(tmp_path)
+    code = "def match(publication):\n    return 1 / 0\n"
+    spec = FunctionSpec("text", "code", code, fail_open=True)
+    store.add_subscription(Subscription("f-bad", "bob", "function", function=spec))
+    return store
+
+
+def text_pubs(start: int, count: int) -> list[str]:
+    return [
+        line(Publication(f"q{i:03d}", 1.0 + i, None, (), {}, ("text",)))
+        for i in range(start, start + count)
+    ]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_function_failing_again_and_again_is_suspended_with_the_brokers_rule(
+    spark: SparkSession, tmp_path: Path, algorithm: Algorithm
+) -> None:
+    store = failing_function_store(tmp_path)
+    job = Matching(Subscriptions(spark, store), QueueSink(store), tmp_path / "quarantine")
+    job.functions, job.algorithm = FunctionSettings(failures_to_suspend=5), algorithm
+    first = spark.createDataFrame([(t,) for t in text_pubs(0, 7)], "value string").coalesce(2)
+    assert job.run(first, "batch-1").enqueued == 7  # fails open: delivered meanwhile
+    suspended = store.get_subscription("f-bad")
+    assert suspended is not None and suspended.status == "suspended"
+    assert suspended.status_reason is not None
+    assert suspended.status_reason.startswith("5 consecutive failures; last: ")
+    later = spark.createDataFrame([(t,) for t in text_pubs(7, 3)], "value string")
+    assert job.run(later, "batch-2").enqueued == 0

@@ -29,6 +29,7 @@ from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
 from tidings.pipeline import logs
 from tidings.pipeline.columnar import Columns, ColumnsBuilder, eligible
+from tidings.pipeline.health import Call
 from tidings.sandbox import FunctionRunner
 
 if TYPE_CHECKING:
@@ -185,18 +186,22 @@ async def add_function_matches(
     index: SnapshotIndex,
     pubs: Sequence[Publication],
     found: list[Found],
-) -> None:
+) -> list[Call]:
     """Run the function subscriptions each publication meets in the sandbox; a call that
-    failed matches only when its subscription fails open (the runner's rule)."""
+    failed matches only when its subscription fails open (the runner's rule). Returns
+    every call's outcome, for the driver to count failures by."""
     work = [(i, index.function_subscriptions(p)) for i, p in enumerate(pubs)]
     work = [(i, subs) for i, subs in work if subs]
     outcomes = await asyncio.gather(*(runner.evaluate(pubs[i], subs) for i, subs in work))
+    calls = []
     for (i, subs), results in zip(work, outcomes, strict=True):
         owner = {s.id: s.subscriber_id for s in subs}
         for outcome in results:
+            sid = outcome.subscription_id
+            calls.append(Call(pubs[i].published_at, pubs[i].id, sid, outcome.error))
             if outcome.matched:
-                sid = outcome.subscription_id
                 found[i].setdefault(owner[sid], set()).add(sid)
+    return calls
 
 
 PASS_SCHEMA = (
@@ -234,8 +239,10 @@ class Options:
 def match_lines_batch(
     lines: Sequence[str | None], index: SnapshotIndex, options: Options
 ) -> pa.RecordBatch:
-    """Log lines -> one row per delivery, one per malformed line (`line`, `error`), and one
-    counting the valid publications (`valid`)."""
+    """Log lines -> one row per delivery (`subscriber_id` set), one per function call
+    (`publication_id` and `subscription_ids` set, no subscriber; `error` when it failed),
+    one per malformed line (`line`, `error`), and one counting the valid publications
+    (`valid`)."""
     import pyarrow as pa
 
     parsed = [logs.parse_line(text) for text in lines if text is not None and text.strip()]
@@ -245,14 +252,19 @@ def match_lines_batch(
         good = [row for row in good if row[2] >= options.since]
     pubs = [Publication.from_json(orjson.loads(row[0])) for row in good]
     found = index.match(pubs)
+    calls: list[Call] = []
     if options.functions is not None and any(index.function_subscriptions(p) for p in pubs):
         host = runner_host(options.functions)
-        host.call(add_function_matches(host.runner, index, pubs, found))
+        calls = host.call(add_function_matches(host.runner, index, pubs, found))
     rows: list[tuple[Any, ...]] = [
         (pub.id, owner, sorted(ids), row[0] if n == 0 else None, pub.published_at, None, None)
         for pub, row, matches in zip(pubs, good, found, strict=True)
         for n, (owner, ids) in enumerate(matches.items())
     ]  # the line (the body) travels once per publication, on its first delivery
+    rows += [
+        (c.publication_id, None, [c.subscription_id], None, c.published_at, c.error, None)
+        for c in calls
+    ]
     rows += [*bad, (None, None, None, None, None, None, len(pubs))]
     schema = _arrow_schema()
     columns = zip(*rows, strict=True)

@@ -9,12 +9,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
 from tidings.config import FunctionSettings, Settings
 from tidings.pipeline import index, logs, transforms
+from tidings.pipeline.health import Call, FunctionHealth, StatusStore
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
 
@@ -49,12 +50,16 @@ Algorithm = Literal["index", "sql"]
 ALGORITHMS: tuple[Algorithm, ...] = ("index", "sql")
 
 
+class PipelineStore(SubscriptionSource, StatusStore, Protocol):
+    """What the jobs need of a Store: the snapshot's reads, and suspending a function."""
+
+
 class Subscriptions:
     """The versioned snapshot, laid out for either algorithm on first use and kept while
     the store's version stays the same. Each layout is built as the store streams the
     subscriptions, so the driver never holds them all as objects."""
 
-    def __init__(self, spark: SparkSession, store: SubscriptionSource) -> None:
+    def __init__(self, spark: SparkSession, store: PipelineStore) -> None:
         self.spark = spark
         self.store = store
         self.version = -1
@@ -111,6 +116,7 @@ class Matching:
     since: float | None = None
     subscriber_id: str | None = None
     algorithm: Algorithm = "index"
+    health: FunctionHealth | None = None  # made on first use from `functions`
 
     def run(self, lines: DataFrame, batch: str) -> BatchResult:
         """Match one batch of raw log lines (column `value`) into the queues."""
@@ -123,35 +129,64 @@ class Matching:
         rows = index.match_lines(lines, options).toLocalIterator(prefetchPartitions=True)
         added = self.sink.write_rows(tally.deliveries(rows))
         quarantined = write_quarantine(self.quarantine, batch, tally.malformed)
+        self._count(tally.calls)
         return BatchResult(batch, tally.valid, quarantined, added, self.subscriptions.version)
 
     def _run_sql(self, parsed: DataFrame, batch: str) -> BatchResult:
         parsed = parsed.cache()
+        outcomes = None
         try:
             bad = [(r["line"], r["error"]) for r in logs.malformed(parsed).collect()]
             quarantined = write_quarantine(self.quarantine, batch, bad)
             pubs = transforms.since(logs.valid(parsed), self.since)
             frames = self.subscriptions.frames(self.subscriber_id)
-            found = transforms.all_matches(pubs, frames, self.functions)
+            if self.functions is not None:  # cached: each call runs once, for both uses
+                outcomes = transforms.function_outcomes(pubs, frames.functions, self.functions)
+                outcomes = outcomes.cache()
+            found = transforms.all_matches(pubs, frames, outcomes)
             added = self.sink.write(transforms.deliveries(found, pubs))
+            if outcomes is not None:
+                self._count(calls_of(outcomes.collect()))
             version = self.subscriptions.version
             return BatchResult(batch, pubs.count(), quarantined, added, version)
         finally:
             parsed.unpersist()
+            if outcomes is not None:
+                outcomes.unpersist()
+
+    def _count(self, calls: Iterable[Call]) -> None:
+        """Function failures, by the broker's rule (see `health`); kept across batches."""
+        if self.functions is None:
+            return
+        if self.health is None:
+            store = self.subscriptions.store
+            self.health = FunctionHealth(store, self.functions.failures_to_suspend)
+        self.health.record(calls)
+
+
+def calls_of(outcomes: Iterable[Row]) -> Iterator[Call]:
+    """Function call outcomes (transforms.OUTCOME_SCHEMA) as calls to count."""
+    for r in outcomes:
+        yield Call(r["published_at"], r["pub_id"], r["sub_id"], r["error"])
 
 
 class Tally:
-    """Splits the rows of one index pass: deliveries pass through; malformed lines and the
-    count of valid publications are kept."""
+    """Splits the rows of one index pass: deliveries pass through; function calls,
+    malformed lines and the count of valid publications are kept."""
 
     def __init__(self) -> None:
         self.malformed: list[tuple[str, str]] = []
+        self.calls: list[Call] = []
         self.valid = 0
 
     def deliveries(self, rows: Iterable[Row]) -> Iterator[Row]:
         for row in rows:
             if row["subscriber_id"] is not None:
                 yield row
+            elif row["publication_id"] is not None:
+                sid = row["subscription_ids"][0]
+                call = Call(row["published_at"], row["publication_id"], sid, row["error"])
+                self.calls.append(call)
             elif row["error"] is not None:
                 self.malformed.append((row["line"], row["error"]))
             else:

@@ -121,16 +121,26 @@ def content_matches(pubs: DataFrame, predicates: DataFrame, absent: DataFrame) -
 
 
 def function_candidates(pubs: DataFrame, functions: DataFrame) -> DataFrame:
-    """(pub_id, line, sub_id, subscriber_id, spec): a publication meets the active function
-    subscriptions of the function types it names."""
+    """(pub_id, published_at, line, sub_id, subscriber_id, spec): a publication meets the
+    active function subscriptions of the function types it names."""
     from pyspark.sql import functions as F
 
     exploded = pubs.select(
-        F.col("id").alias("pub_id"), "line", F.explode("function_types").alias("function_type")
+        F.col("id").alias("pub_id"),
+        "published_at",
+        "line",
+        F.explode("function_types").alias("function_type"),
     )
     return exploded.join(functions, "function_type").select(
-        "pub_id", "line", "sub_id", "subscriber_id", "spec"
+        "pub_id", "published_at", "line", "sub_id", "subscriber_id", "spec"
     )
+
+
+OUTCOME_SCHEMA = (
+    "pub_id string, published_at double, sub_id string, subscriber_id string, "
+    "matched boolean, error string"
+)
+OUTCOME_COLUMNS = ["pub_id", "published_at", "sub_id", "subscriber_id", "matched", "error"]
 
 
 def _evaluate_frames(
@@ -146,42 +156,48 @@ def _evaluate_frames(
             if len(frame):
                 host = runner_host(settings)
                 rows = host.call(_evaluate(host.runner, frame))
-            yield pd.DataFrame(rows, columns=MATCH_COLUMNS)
+            yield pd.DataFrame(rows, columns=OUTCOME_COLUMNS)
 
     return evaluate
 
 
-async def _evaluate(runner: FunctionRunner, frame: pd.DataFrame) -> list[tuple[str, ...]]:
-    """A failed call matches only when its subscription fails open (the runner's rule)."""
-    out: list[tuple[str, ...]] = []
+async def _evaluate(runner: FunctionRunner, frame: pd.DataFrame) -> list[tuple[object, ...]]:
+    """Every call's outcome. A failed call matches only when its subscription fails open
+    (the runner's rule)."""
+    out: list[tuple[object, ...]] = []
     for pub_id, group in frame.groupby("pub_id", sort=False):
         publication = Publication.from_json(orjson.loads(group["line"].iloc[0]))
         subs = [subscription_from_json(orjson.loads(s)) for s in group["spec"]]
         by_id = {s.id: s for s in subs}
         for outcome in await runner.evaluate(publication, subs):
-            if outcome.matched:
-                sub = by_id[outcome.subscription_id]
-                out.append((str(pub_id), sub.id, sub.subscriber_id))
+            sub = by_id[outcome.subscription_id]
+            call = (str(pub_id), publication.published_at, sub.id, sub.subscriber_id)
+            out.append((*call, outcome.matched, outcome.error))
     return out
 
 
-def function_matches(
+def function_outcomes(
     pubs: DataFrame, functions: DataFrame, settings: FunctionSettings
 ) -> DataFrame:
-    """Function subscriptions, run by the broker's sandboxed runner inside `mapInPandas`."""
+    """Function subscriptions, run by the broker's sandboxed runner inside `mapInPandas`:
+    one row per call (OUTCOME_SCHEMA), matched or not, failed or not."""
     candidates = function_candidates(pubs, functions)
-    return candidates.mapInPandas(_evaluate_frames(settings), MATCH_SCHEMA)
+    return candidates.mapInPandas(_evaluate_frames(settings), OUTCOME_SCHEMA)
+
+
+def function_matches(outcomes: DataFrame) -> DataFrame:
+    return outcomes.where("matched").select(*MATCH_COLUMNS)
 
 
 def all_matches(
-    pubs: DataFrame, frames: SnapshotFrames, functions: FunctionSettings | None
+    pubs: DataFrame, frames: SnapshotFrames, outcomes: DataFrame | None = None
 ) -> DataFrame:
-    """Topic, content and (given settings for the runner) function matches, together."""
+    """Topic, content and (given the function calls' outcomes) function matches, together."""
     found = topic_matches(pubs, frames.topics).unionByName(
         content_matches(pubs, frames.predicates, frames.absent)
     )
-    if functions is not None:
-        found = found.unionByName(function_matches(pubs, frames.functions, functions))
+    if outcomes is not None:
+        found = found.unionByName(function_matches(outcomes))
     return found
 
 
