@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import orjson
@@ -8,7 +9,7 @@ import typer
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from tidings.cli.pipeline import parse_since, register
+from tidings.cli.pipeline import match, parse_since, register
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscriber, Subscription
 from tidings.store import open_store
@@ -47,6 +48,10 @@ def test_an_unknown_algorithm_is_refused_naming_the_option(tmp_path: Path) -> No
         ErrorCode.INVALID_FIELD,
         "--algorithm",
     )
+
+
+def test_follow_triggers_a_micro_batch_every_quarter_second_by_default() -> None:
+    assert inspect.signature(match).parameters["trigger"].default == 0.25
 
 
 @pytest.mark.spark

@@ -94,7 +94,7 @@ def _show(result: BatchResult) -> None:
 def match(
     follow: Annotated[bool, typer.Option(help="Keep running: match as the log grows.")] = False,
     since: Since = None,
-    trigger: Annotated[float, typer.Option(help="Seconds between micro-batches.")] = 1.0,
+    trigger: Annotated[float, typer.Option(help="Seconds between micro-batches.")] = 0.25,
     master: Master = "local[2]",
     data_dir: DataDir = None,
     store: Store = None,
