@@ -13,9 +13,11 @@ import argparse
 import gc
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,20 +67,24 @@ def publication(rng: random.Random, i: int, at: float) -> Publication:
 MATCH_CHUNK = 64  # as tidings.pipeline.index.MATCH_CHUNK
 
 
-def wa_workload(n_subs: int, n_pubs: int) -> tuple[list[Subscription], list[Publication]]:
+def wa_workload(
+    n_subs: int, n_pubs: int
+) -> tuple[Callable[[], Iterator[Subscription]], list[Publication]]:
+    """W-A subscriptions as a stream (made again on each call, never all held as objects:
+    10^6 of them take gigabytes), and the publications."""
     w = named("W-A")
     rng = np.random.default_rng(1)
     attrs, lows = subscription_arrays(w, n_subs, rng)
-    subs = [
-        Subscription(f"s{i:07d}", f"u{i % 1000:04d}", "content", predicates=preds)
-        for i, preds in enumerate(predicates_of(w, attrs, lows))
-    ]
+
+    def stream() -> Iterator[Subscription]:
+        for i, preds in enumerate(predicates_of(w, attrs, lows)):
+            yield Subscription(f"s{i:07d}", f"u{i % 1000:04d}", "content", predicates=preds)
+
     events = events_of(w, event_arrays(w, n_pubs, rng))
-    pubs = [Publication(f"p{i:08d}", 0.0, None, (), e) for i, e in enumerate(events)]
-    return subs, pubs
+    return stream, [Publication(f"p{i:08d}", 0.0, None, (), e) for i, e in enumerate(events)]
 
 
-def local_batch(subs: list[Subscription], pubs: list[Publication]) -> tuple[float, float, int]:
+def local_batch(subs: Iterable[Subscription], pubs: list[Publication]) -> tuple[float, float, int]:
     """(build seconds, match seconds, matches) of the in-process Matcher."""
     started = time.perf_counter()
     content = ContentIndex()
@@ -89,13 +95,13 @@ def local_batch(subs: list[Subscription], pubs: list[Publication]) -> tuple[floa
     content.intervals.rebuild()  # as a bulk build leaves it, as in each Spark worker
     built = time.perf_counter()
     events = [Event(p.topics, p.attributes) for p in pubs]
-    answers = [
-        a
-        for i in range(0, len(events), MATCH_CHUNK)
-        for a in matcher.match_batch(events[i : i + MATCH_CHUNK])
-    ]  # the chunk the pipeline uses: a whole batch at once needs gigabytes
+    matches = 0
+    for i in range(0, len(events), MATCH_CHUNK):  # the chunk the pipeline uses
+        matches += sum(
+            len(ids) for a in matcher.match_batch(events[i : i + MATCH_CHUNK]) for ids in a.values()
+        )
     elapsed = time.perf_counter() - built
-    return built - started, elapsed, sum(len(ids) for a in answers for ids in a.values())
+    return built - started, elapsed, matches
 
 
 def spark_batch(spark: Any, packed: Any, shared: Any, lines: Any) -> tuple[float, int]:
@@ -111,6 +117,40 @@ def spark_batch(spark: Any, packed: Any, shared: Any, lines: Any) -> tuple[float
     return time.perf_counter() - started, int(total)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (the JVM and its Python workers), from /proc."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        below = [p for p, pp in parent.items() if pp in frontier]
+        found += below
+        frontier = below
+    return found
+
+
+def rss_mib() -> dict[str, float]:
+    """Peak resident size of this process, and the current size of its descendants."""
+    children = 0
+    for pid in descendants(os.getpid()):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        children += next(
+            (int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS:")), 0
+        )
+    return {
+        "driver_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "children_rss_mib": round(children / 1024),
+    }
+
+
 def lines_of(spark: Any, pubs: list[Publication]) -> Any:
     text = [(orjson.dumps(p.to_json()).decode(),) for p in pubs]
     lines = spark.createDataFrame(text, "value string").repartition(2).cache()
@@ -123,11 +163,13 @@ def batch_case(spark: Any, n_subs: int, n_pubs: int) -> None:
 
     subs, events = wa_workload(n_subs, n_pubs + 1000)
     pubs, warm = events[:n_pubs], events[n_pubs:]  # warm-up events are not timed again
-    local_build_s, local_s, local_n = local_batch(subs, pubs)
+    local_build_s, local_s, local_n = local_batch(subs(), pubs)
     gc.collect()
-    packed = index.pack(1, subs)
-    del subs
+    started = time.perf_counter()
+    packed = index.pack(1, subs())  # as the driver packs a snapshot streamed from the store
+    pack_s = time.perf_counter() - started
     shared = spark.sparkContext.broadcast(packed)
+    broadcast_s = time.perf_counter() - started - pack_s
     cold_s, _ = spark_batch(spark, packed, shared, lines_of(spark, warm))  # workers build
     lines = lines_of(spark, pubs)
     spark_s, spark_n = spark_batch(spark, packed, shared, lines)
@@ -147,9 +189,13 @@ def batch_case(spark: Any, n_subs: int, n_pubs: int) -> None:
             "cold_seconds_1000_other_publications": cold_s,
             "local_seconds": local_s,
             "local_build_seconds": local_build_s,
+            "pack_seconds": pack_s,
+            "broadcast_seconds": broadcast_s,
+            "columns": len(packed.columns),
             "p50_ms": None,
             "p99_ms": None,
             "master": "local[2]",
+            **rss_mib(),
             "load_average_at_end": os.getloadavg()[0],
         }
     )
@@ -167,7 +213,8 @@ def write_file(log_dir: Path, name: str, pubs: list[Publication]) -> None:
 
 def writer(log_dir: Path, rate: int, seconds: float, rng: random.Random) -> list[Publication]:
     """Log `rate` publications per second, one finished file every 100 ms."""
-    per_tick, written, began = max(1, rate // 10), [], time.time()
+    written: list[Publication] = []
+    per_tick, began = max(1, rate // 10), time.time()
     while time.time() - began < seconds:
         tick = time.time()
         pubs = [publication(rng, len(written) + j, time.time()) for j in range(per_tick)]
