@@ -273,16 +273,32 @@ class Matcher:
                 found.sort()
         return out
 
-    def _with_content(self, topical: Matches, content_ids: Iterable[str]) -> Matches:
-        """The topic answer (shared: never changed in place) with the content matches added."""
-        out: Matches | None = None
-        for sid in content_ids:
-            if out is None:
-                out = dict(topical)
-            owner = self._owner[sid]
+    def _with_content(self, topical: Matches, content_ids: Sequence[str]) -> Matches:
+        """The topic answer (shared: never changed in place) with the content matches added.
+        Owners are fetched in one C-level pass; each subscriber's list is sorted once."""
+        if not content_ids:
+            return topical
+        if len(content_ids) == 1:
+            owners: Sequence[str] = (self._owner[content_ids[0]],)
+        else:
+            owners = itemgetter(*content_ids)(self._owner)
+        grouped: Matches = {}
+        for owner, sid in zip(owners, content_ids, strict=True):
+            found = grouped.get(owner)
+            if found is None:
+                grouped[owner] = [sid]
+            else:
+                found.append(sid)
+        out = dict(topical)
+        for owner, ids in grouped.items():
             found = out.get(owner)
-            out[owner] = [sid] if found is None else sorted([*found, sid])
-        return topical if out is None else out
+            if found is not None:
+                out[owner] = sorted({*found, *ids})
+            elif len(ids) > 1:
+                out[owner] = sorted(ids)
+            else:
+                out[owner] = ids
+        return out
 
     def _owners_and_ids(self, slots: list[int]) -> tuple[Sequence[str], Sequence[str]]:
         # Memory-bound at scale: each matched id costs cache misses, and fetching all of them
