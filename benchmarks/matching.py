@@ -15,6 +15,9 @@ Prints JSON lines: a header (machine, versions, workload, note), then one line p
 strings; `slots_mean_ms`/`slots_p99_ms` time `IntervalIndex.match_slots_batch`, the index's own
 answer (slot numbers in numpy arrays, as the C++ reference implementations answer with integer
 ids). The difference is the cost of making thousands of Python strings per event.
+`or_floor_ms` times the memory traffic alone (d random rows of N bits ORed per event, from an
+array larger than the caches): the floor of the bitmap method on this machine during the run;
+`slots_over_floor` is the index's time over it.
 `cpu_mean_ms` is process CPU time per event (all threads), less sensitive than wall time to
 other processes sharing the cores. `memory_mib` counts the index's arrays; `rss_mib` is the
 process's peak resident size (workload arrays and a million id strings included).
@@ -91,6 +94,24 @@ def per_event_ms(
     return times, (time.process_time() - cpu) * 1e3 / (len(batches) * b)
 
 
+def or_floor_ms(attributes: int, subscriptions: int, events: int, seed: int) -> float:
+    """The memory traffic the bitmap method cannot avoid, timed alone on this machine now:
+    per event, OR one random row of `subscriptions` bits per attribute (32 rows per
+    attribute, more than the caches hold). Host memory bandwidth varies here from hour to
+    hour, and this shows what it was during the run."""
+    words = -(-subscriptions // 64)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 2**63, size=(attributes * 32, words), dtype=np.uint64)
+    picks = rng.integers(0, 32, size=(events, attributes)) + np.arange(attributes) * 32
+    acc = np.zeros(words, np.uint64)
+    start = time.perf_counter()
+    for pick in picks.tolist():
+        acc[:] = 0
+        for r in pick:
+            np.bitwise_or(acc, rows[r], out=acc)
+    return (time.perf_counter() - start) * 1e3 / events
+
+
 def baseline(
     w: wl.Workload, attrs: np.ndarray, lows: np.ndarray, values: np.ndarray
 ) -> tuple[float, list[np.ndarray]]:
@@ -134,6 +155,7 @@ def main() -> None:
     got = index.match_batch(events[: len(sample)])
     correct = all(sorted(g) == sorted(ids[i] for i in t) for g, t in zip(got, truth, strict=True))
     insert_us, insert_cpu_us, delete_us = insert_delete_us(index, w, rng)
+    floor_ms = or_floor_ms(w.attributes, args.subscriptions, 500, args.seed)
     for b in args.batch:
         slot_times, _ = per_event_ms(index.intervals.match_slots_batch, events, b)
         slots_mean = sum(slot_times) / len(slot_times)
@@ -148,6 +170,8 @@ def main() -> None:
               "slots_mean_ms": round(slots_mean, 4),
               "slots_p99_ms": round(percentile(slot_times, 99), 4),
               "slots_ratio": round(base_ms / slots_mean, 1),
+              "or_floor_ms": round(floor_ms, 4),
+              "slots_over_floor": round(slots_mean / floor_ms, 2),
               "memory_mib": round(index.intervals.memory_bytes() / 2**20, 1),
               "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
               "build_s": round(build_s, 2), "insert_us": round(insert_us, 1),

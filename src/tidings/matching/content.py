@@ -98,7 +98,8 @@ class CountingIndex:
             slot = len(self._ids)
             self._ids.append(subscription_id)
             self._predicates.append(predicates)
-            self._required = np.resize(self._required, max(16, 2 * slot + 2))
+            if slot >= len(self._required):  # doubling: a resize per add was quadratic
+                self._required = np.resize(self._required, max(16, 2 * slot + 2))
         self._required[slot] = len(predicates)
         self._slot_of[subscription_id] = slot
         return slot
