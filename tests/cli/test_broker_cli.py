@@ -69,11 +69,27 @@ def test_ctrl_c_stops_subscribe_without_a_traceback(url: str) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert sub.stderr is not None
+    assert sub.stderr is not None and sub.stdout is not None
     orjson.loads(sub.stderr.readline())  # registered and about to stream
+    # Interrupt it while it streams (a delivery printed proves it is), not while it is still
+    # setting up: a Ctrl-C in the middle of the set-up hung once under load (not reproduced).
+    for _ in range(30):  # until the subscription exists and a delivery has been printed
+        assert tidings("publish", "--url", url, "-t", "quiet", "{}").returncode == 0
+        if _ready(sub):
+            break
     sub.send_signal(signal.SIGINT)
     _, err = sub.communicate(timeout=30)
     assert sub.returncode == 0 and err == ""
+
+
+def _ready(sub: subprocess.Popen[str]) -> bool:
+    """Has the subscriber printed a delivery within a second?"""
+    import select
+
+    assert sub.stdout is not None
+    if select.select([sub.stdout], [], [], 1.0)[0]:
+        return bool(sub.stdout.readline())
+    return False
 
 
 def test_queue_shows_depth_of_a_subscriber(url: str) -> None:
