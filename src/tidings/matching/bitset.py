@@ -37,7 +37,7 @@ from tidings.matching import cells as cl
 from tidings.matching.cells import ALL, EQ, GE, GT, LE, LT, Floats, Slots, Words, intervals
 from tidings.model import Op, Predicate, Scalar
 
-__all__ = ["EQ", "GE", "GT", "LE", "LT", "IntervalIndex", "accepts", "intervals"]
+__all__ = ["EQ", "GE", "GT", "LE", "LT", "IntervalIndex", "accepts", "intervals", "numeric"]
 
 OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
 EXACT = 2**53
@@ -56,13 +56,22 @@ def _number(value: object) -> bool:
     return -EXACT < value < EXACT
 
 
+def _numeric(p: Predicate) -> bool:
+    return p.op in OP_CODES and _number(p.value)
+
+
+def numeric(predicates: Sequence[Predicate]) -> bool:
+    """Is this conjunction all comparisons with numbers, as the bulk path (`add_arrays`)
+    takes them?"""
+    return bool(predicates) and all(_numeric(p) for p in predicates)
+
+
 def accepts(predicates: Sequence[Predicate]) -> bool:
-    """Can this conjunction live in the interval index?"""
-    for p in predicates:
-        text = p.op is Op.EQ and isinstance(p.value, str)
-        if not text and (p.op not in OP_CODES or not _number(p.value)):
-            return False
-    return bool(predicates)
+    """Can this conjunction live in the interval index (comparisons with numbers, equality
+    with text)?"""
+    return bool(predicates) and all(
+        _numeric(p) or (p.op is Op.EQ and isinstance(p.value, str)) for p in predicates
+    )
 
 
 def event_number(value: object) -> float:

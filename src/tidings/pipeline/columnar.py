@@ -1,6 +1,6 @@
 """Interval-index content subscriptions as columns: the bulk of a large snapshot.
 
-A content subscription the interval index takes (`bitset.accepts`: comparisons on numbers)
+A content subscription of comparisons with numbers (`bitset.numeric`, the bulk path's input)
 becomes one row of numpy arrays instead of a tuple of Predicate objects: its id, its owner
 (a code into `owner_names`), and its predicates as (attribute code, op code, value) in flat
 arrays, row i's predicates at `starts[i]:starts[i + 1]`. The arrays are built while the
@@ -17,25 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tidings.matching.bitset import EXACT, OP_CODES, IntervalIndex, accepts
+from tidings.matching.bitset import OP_CODES, IntervalIndex, numeric
 from tidings.model import Predicate
 
 Ints = npt.NDArray[np.int32]
 
 
-def _number(value: object) -> bool:
-    """A value a float64 column holds exactly, as the interval index compares it."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return -EXACT < value < EXACT
-
-
 def eligible(subscription_id: str, predicates: Sequence[Predicate]) -> bool:
-    """Does this content subscription go to the columns: comparisons with numbers, which the
-    interval index takes? Anything else stays a tuple and the ContentIndex routes it. The
+    """Does this content subscription go to the columns: comparisons with numbers
+    (`bitset.numeric`)? Anything else stays a tuple and the ContentIndex routes it. The
     interval index reads "" as a removed id, so that one stays a tuple too."""
-    numeric = all(p.op in OP_CODES and _number(p.value) for p in predicates)
-    return bool(subscription_id) and numeric and accepts(predicates)
+    return bool(subscription_id) and numeric(predicates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +84,7 @@ class ColumnsBuilder:
         for p in predicates:
             self._attrs.append(keys.setdefault(p.key, len(keys)))
             self._ops.append(OP_CODES[p.op])
-            self._vals.append(float(p.value))  # type: ignore[arg-type]  # a number (accepts)
+            self._vals.append(float(p.value))  # type: ignore[arg-type]  # a number (numeric)
         self._starts.append(len(self._attrs))
 
     def build(self) -> Columns:
