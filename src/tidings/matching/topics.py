@@ -164,45 +164,36 @@ class PatternTrie:
                 return
             trail[depth - 1].drop_child(segments[depth - 1])
 
-    def walk_keys(self, topic: str, found: list[str]) -> None:
-        """As `walk`, appending the keys (`bucket_key`) of the matching buckets instead."""
-        nodes = [self._root]
+    def _reached(self, topic: str) -> tuple[list[_Node], list[_Node]]:
+        """The nodes whose `#` bucket matches `topic` (passed on the way, or at its end: `a/#`
+        also matches `a`), and the nodes it ends at (whose end bucket matches)."""
+        nodes, passed = [self._root], []
         for segment in topic.split("/"):
             nxt: list[_Node] = []
             for node in nodes:
                 if node.rest:
-                    found.append(node.rest_key())
+                    passed.append(node)
                 if node.children is not None and (child := node.children.get(segment)):
                     nxt.append(child)
                 if node.star is not None:
                     nxt.append(node.star)
             if not nxt:
-                return
+                return passed, []
             nodes = nxt
-        for node in nodes:
-            if node.rest:
-                found.append(node.rest_key())
-            if node.here:
-                found.append(node.here_key())
+        return passed + [node for node in nodes if node.rest], nodes
+
+    def walk_keys(self, topic: str, found: list[str]) -> None:
+        """As `walk`, appending the keys (`bucket_key`) of the matching buckets instead."""
+        rest, ends = self._reached(topic)
+        found.extend(node.rest_key() for node in rest)
+        found.extend(node.here_key() for node in ends if node.here)
 
     def walk(self, topic: str, found: array[int]) -> None:
         """Append to `found` the slots of every pattern that matches `topic`."""
-        nodes = [self._root]
-        for segment in topic.split("/"):
-            nxt: list[_Node] = []
-            for node in nodes:
-                if node.rest:
-                    found.extend(node.rest)
-                if node.children is not None and (child := node.children.get(segment)):
-                    nxt.append(child)
-                if node.star is not None:
-                    nxt.append(node.star)
-            if not nxt:
-                return
-            nodes = nxt
-        for node in nodes:
-            if node.rest:  # `#` also matches zero segments: `a/#` matches `a`
-                found.extend(node.rest)
+        rest, ends = self._reached(topic)
+        for node in rest:
+            found.extend(node.rest)  # type: ignore[arg-type]
+        for node in ends:
             if node.here:
                 found.extend(node.here)
 
