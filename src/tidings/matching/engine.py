@@ -260,14 +260,7 @@ class Matcher:
                 return out
         elif slots:
             return {self._owner_by_slot[slots[0]]: self._alone_by_slot[slots[0]]}
-        owners, ids = self._owners_and_ids(slots)
-        out = {}
-        for owner, sid in zip(owners, ids, strict=True):
-            found = out.get(owner)
-            if found is None:
-                out[owner] = [sid]
-            else:
-                found.append(sid)
+        out = _grouped(*self._owners_and_ids(slots))
         for found in out.values():
             if len(found) > 1:
                 found.sort()
@@ -282,15 +275,8 @@ class Matcher:
             owners: Sequence[str] = (self._owner[content_ids[0]],)
         else:
             owners = itemgetter(*content_ids)(self._owner)
-        grouped: Matches = {}
-        for owner, sid in zip(owners, content_ids, strict=True):
-            found = grouped.get(owner)
-            if found is None:
-                grouped[owner] = [sid]
-            else:
-                found.append(sid)
         out = dict(topical)
-        for owner, ids in grouped.items():
+        for owner, ids in _grouped(owners, content_ids).items():
             found = out.get(owner)
             if found is not None:
                 out[owner] = sorted({*found, *ids})
@@ -309,6 +295,18 @@ class Matcher:
             return (self._owner_by_slot[slots[0]],), (self._topics.id_of(slots[0]),)
         fetch = itemgetter(*slots)
         return fetch(self._owner_by_slot), fetch(self._topics.ids)
+
+
+def _grouped(owners: Sequence[str], ids: Sequence[str]) -> Matches:
+    """Subscription ids by owner, in the order given (new lists, the caller's to sort)."""
+    out: Matches = {}
+    for owner, sid in zip(owners, ids, strict=True):
+        found = out.get(owner)
+        if found is None:
+            out[owner] = [sid]
+        else:
+            found.append(sid)
+    return out
 
 
 def _merged(groups: Sequence[Mapping[str, list[str]]]) -> Matches:
