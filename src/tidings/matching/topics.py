@@ -19,7 +19,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,7 @@ import numpy.typing as npt
 Slots = npt.NDArray[np.int32]
 Bucket: TypeAlias = "array[int]"  # array("i")
 DEFAULT_CACHE_SIZE = 65_536
+T = TypeVar("T")
 
 
 def _frozen(values: array[int]) -> Slots:
@@ -38,6 +39,23 @@ def _frozen(values: array[int]) -> Slots:
 
 
 _EMPTY = _frozen(array("i"))
+
+
+def _recent(cache: OrderedDict[str, T], topic: str) -> T | None:
+    """A cached answer, marked as recently used."""
+    hit = cache.get(topic)
+    if hit is not None:
+        try:  # noqa: SIM105 (contextlib.suppress costs more than the lookup, on the hot path)
+            cache.move_to_end(topic)
+        except KeyError:  # dropped by a concurrent mutation; the answer still stands
+            pass
+    return hit
+
+
+def _keep(cache: OrderedDict[str, T], topic: str, answer: T, size: int) -> None:
+    cache[topic] = answer
+    if len(cache) > size:
+        cache.popitem(last=False)
 
 
 def _bucket_add(bucket: Bucket | None, slot: int) -> Bucket:
@@ -320,32 +338,20 @@ class TopicIndex:
 
     def match_slots(self, topic: str) -> Slots:
         """Slots matching one topic, each once, read-only (served from the cache when recent)."""
-        cache = self._cache
-        hit = cache.get(topic)
+        hit = _recent(self._cache, topic)
         if hit is not None:
-            try:  # noqa: SIM105 (contextlib.suppress costs more than the lookup, on the hot path)
-                cache.move_to_end(topic)
-            except KeyError:  # dropped by a concurrent mutation; the answer still stands
-                pass
             return hit
         generation = self._generation
         result = self._compute(topic)
         if self._cache_size > 0 and generation == self._generation:
-            cache[topic] = result
-            if len(cache) > self._cache_size:
-                cache.popitem(last=False)
+            _keep(self._cache, topic, result, self._cache_size)
         return result
 
     def pattern_keys(self, topic: str) -> tuple[str, ...]:
         """The keys (`bucket_key`) of the pattern buckets matching one topic. Cached apart
         from `match_slots`: exact filters coming and going leave these answers standing."""
-        cache = self._pattern_cache
-        hit = cache.get(topic)
+        hit = _recent(self._pattern_cache, topic)
         if hit is not None:
-            try:  # noqa: SIM105 (as in match_slots)
-                cache.move_to_end(topic)
-            except KeyError:
-                pass
             return hit
         generation = self._pattern_generation
         found: list[str] = []
@@ -353,9 +359,7 @@ class TopicIndex:
             self._patterns.walk_keys(topic, found)
         result = tuple(found)
         if self._cache_size > 0 and generation == self._pattern_generation:
-            cache[topic] = result
-            if len(cache) > self._cache_size:
-                cache.popitem(last=False)
+            _keep(self._pattern_cache, topic, result, self._cache_size)
         return result
 
     def _patterns_changed(self) -> None:
@@ -363,20 +367,17 @@ class TopicIndex:
         self._pattern_cache.clear()
         self._pattern_generation += 1
 
-    def _unique(self, found: array[int]) -> Slots:
-        if self._multi and len(found) > 1:
-            unique = set(found)
-            if len(unique) < len(found):
-                found = array("i", unique)
-        return _frozen(found) if found else _EMPTY
-
     def _compute(self, topic: str) -> Slots:
         exact = self._exact.get(topic)
         if not self._patterns:
             return _frozen(array("i", exact)) if exact else _EMPTY
         found = array("i", exact) if exact else array("i")
         self._patterns.walk(topic, found)
-        return self._unique(found)
+        if self._multi and len(found) > 1:
+            unique = set(found)
+            if len(unique) < len(found):
+                found = array("i", unique)
+        return _frozen(found) if found else _EMPTY
 
     def clear_cache(self) -> None:
         self._cache.clear()
