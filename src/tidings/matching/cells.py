@@ -155,9 +155,9 @@ _DEBRUIJN_TABLE[((np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN) >
 
 
 def free_slots(acc: Words) -> Slots:
-    """The clear bits of a flat bitmap, ascending (of a (rows, words) one raveled: row * words
-    * 64 + slot). Candidates are sparse, so most words hold one:
-    those are read with `bit_index`, and only the rest are unpacked."""
+    """The clear bits of a flat bitmap, ascending (of a raveled (rows, words) one: row * words
+    * 64 + slot). Candidates are sparse, so most words hold one clear bit, read with
+    `bit_index`; the rest are peeled a bit at a time into their place."""
     w = np.flatnonzero(acc != ALL)
     free = ~acc[w]
     if len(w) <= 512:  # few words (one small event): unpacking them is fewer numpy calls
