@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from tidings.environment import machine, versions
+from tidings import environment
+from tidings.environment import machine
 
 __all__ = ["emit", "machine", "percentile", "versions"]
 
@@ -20,3 +23,18 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+
+def versions(*packages: str) -> dict[str, str]:
+    """Installed versions, and the source revision measured (`-dirty`: uncommitted edits)."""
+    return environment.versions(*packages) | {"source": source_revision()}
+
+
+def source_revision() -> str:
+    def git(*args: str) -> str:
+        here = Path(__file__).parent
+        done = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    revision = git("rev-parse", "--short", "HEAD") or "unknown"
+    return revision + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")

@@ -233,7 +233,13 @@ def expected_deliveries(subs: list[Subscription], pubs: list[Publication]) -> in
 
 
 def streaming_case(
-    spark: Any, rate: int, n_subs: int, seconds: float, quick: bool, trigger_s: float
+    spark: Any,
+    rate: int,
+    n_subs: int,
+    seconds: float,
+    quick: bool,
+    trigger_s: float,
+    driver_lines: int,
 ) -> None:
     from tidings.pipeline.jobs import Matching, Paths, Subscriptions, start_stream, stop
     from tidings.pipeline.sink import QueueSink
@@ -250,9 +256,11 @@ def streaming_case(
     paths = Paths(work / "log", work / "quarantine", work / "checkpoint")
     paths.publications.mkdir(parents=True)
     warm = [publication(random.Random(4), 10**7 + i, time.time()) for i in range(50)]
-    for half in (0, 1):  # two files: both Python workers build their index before the clock
+    for half in (0, 1):  # two files: whoever matches builds its index before the clock
         write_file(paths.publications, f"000000000000{half}-0-warmup.jsonl", warm[half::2])
-    matching = Matching(Subscriptions(spark, store), QueueSink(store), paths.quarantine)
+    matching = Matching(
+        Subscriptions(spark, store), QueueSink(store), paths.quarantine, driver_lines=driver_lines
+    )
     query = start_stream(spark, matching, paths, trigger_s)
     query.processAllAvailable()  # snapshot, broadcast and worker indexes ready: clock starts
     for i in range(owners):
@@ -279,6 +287,7 @@ def streaming_case(
             "p99_ms": percentile(latencies, 99),
             "max_ms": max(latencies) if latencies else None,
             "trigger_s": trigger_s,
+            "driver_lines": driver_lines,
             "seconds": seconds,
             "store": "sqlite",
             "master": "local[2]",
@@ -295,6 +304,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     parser.add_argument("--skip-batch", action="store_true", help="only the streaming cases")
     parser.add_argument("--trigger", type=float, default=0.25, help="micro-batch interval, s")
+    parser.add_argument(
+        "--driver-lines",
+        type=int,
+        default=2000,
+        help="batches of at most this many lines are matched in the driver (0: never)",
+    )
     args = parser.parse_args()
     from tidings.pipeline.session import build_session
 
@@ -315,7 +330,7 @@ def main() -> None:
         batch_case(spark, *((100_000, 10_000) if args.quick else (1_000_000, 100_000)))
     seconds = 8.0 if args.quick else 20.0
     for rate in (100, 1000):
-        streaming_case(spark, rate, 10_000, seconds, args.quick, args.trigger)
+        streaming_case(spark, rate, 10_000, seconds, args.quick, args.trigger, args.driver_lines)
     emit({"bench": "pipeline", "load_average_at_end": os.getloadavg()[0]})
     spark.stop()
 

@@ -8,16 +8,17 @@ from typing import Any, Literal
 import orjson
 import pytest
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscriber, Subscription
+from tidings.pipeline import DRIVER_LINES, logs
 from tidings.pipeline.jobs import (
-    ALGORITHMS,
     Algorithm,
     Matching,
     Paths,
     Subscriptions,
+    few_lines,
     match_available,
     replay,
 )
@@ -77,8 +78,23 @@ def queued(store: SQLStore) -> list[tuple[str, str]]:
     ]
 
 
-def matching(spark: SparkSession, store: SQLStore, paths: Paths, sink: QueueSink) -> Matching:
-    return Matching(Subscriptions(spark, store), sink, paths.quarantine)
+# Where the index pass runs: the driver for a small batch (the default limit), or the
+# workers (limit 0); both must keep every promise.
+PLACES = {"in the driver": DRIVER_LINES, "in the workers": 0}
+place = pytest.mark.parametrize("driver_lines", PLACES.values(), ids=PLACES.keys())
+# Both algorithms, the index one in both places.
+WAYS = {
+    "index in the driver": ("index", DRIVER_LINES),
+    "index in the workers": ("index", 0),
+    "sql": ("sql", 0),
+}
+every_way = pytest.mark.parametrize(("algorithm", "driver_lines"), WAYS.values(), ids=WAYS.keys())
+
+
+def matching(
+    spark: SparkSession, store: SQLStore, paths: Paths, sink: QueueSink, driver_lines: int
+) -> Matching:
+    return Matching(Subscriptions(spark, store), sink, paths.quarantine, driver_lines=driver_lines)
 
 
 def paths_in(tmp_path: Path) -> Paths:
@@ -86,34 +102,39 @@ def paths_in(tmp_path: Path) -> Paths:
 
 
 @pytest.mark.slow
+@place
 def test_a_restart_in_the_middle_of_a_batch_neither_loses_nor_duplicates_a_delivery(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, driver_lines: int
 ) -> None:
     store, paths = make_store(tmp_path), paths_in(tmp_path)
     first = pubs(0, 40)
     write_log(paths.publications, "0000000000001-1-000001", [line(p) for p in first])
+    crashing = matching(spark, store, paths, CrashingSink(store, chunk=7), driver_lines)
     with pytest.raises(StreamingQueryException):
-        match_available(spark, matching(spark, store, paths, CrashingSink(store, chunk=7)), paths)
-    results = match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+        match_available(spark, crashing, paths)
+    job = matching(spark, store, paths, QueueSink(store), driver_lines)
+    results = match_available(spark, job, paths)
     assert [r.publications for r in results] == [40]
     second = pubs(40, 10)
     write_log(paths.publications, "0000000000002-1-000001", [line(p) for p in second])
-    later = match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    later = match_available(spark, job, paths)
     assert [r.enqueued for r in later] == [len(expected(second))]
     contents = queued(store)
     assert len(contents) == len(set(contents))
     assert set(contents) == expected(first + second)
 
 
+@place
 def test_a_malformed_line_is_quarantined_with_its_reason_and_the_rest_is_delivered(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, driver_lines: int
 ) -> None:
     store, paths = make_store(tmp_path), paths_in(tmp_path)
     good = pubs(10, 3)
     torn = line(good[0])[:20]
     lines = [line(good[0]), torn, '{"id": 5}', line(good[1]), "[1, 2]", line(good[2])]
     write_log(paths.publications, "0000000000001-1-000001", lines)
-    results = match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    job = matching(spark, store, paths, QueueSink(store), driver_lines)
+    results = match_available(spark, job, paths)
     assert [(r.publications, r.quarantined) for r in results] == [(3, 3)]
     assert set(queued(store)) == expected(good)
     (bad_file,) = paths.quarantine.iterdir()
@@ -122,17 +143,18 @@ def test_a_malformed_line_is_quarantined_with_its_reason_and_the_rest_is_deliver
     assert all(b["error"] for b in bad)
 
 
+@place
 def test_replay_enqueues_only_what_a_new_subscription_missed(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, driver_lines: int
 ) -> None:
     store, paths = make_store(tmp_path), paths_in(tmp_path)
     history = pubs(0, 20)
     write_log(paths.publications, "0000000000001-1-000001", [line(p) for p in history])
-    match_available(spark, matching(spark, store, paths, QueueSink(store)), paths)
+    match_available(spark, matching(spark, store, paths, QueueSink(store), driver_lines), paths)
     store.add_subscription(
         Subscription("s-b2", "bob", "content", predicates=(Predicate("n", Op.LT, 3),))
     )
-    job = matching(spark, store, paths, QueueSink(store))
+    job = matching(spark, store, paths, QueueSink(store), driver_lines)
     job.since, job.subscriber_id = 1001.0, "bob"
     result = replay(spark, job, paths)
     assert (result.publications, result.enqueued) == (19, 2)  # p0001 and p0002, not p0000
@@ -179,17 +201,28 @@ class RecordingSink(QueueSink):
         return super().enqueue(rows)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_both_algorithms_deliver_what_the_broker_would_for_all_three_kinds(
-    spark: SparkSession, tmp_path: Path, algorithm: Algorithm, three_kinds: Workload
+def log_frame(spark: SparkSession, directory: Path, lines: list[str]) -> DataFrame:
+    """Lines as the jobs read them: from a log file, in two partitions."""
+    write_log(directory, "0000000000001-1-000001", lines)
+    return logs.read_publication_lines(spark, directory).coalesce(2)
+
+
+@every_way
+def test_every_way_delivers_what_the_broker_would_for_all_three_kinds(
+    spark: SparkSession,
+    tmp_path: Path,
+    algorithm: Algorithm,
+    driver_lines: int,
+    three_kinds: Workload,
 ) -> None:
     subs, pubs, expected = three_kinds
     assert {t[2][0] for t in expected} == {"t", "c", "f"}  # every kind really matches
     sink = RecordingSink(make_store(tmp_path))
-    job = Matching(Subscriptions(spark, FixedStore(subs)), sink, tmp_path)
+    job = Matching(
+        Subscriptions(spark, FixedStore(subs)), sink, tmp_path, driver_lines=driver_lines
+    )
     job.functions, job.algorithm = FunctionSettings(), algorithm
-    lines = spark.createDataFrame([(line(p),) for p in pubs], "value string").coalesce(2)
-    result = job.run(lines, "batch-1")
+    result = job.run(log_frame(spark, tmp_path / "log", [line(p) for p in pubs]), "batch-1")
     assert (result.publications, result.enqueued) == (len(pubs), len(sink.rows))
     assert len(sink.rows) == len({(r["publication_id"], r["subscriber_id"]) for r in sink.rows})
     found = {
@@ -215,18 +248,30 @@ def text_pubs(start: int, count: int) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@every_way
 def test_a_function_failing_again_and_again_is_suspended_with_the_brokers_rule(
-    spark: SparkSession, tmp_path: Path, algorithm: Algorithm
+    spark: SparkSession, tmp_path: Path, algorithm: Algorithm, driver_lines: int
 ) -> None:
     store = failing_function_store(tmp_path)
-    job = Matching(Subscriptions(spark, store), QueueSink(store), tmp_path / "quarantine")
-    job.functions, job.algorithm = FunctionSettings(failures_to_suspend=5), algorithm
-    first = spark.createDataFrame([(t,) for t in text_pubs(0, 7)], "value string").coalesce(2)
+    job = Matching(
+        Subscriptions(spark, store), QueueSink(store), tmp_path / "quarantine", algorithm=algorithm
+    )
+    job.functions, job.driver_lines = FunctionSettings(failures_to_suspend=5), driver_lines
+    first = log_frame(spark, tmp_path / "log", text_pubs(0, 7))
     assert job.run(first, "batch-1").enqueued == 7  # fails open: delivered meanwhile
     suspended = store.get_subscription("f-bad")
     assert suspended is not None and suspended.status == "suspended"
     assert suspended.status_reason is not None
     assert suspended.status_reason.startswith("5 consecutive failures; last: ")
-    later = spark.createDataFrame([(t,) for t in text_pubs(7, 3)], "value string")
+    later = log_frame(spark, tmp_path / "later", text_pubs(7, 3))
     assert job.run(later, "batch-2").enqueued == 0
+
+
+def test_few_lines_are_all_taken_to_the_driver_and_many_are_left_to_the_workers(
+    spark: SparkSession,
+) -> None:
+    texts = [line(p) for p in pubs(0, 10)]
+    lines = spark.createDataFrame([(t,) for t in texts], "value string").repartition(3)
+    assert sorted(few_lines(lines, 10) or []) == sorted(texts)
+    assert few_lines(lines, 9) is None
+    assert few_lines(lines, 0) is None  # the driver never matches

@@ -11,6 +11,7 @@ import typer
 
 from tidings.config import Settings, load_settings
 from tidings.errors import invalid
+from tidings.pipeline import DRIVER_LINES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,6 +26,13 @@ Since = Annotated[
 ]
 Functions = Annotated[
     bool, typer.Option(help="Match function subscriptions in the sandbox (default on).")
+]
+DriverLines = Annotated[
+    int,
+    typer.Option(
+        help="Match a batch of at most this many lines in the driver, without a Spark job "
+        "(index algorithm; 0: always in the workers).",
+    ),
 ]
 AlgorithmOption = Annotated[
     str,
@@ -63,7 +71,7 @@ def _algorithm(text: str) -> Algorithm:
 
 
 def _matching(
-    settings: Settings, master: str, functions: bool, algorithm: str
+    settings: Settings, master: str, functions: bool, algorithm: str, driver_lines: int
 ) -> tuple[Matching, SparkSession]:
     from tidings.pipeline.jobs import Matching, Paths, Subscriptions
     from tidings.pipeline.session import build_session
@@ -71,6 +79,8 @@ def _matching(
     from tidings.store import open_store
 
     chosen = _algorithm(algorithm)
+    if driver_lines < 0:
+        raise invalid("--driver-lines", "a number of lines, 0 or more")
     store = open_store(settings.resolved_store_url)
     spark = build_session(master)
     runner = functions and importlib.util.find_spec("tidings.sandbox.runner") is not None
@@ -80,6 +90,7 @@ def _matching(
         Paths.of(settings).quarantine,
         settings.functions if runner else None,
         algorithm=chosen,
+        driver_lines=driver_lines,
     )
     return matching, spark
 
@@ -100,6 +111,7 @@ def match(
     store: Store = None,
     functions: Functions = True,
     algorithm: AlgorithmOption = "index",
+    driver_lines: DriverLines = DRIVER_LINES,
 ) -> None:
     """Match the publication log into the queues, from where the last run stopped."""
     from tidings.pipeline.jobs import Paths, match_available, start_stream, stop
@@ -108,7 +120,7 @@ def match(
     start = parse_since(since)
     if trigger <= 0:
         raise invalid("--trigger", "the trigger interval is a positive number of seconds")
-    matching, spark = _matching(settings, master, functions, algorithm)
+    matching, spark = _matching(settings, master, functions, algorithm, driver_lines)
     matching.since = start
     paths = Paths.of(settings)
     if not follow:
@@ -133,6 +145,7 @@ def replay(
     store: Store = None,
     functions: Functions = True,
     algorithm: AlgorithmOption = "index",
+    driver_lines: DriverLines = DRIVER_LINES,
 ) -> None:
     """Re-match a time range against the current subscriptions; enqueue what was missed."""
     from tidings.pipeline.jobs import Paths
@@ -140,7 +153,7 @@ def replay(
 
     settings = _settings(data_dir, store)
     start = parse_since(since)
-    matching, spark = _matching(settings, master, functions, algorithm)
+    matching, spark = _matching(settings, master, functions, algorithm, driver_lines)
     matching.since, matching.subscriber_id = start, subscriber
     _show(run_replay(spark, matching, Paths.of(settings)))
 

@@ -134,11 +134,11 @@ def _predicates(packed: tuple[PackedPredicate, ...]) -> tuple[Predicate, ...]:
     return tuple(Predicate(key, Op(op), value) for key, op, value in packed)
 
 
-_latest: tuple[str, SnapshotIndex] | None = None  # per Python worker process
+_latest: tuple[str, SnapshotIndex] | None = None  # per process: a worker, or the driver
 
 
 def cached_index(token: str, load: Callable[[], Packed]) -> SnapshotIndex:
-    """The worker's index for this snapshot, built on first use; an older one is dropped."""
+    """This process's index for this snapshot, built on first use; an older one is dropped."""
     global _latest
     if _latest is None or _latest[0] != token:
         _latest = None  # free the old index before building the new one
@@ -231,7 +231,7 @@ class Options:
     """What every partition needs besides the lines: the snapshot and the batch's options."""
 
     token: str
-    snapshot: Broadcast[Packed]
+    snapshot: Broadcast[Packed] | None  # None when the batch is matched in the driver
     functions: FunctionSettings | None = None
     since: float | None = None
 
@@ -272,13 +272,35 @@ def match_lines_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def match_values(
+    lines: Sequence[str | None], index: SnapshotIndex, options: Options
+) -> Iterator[pa.RecordBatch]:
+    """`match_lines_batch` over LINES_PER_PASS lines at a time."""
+    for start in range(0, len(lines), LINES_PER_PASS):
+        yield match_lines_batch(lines[start : start + LINES_PER_PASS], index, options)
+
+
+def match_here(
+    lines: Sequence[str | None], packed: Packed, options: Options
+) -> Iterator[dict[str, Any]]:
+    """The same pass in this process: the rows of PASS_SCHEMA as dicts. The driver uses it
+    for a batch so small that a Spark job would cost more than the matching."""
+    index = cached_index(packed.token, lambda: packed)
+    for batch in match_values(lines, index, options):
+        yield from batch.to_pylist()
+
+
+def _shared(options: Options) -> Packed:
+    if options.snapshot is None:
+        raise ValueError("a batch matched in the workers needs the snapshot broadcast")
+    return options.snapshot.value
+
+
 def _matcher(options: Options) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def match_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            index = cached_index(options.token, lambda: options.snapshot.value)
-            for start in range(0, batch.num_rows, LINES_PER_PASS):
-                lines = batch.slice(start, LINES_PER_PASS).column("value").to_pylist()
-                yield match_lines_batch(lines, index, options)
+            index = cached_index(options.token, lambda: _shared(options))
+            yield from match_values(batch.column("value").to_pylist(), index, options)
 
     return match_partition
 

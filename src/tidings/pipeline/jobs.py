@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from tidings.config import FunctionSettings, Settings
-from tidings.pipeline import index, logs, transforms
+from tidings.pipeline import DRIVER_LINES, index, logs, transforms
 from tidings.pipeline.health import Call, FunctionHealth, StatusStore
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
@@ -88,8 +88,8 @@ class Subscriptions:
             return frames
         return transforms.for_subscriber(frames, subscriber_id)
 
-    def packed(self, subscriber_id: str | None = None) -> tuple[index.Packed, Broadcast[Any]]:
-        """The snapshot packed and broadcast (the `index` algorithm)."""
+    def packed(self, subscriber_id: str | None = None) -> index.Packed:
+        """The snapshot packed (the `index` algorithm)."""
         if subscriber_id is not None:
             self.version, packed = take_snapshot(
                 self.store,
@@ -102,7 +102,11 @@ class Subscriptions:
             self._packed = packed
         else:
             packed = self._packed
-        return packed, self._broadcaster.share(packed)
+        return packed
+
+    def share(self, packed: index.Packed) -> Broadcast[index.Packed]:
+        """The packed snapshot broadcast to the workers, once per snapshot."""
+        return self._broadcaster.share(packed)
 
 
 @dataclass
@@ -116,6 +120,10 @@ class Matching:
     since: float | None = None
     subscriber_id: str | None = None
     algorithm: Algorithm = "index"
+    # A batch of at most this many lines is matched in the driver (the `index` algorithm):
+    # a Spark job with Python workers costs more than matching a few thousand lines.
+    # 0 sends every batch to the workers.
+    driver_lines: int = DRIVER_LINES
     health: FunctionHealth | None = None  # made on first use from `functions`
 
     def run(self, lines: DataFrame, batch: str) -> BatchResult:
@@ -123,14 +131,23 @@ class Matching:
         self.subscriptions.refresh()  # one snapshot for the whole batch
         if self.algorithm == "sql":
             return self._run_sql(logs.parse_publications(lines), batch)
-        packed, shared = self.subscriptions.packed(self.subscriber_id)
-        options = index.Options(packed.token, shared, self.functions, self.since)
         tally = Tally()
-        rows = index.match_lines(lines, options).toLocalIterator(prefetchPartitions=True)
-        added = self.sink.write_rows(tally.deliveries(rows))
+        added = self.sink.write_rows(tally.deliveries(self._index_pass(lines)))
         quarantined = write_quarantine(self.quarantine, batch, tally.malformed)
         self._count(tally.calls)
         return BatchResult(batch, tally.valid, quarantined, added, self.subscriptions.version)
+
+    def _index_pass(self, lines: DataFrame) -> Iterable[Any]:
+        """The rows of `index.PASS_SCHEMA`: from the driver for a small batch, else from the
+        workers, partition by partition (a replay's deliveries may not fit in the driver)."""
+        packed = self.subscriptions.packed(self.subscriber_id)
+        few = few_lines(lines, self.driver_lines)
+        if few is not None:
+            options = index.Options(packed.token, None, self.functions, self.since)
+            return index.match_here(few, packed, options)
+        shared = self.subscriptions.share(packed)
+        options = index.Options(packed.token, shared, self.functions, self.since)
+        return index.match_lines(lines, options).toLocalIterator(prefetchPartitions=True)
 
     def _run_sql(self, parsed: DataFrame, batch: str) -> BatchResult:
         parsed = parsed.cache()
@@ -162,6 +179,15 @@ class Matching:
             store = self.subscriptions.store
             self.health = FunctionHealth(store, self.functions.failures_to_suspend)
         self.health.record(calls)
+
+
+def few_lines(lines: DataFrame, most: int) -> list[str | None] | None:
+    """All the lines (column `value`) when there are at most `most`, else None. One Spark
+    job with one task, which stops reading after `most` + 1 lines."""
+    if most <= 0:
+        return None
+    rows = lines.select("value").coalesce(1).limit(most + 1).collect()
+    return None if len(rows) > most else [row[0] for row in rows]
 
 
 def calls_of(outcomes: Iterable[Row]) -> Iterator[Call]:
