@@ -50,6 +50,16 @@ def test_an_unknown_algorithm_is_refused_naming_the_option(tmp_path: Path) -> No
     )
 
 
+def test_a_negative_number_of_driver_lines_is_refused_naming_the_option(tmp_path: Path) -> None:
+    args = ["pipeline", "replay", "--since", "0", "--data-dir", str(tmp_path), "--driver-lines"]
+    result = CliRunner().invoke(cli(), [*args, "-1"])
+    assert isinstance(result.exception, TidingsError)
+    assert (result.exception.code, result.exception.field) == (
+        ErrorCode.INVALID_FIELD,
+        "--driver-lines",
+    )
+
+
 def test_follow_triggers_a_micro_batch_every_quarter_second_by_default() -> None:
     assert inspect.signature(match).parameters["trigger"].default == 0.25
 
