@@ -288,8 +288,10 @@ class IntervalIndex:
                 highs.append(hi + [math.inf] * pad)
             slots = np.fromiter(staged, np.intp, len(staged))
             m.attrs[slots], m.lo[slots], m.hi[slots] = attrs, lows, highs
-            self._staged = {}
+            # Published before `_staged` empties: a reader that finds nothing staged (and so
+            # does not wait for this lock) must find these slots in the delta.
             self._publish_delta(slots)
+            self._staged = {}
 
     def _store_ids(self, at: slice, ids: Sequence[str]) -> None:
         longest, width = max(map(len, ids), default=0), self._id_text.dtype.itemsize // 4
