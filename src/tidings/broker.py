@@ -24,6 +24,7 @@ from tidings.delivery.signals import Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token, new_id, new_token
+from tidings.matching import kernels
 from tidings.matching.engine import Event, Matcher
 from tidings.metrics import Metrics
 from tidings.model import (
@@ -88,6 +89,7 @@ class Broker:
 
     async def start(self) -> None:
         await self._reload()
+        self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self._housekeeping())
         if self.eventlog is not None:
             self._spawn(self._rotate_log(self.eventlog))

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tidings.matching import cells as cl
+from tidings.matching import kernels
 from tidings.matching.cells import ALL, EQ, GE, GT, LE, LT, Floats, Slots, Words, intervals
 from tidings.model import Op, Predicate, Scalar
 
@@ -43,6 +44,7 @@ OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
 EXACT = 2**53
 CHUNK = 64  # events matched together: one bitmap of live words each
 Ints = npt.NDArray[np.int32]
+_NO_EDGES = np.zeros((0, 1, 2), np.uint16)
 _NUMBER_TYPES = (int, float)
 
 
@@ -496,15 +498,10 @@ class IntervalIndex:
         state, mats = self._state, self._mats  # one snapshot for the whole chunk
         x = self._values(events)
         cells = self._cells(state, x)
-        ev, slots = self._candidates(state, cells)
-        if state.edges is None or len(slots) < 1024:  # few: checking all beats sorting them out
-            ok = _exact(x, mats, ev, slots)
-        else:
-            edges = np.take(state.edges, slots, axis=0)
-            check = cl.unsure(edges, cells, ev, len(state.cuts), state.cells + 1)
-            ok = np.ones(len(slots), bool)
-            ok[check] = _exact(x, mats, ev[check], slots[check])
-        answers = _by_event(len(events), ev[ok], slots[ok])
+        edges = _NO_EDGES if state.edges is None else state.edges
+        answers = kernels.match(
+            state.rows, state.used, state.dead, cells, edges, mats.attrs, mats.bounds, x
+        )
         if state.delta.size:
             ev = np.repeat(np.arange(len(events)), state.delta.size)
             slots = np.tile(state.delta, len(events))
@@ -547,31 +544,6 @@ class IntervalIndex:
             col = x[:, a]
             out[:, a] = np.where(np.isnan(col), missing, np.searchsorted(cut, col, "right"))
         return out
-
-    def _candidates(self, state: _State, rows_of: npt.NDArray[np.intp]) -> tuple[Slots, Slots]:
-        """(event, slot) pairs that no row rules out (tombstones and free slots are ruled out;
-        so is every slot past the used words), sorted."""
-        rows, used = state.rows, state.used
-        attributes, height = rows.shape[:2]
-        acc = np.empty((len(rows_of), used), np.uint64)
-        if attributes and used >= 4096:  # large rows: OR each in place, no copies
-            dead = state.dead[:used]
-            for e, cells in enumerate(rows_of[:, :attributes].tolist()):
-                out = acc[e]
-                np.bitwise_or(dead, rows[0, cells[0], :used], out=out)
-                for a, c in enumerate(cells[1:], 1):
-                    np.bitwise_or(out, rows[a, c, :used], out=out)
-        elif attributes:  # small rows: gather them, then one reduction per event
-            flat = rows.reshape(attributes * height, -1)
-            picks = rows_of[:, :attributes] + np.arange(attributes) * height
-            for e in range(len(rows_of)):
-                np.bitwise_or.reduce(flat[picks[e], :used], axis=0, out=acc[e])
-            acc |= state.dead[:used]
-        else:
-            acc[:] = state.dead[:used]
-        found = cl.free_slots(acc.ravel())
-        ev, slots = np.divmod(found, used * 64)
-        return ev, slots
 
     def memory_bytes(self) -> int:
         m, state = self._mats, self._state

@@ -80,23 +80,6 @@ def edges_of(attribute: int, height: int, first: Slots, last: Slots, dtype: type
     return edges
 
 
-def unsure(edges: Edges, cells: Slots, ev: Slots, attributes: int, height: int) -> Slots:
-    """The candidates (ascending indexes) whose event lies in an edge cell of one of their
-    intervals: only those need their bounds checked. `edges`: (candidate, interval, 2);
-    `cells`: (event, attribute) row. Hits are found flat: a reduction along a short axis is
-    slow."""
-    events = len(cells)
-    table = np.zeros((events, attributes * height + 1), bool)  # the last id: padding, never set
-    table[np.arange(events)[:, None], cells[:, :attributes] + np.arange(attributes) * height] = True
-    at = ev[:, None, None] * table.shape[1] + edges
-    hits = np.flatnonzero(np.take(table, at)) // (edges[0].size if len(edges) else 1)
-    if len(hits) < 2:
-        return hits
-    keep = np.empty(len(hits), bool)  # hits ascend: keep the first of each run
-    keep[0], keep[1:] = True, hits[1:] != hits[:-1]
-    return hits[keep]
-
-
 def fill_rows(
     slots: Slots, lo: Floats, hi: Floats, cut: Floats, rows: Words
 ) -> tuple[Slots, Slots]:
@@ -140,42 +123,3 @@ def clear_bits(words: Words, slots: Slots) -> None:
 
 def set_bit(words: Words, slot: int) -> None:
     words[slot >> 6] |= np.uint64(1 << (slot & 63))
-
-
-def bit_index(words: Words) -> Slots:
-    """The position of the one set bit of each word (de Bruijn: multiply, shift, look up)."""
-    return _DEBRUIJN_TABLE[(words * _DEBRUIJN) >> np.uint64(58)]  # type: ignore[no-any-return]
-
-
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DEBRUIJN_TABLE = np.zeros(64, np.intp)
-_DEBRUIJN_TABLE[((np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN) >> np.uint64(58)] = (
-    np.arange(64)
-)
-
-
-def free_slots(acc: Words) -> Slots:
-    """The clear bits of a flat bitmap, ascending (of a raveled (rows, words) one: row * words
-    * 64 + slot). Candidates are sparse, so most words hold one clear bit, read with
-    `bit_index`; the rest are peeled a bit at a time into their place."""
-    w = np.flatnonzero(acc != ALL)
-    free = ~acc[w]
-    if len(w) <= 512:  # few words (one small event): unpacking them is fewer numpy calls
-        bits = np.flatnonzero(np.unpackbits(free.view(np.uint8), bitorder="little"))
-        return (w[bits >> 6] << 6) | (bits & 63)  # type: ignore[no-any-return]
-    count = np.bitwise_count(free)
-    one = count == 1
-    if one.all():
-        return (w << 6) | bit_index(free)
-    out = np.empty(int(count.sum(dtype=np.intp)), np.intp)
-    at = np.cumsum(count, dtype=np.intp) - count
-    out[at[one]] = (w[one] << 6) | bit_index(free[one])
-    many = ~one
-    w, free, at = w[many], free[many], at[many]
-    while w.size:  # peel the lowest bit of each: it goes next in its word's run
-        low = free & (~free + np.uint64(1))
-        out[at] = (w << 6) | bit_index(low)
-        free ^= low
-        left = free != 0
-        w, free, at = w[left], free[left], at[left] + 1
-    return out

@@ -1,0 +1,161 @@
+"""The interval index's inner loop, compiled: one pass per event over the rows, no I/O.
+
+numpy needs a pass (and a temporary array) per step: OR the rows, find the clear bits, gather
+the candidates' edges, test them, gather the bounds, compare. Here the rows are ORed four at
+a time into one buffer, and each clear bit found in it is decided at once (its edge cells,
+then, only if needed, its bounds).
+Compiled by numba on first use (seconds) and cached on disk (beside this file, or in the
+user's cache directory), so later processes load it in well under a second; `nogil`, so
+threads matching different chunks run in parallel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+_FULL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_TABLE = np.zeros(64, np.int64)
+_TABLE[((np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN) >> np.uint64(58)] = np.arange(
+    64
+)
+
+
+@njit(nogil=True, cache=True)
+def inside(x: Any, e: int, s: int, attrs: Any, bounds: Any) -> bool:
+    """Does event e fall in every interval of slot s? (NaN, an absent value: outside.)"""
+    for j in range(attrs.shape[1]):
+        a = attrs[s, j]
+        if a < 0:
+            continue
+        v = x[e, a]
+        if not (bounds[s, j, 0] <= v <= bounds[s, j, 1]):
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def sure(mine: Any, near: Any) -> bool:
+    """Is a slot not ruled out by the rows surely inside? Yes unless the event lies in an edge
+    cell (holding a bound) of one of its intervals: `near` holds the slot's edge cell ids,
+    `mine` marks the event's cell ids."""
+    for j in range(near.shape[0]):  # noqa: SIM110 (numba compiles loops, not generators)
+        if mine[near[j, 0]] or mine[near[j, 1]]:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def or_rows(rows: Any, cells: Any, e: int, acc: Any) -> None:
+    """OR into `acc` the row of event e's cell on every attribute, four rows per pass: each
+    pass reads and writes `acc` (in the L2 cache) once for four rows from memory."""
+    attributes, used = rows.shape[0], acc.shape[0]
+    a = 0
+    while a + 4 <= attributes:
+        r1, r2 = rows[a, cells[e, a]], rows[a + 1, cells[e, a + 1]]
+        r3, r4 = rows[a + 2, cells[e, a + 2]], rows[a + 3, cells[e, a + 3]]
+        for w in range(used):
+            acc[w] |= r1[w] | r2[w] | r3[w] | r4[w]
+        a += 4
+    while a < attributes:
+        acc |= rows[a, cells[e, a], :used]
+        a += 1
+
+
+@njit(nogil=True, cache=True)
+def clear_bits(acc: Any, found: Any) -> int:
+    """The clear bits of `acc`, ascending, at the front of `found` (room for 64 per word),
+    and how many. (Growing `found` in this loop made it four times slower.)"""
+    n = 0
+    full, zero, one, shift = _FULL, np.uint64(0), np.uint64(1), np.uint64(58)
+    for w in range(acc.shape[0]):
+        v = acc[w]
+        if v == full:
+            continue
+        free, base = ~v, np.int64(w) << 6
+        while free != zero:
+            low = free & (~free + one)
+            found[n] = base + _TABLE[(low * _DEBRUIJN) >> shift]
+            n += 1
+            free ^= low
+    return n
+
+
+@njit(nogil=True, cache=True)
+def gather(table: Any, at: Any, count: int, into: Any) -> Any:
+    """table[at[:count]] into the front of `into` (returned, larger if it had to grow). A loop
+    of plain copies keeps many of these scattered reads in flight at once."""
+    if into.shape[0] < count:
+        into = np.empty((2 * count, *table.shape[1:]), table.dtype)
+    for i in range(count):
+        into[i] = table[at[i]]
+    return into
+
+
+@njit(nogil=True, cache=True)
+def match_rows(
+    rows: Any,
+    used: int,
+    dead: Any,
+    cells: Any,
+    edges: Any,
+    attrs: Any,
+    bounds: Any,
+    x: Any,
+) -> tuple[Any, Any]:
+    """Every event's matching slots, ascending: event e's are slots[starts[e]:starts[e + 1]]."""
+    events, attributes, height = cells.shape[0], rows.shape[0], rows.shape[1]
+    mine = np.zeros(attributes * height + 1, np.bool_)  # the last id is padding: never mine
+    acc = np.empty(used, np.uint64)
+    found = np.empty(used * 64, np.int64)  # virtual memory: only what is written is used
+    near = np.empty((4096, *edges.shape[1:]), edges.dtype)
+    slots = np.empty(4096, np.int64)
+    starts = np.zeros(events + 1, np.int64)
+    n = 0
+    for e in range(events):
+        acc[:] = dead[:used]
+        or_rows(rows, cells, e, acc)
+        count = clear_bits(acc, found)
+        near = gather(edges, found, count, near)
+        if slots.shape[0] < n + count:
+            slots = np.concatenate((slots, np.empty(n + count, np.int64)))
+        for a in range(attributes):
+            mine[a * height + cells[e, a]] = True
+        for i in range(count):
+            s = found[i]
+            if sure(mine, near[i]) or inside(x, e, s, attrs, bounds):
+                slots[n] = s
+                n += 1
+        for a in range(attributes):
+            mine[a * height + cells[e, a]] = False
+        starts[e + 1] = n
+    return slots[:n], starts
+
+
+def match(
+    rows: npt.NDArray[np.uint64],
+    used: int,
+    dead: npt.NDArray[np.uint64],
+    cells: npt.NDArray[np.intp],
+    edges: npt.NDArray[Any],
+    attrs: npt.NDArray[np.int32],
+    bounds: npt.NDArray[np.float64],
+    x: npt.NDArray[np.float64],
+) -> list[npt.NDArray[np.intp]]:
+    """Per event (a row of `cells` and of `x`), the slots the rows and bounds accept."""
+    slots, starts = match_rows(rows, used, dead, cells, edges, attrs, bounds, x)
+    at = starts.tolist()
+    return [slots[at[e] : at[e + 1]] for e in range(len(cells))]
+
+
+def warm_up() -> None:
+    """Compile the kernel (or load it from the disk cache) for the arrays the interval index
+    passes, so that the first match does not wait for it."""
+    slots = np.zeros((64, 1, 2))
+    edges, attrs = np.zeros((64, 1, 2), np.uint16), np.full((64, 1), -1, np.int32)
+    match(np.zeros((1, 2, 1), np.uint64), 1, np.zeros(1, np.uint64), np.zeros((1, 2), np.intp),
+          edges, attrs, slots, np.zeros((1, 2)))  # fmt: skip

@@ -1,0 +1,103 @@
+"""The compiled inner loop answers what the same steps in plain numpy answer."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidings.matching import kernels
+
+
+def packed(dense: np.ndarray) -> np.ndarray:
+    return np.packbits(dense, axis=-1, bitorder="little").view(np.uint64)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 3000), st.integers(0, 2**32 - 1))
+def test_the_clear_bits_are_listed_in_order(words: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    density = rng.choice([0.0, 0.5, 0.95, 0.995, 1.0])  # 0.995: the candidate case
+    dense = rng.random(words * 64) < density
+    found = np.empty(words * 64, np.int64)
+    count = kernels.clear_bits(packed(dense), found)
+    assert found[:count].tolist() == np.flatnonzero(~dense).tolist()
+
+
+def test_every_single_clear_bit_is_found_at_its_position() -> None:
+    acc = ~(np.uint64(1) << np.arange(64, dtype=np.uint64))  # word w lacks only bit w
+    found = np.empty(64 * 64, np.int64)
+    assert kernels.clear_bits(acc, found) == 64
+    assert found[:64].tolist() == [w * 64 + w for w in range(64)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_or_rows_ors_the_events_row_of_every_attribute(attributes: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, 2**63, (attributes, 5, 7), dtype=np.uint64)
+    cells = rng.integers(0, 5, (2, attributes + 1))
+    acc = np.zeros(7, np.uint64)
+    kernels.or_rows(rows, cells, 1, acc)
+    expected = np.bitwise_or.reduce(rows[np.arange(attributes), cells[1, :attributes]], axis=0)
+    assert acc.tolist() == expected.tolist()
+
+
+def random_index(rng: np.random.Generator, slots: int, density: float) -> dict[str, np.ndarray]:
+    """Rows, edges and bounds as the interval index holds them, random but self-consistent
+    in shape (the kernel must not care whether the rows agree with the bounds)."""
+    attributes, height, width = 3, 5, 2
+    return {
+        "rows": packed(rng.random((attributes, height, slots)) < density),
+        "dead": packed(rng.random(slots) < 0.1),
+        "edges": (
+            rng.integers(0, attributes, (slots, width, 1)) * height
+            + rng.integers(0, height, (slots, width, 2))
+        ).astype(np.uint16),
+        "attrs": np.where(
+            rng.random((slots, width)) < 0.2, -1, rng.integers(0, attributes, (slots, width))
+        ).astype(np.int32),
+        "bounds": np.sort(rng.random((slots, width, 2)), axis=-1),
+    }
+
+
+def expected_answers(
+    ix: dict[str, np.ndarray], cells: np.ndarray, x: np.ndarray
+) -> list[list[int]]:
+    attributes, height = ix["rows"].shape[:2]
+    out = []
+    for e in range(len(cells)):
+        ruled_out = ix["dead"] | np.bitwise_or.reduce(
+            ix["rows"][np.arange(attributes), cells[e, :attributes]], axis=0
+        )
+        mine = set((np.arange(attributes) * height + cells[e, :attributes]).tolist())
+        answer = []
+        for s in np.flatnonzero(np.unpackbits(ruled_out.view(np.uint8), bitorder="little") == 0):
+            sure = not mine & set(ix["edges"][s].ravel().tolist())
+            a, (lo, hi) = ix["attrs"][s], ix["bounds"][s].T
+            v = x[e, a]
+            inside = bool(((a < 0) | ((lo <= v) & (v <= hi))).all())
+            if sure or inside:
+                answer.append(int(s))
+        out.append(answer)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([64, 640, 12_800]), st.sampled_from([0.0, 0.3, 0.9]), st.integers(0, 2**32 - 1)
+)
+def test_match_rows_answers_as_the_same_steps_in_numpy(
+    slots: int, density: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    ix = random_index(rng, slots, density)
+    events, attributes, height = 4, 3, 5
+    cells = rng.integers(0, height, (events, attributes + 1))
+    x = np.where(
+        rng.random((events, attributes + 1)) < 0.1, np.nan, rng.random((events, attributes + 1))
+    )
+    got = kernels.match(
+        ix["rows"], slots // 64, ix["dead"], cells, ix["edges"], ix["attrs"], ix["bounds"], x
+    )
+    assert [g.tolist() for g in got] == expected_answers(ix, cells, x)
