@@ -38,7 +38,7 @@ def test_or_rows_ors_the_events_row_of_every_attribute(attributes: int, seed: in
     rows = rng.integers(0, 2**63, (attributes, 5, 7), dtype=np.uint64)
     cells = rng.integers(0, 5, (2, attributes + 1))
     acc = np.zeros(7, np.uint64)
-    kernels.or_rows(rows, cells, 1, acc)
+    kernels.or_rows(rows, cells, 1, 0, acc)
     expected = np.bitwise_or.reduce(rows[np.arange(attributes), cells[1, :attributes]], axis=0)
     assert acc.tolist() == expected.tolist()
 

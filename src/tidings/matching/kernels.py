@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+BLOCK = 2048  # words of slots matched for every event of a batch before the next block
 _FULL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 _TABLE = np.zeros(64, np.int64)
@@ -50,19 +51,19 @@ def sure(mine: Any, near: Any) -> bool:
 
 
 @njit(nogil=True, cache=True)
-def or_rows(rows: Any, cells: Any, e: int, acc: Any) -> None:
-    """OR into `acc` the row of event e's cell on every attribute, four rows per pass: each
-    pass reads and writes `acc` (in the L2 cache) once for four rows from memory."""
-    attributes, used = rows.shape[0], acc.shape[0]
+def or_rows(rows: Any, cells: Any, e: int, start: int, acc: Any) -> None:
+    """OR into `acc` words start.. of the row of event e's cell on every attribute, four rows
+    per pass: each pass reads and writes `acc` (in the cache) once for four rows."""
+    attributes, width = rows.shape[0], acc.shape[0]
     a = 0
     while a + 4 <= attributes:
-        r1, r2 = rows[a, cells[e, a]], rows[a + 1, cells[e, a + 1]]
-        r3, r4 = rows[a + 2, cells[e, a + 2]], rows[a + 3, cells[e, a + 3]]
-        for w in range(used):
+        r1, r2 = rows[a, cells[e, a], start:], rows[a + 1, cells[e, a + 1], start:]
+        r3, r4 = rows[a + 2, cells[e, a + 2], start:], rows[a + 3, cells[e, a + 3], start:]
+        for w in range(width):
             acc[w] |= r1[w] | r2[w] | r3[w] | r4[w]
         a += 4
     while a < attributes:
-        acc |= rows[a, cells[e, a], :used]
+        acc |= rows[a, cells[e, a], start : start + width]
         a += 1
 
 
@@ -86,13 +87,13 @@ def clear_bits(acc: Any, found: Any) -> int:
 
 
 @njit(nogil=True, cache=True)
-def gather(table: Any, at: Any, count: int, into: Any) -> Any:
-    """table[at[:count]] into the front of `into` (returned, larger if it had to grow). A loop
-    of plain copies keeps many of these scattered reads in flight at once."""
+def gather(table: Any, at: Any, count: int, into: Any, offset: int) -> Any:
+    """table[offset + at[:count]] into the front of `into` (returned, larger if it had to
+    grow). A loop of plain copies keeps many of these scattered reads in flight at once."""
     if into.shape[0] < count:
         into = np.empty((2 * count, *table.shape[1:]), table.dtype)
     for i in range(count):
-        into[i] = table[at[i]]
+        into[i] = table[offset + at[i]]
     return into
 
 
@@ -107,33 +108,55 @@ def match_rows(
     bounds: Any,
     x: Any,
 ) -> tuple[Any, Any]:
-    """Every event's matching slots, ascending: event e's are slots[starts[e]:starts[e + 1]]."""
+    """Every event's matching slots, ascending: event e's are slots[starts[e]:starts[e + 1]].
+
+    The slots are taken a block at a time, and every event of the batch is matched in a
+    block before the next: the candidates' edge ids and bounds, read at random, then come
+    from a few megabytes that stay in the cache, not from all of memory."""
     events, attributes, height = cells.shape[0], rows.shape[0], rows.shape[1]
     mine = np.zeros(attributes * height + 1, np.bool_)  # the last id is padding: never mine
-    acc = np.empty(used, np.uint64)
-    found = np.empty(used * 64, np.int64)  # virtual memory: only what is written is used
+    acc = np.empty(min(used, BLOCK), np.uint64)
+    found = np.empty(acc.shape[0] * 64, np.int64)
     near = np.empty((4096, *edges.shape[1:]), edges.dtype)
+    owner = np.empty(4096, np.int64)
     slots = np.empty(4096, np.int64)
-    starts = np.zeros(events + 1, np.int64)
     n = 0
-    for e in range(events):
-        acc[:] = dead[:used]
-        or_rows(rows, cells, e, acc)
-        count = clear_bits(acc, found)
-        near = gather(edges, found, count, near)
-        if slots.shape[0] < n + count:
-            slots = np.concatenate((slots, np.empty(n + count, np.int64)))
-        for a in range(attributes):
-            mine[a * height + cells[e, a]] = True
-        for i in range(count):
-            s = found[i]
-            if sure(mine, near[i]) or inside(x, e, s, attrs, bounds):
-                slots[n] = s
-                n += 1
-        for a in range(attributes):
-            mine[a * height + cells[e, a]] = False
-        starts[e + 1] = n
-    return slots[:n], starts
+    for start in range(0, used, BLOCK):
+        width = min(used, start + BLOCK) - start
+        for e in range(events):
+            block = acc[:width]
+            block[:] = dead[start : start + width]
+            or_rows(rows, cells, e, start, block)
+            count = clear_bits(block, found)
+            near = gather(edges, found, count, near, start * 64)
+            if slots.shape[0] < n + count:
+                slots = np.concatenate((slots, np.empty(n + count, np.int64)))
+                owner = np.concatenate((owner, np.empty(n + count, np.int64)))
+            for a in range(attributes):
+                mine[a * height + cells[e, a]] = True
+            for i in range(count):
+                s = start * 64 + found[i]
+                if sure(mine, near[i]) or inside(x, e, s, attrs, bounds):
+                    slots[n], owner[n] = s, e
+                    n += 1
+            for a in range(attributes):
+                mine[a * height + cells[e, a]] = False
+    return by_owner(slots[:n], owner[:n], events)
+
+
+@njit(nogil=True, cache=True)
+def by_owner(slots: Any, owner: Any, events: int) -> tuple[Any, Any]:
+    """The slots grouped by event, keeping their order (a counting sort): (slots, starts)."""
+    starts = np.zeros(events + 1, np.int64)
+    for e in owner:
+        starts[e + 1] += 1
+    starts = np.cumsum(starts)
+    at = starts[:-1].copy()
+    out = np.empty_like(slots)
+    for i in range(slots.shape[0]):
+        out[at[owner[i]]] = slots[i]
+        at[owner[i]] += 1
+    return out, starts
 
 
 def match(
