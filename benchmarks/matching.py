@@ -147,7 +147,7 @@ def main() -> None:
     events = wl.events_of(w, values)
     load = os.getloadavg()[0]
     emit({"bench": "matching", "header": True, "machine": machine(),
-          "versions": versions("numpy"), "workload": asdict(w), "load_average": load,
+          "versions": versions("numpy", "numba"), "workload": asdict(w), "load_average": load,
           "note": args.note, "command": " ".join(sys.argv)})  # fmt: skip
     index, ids, build_s = build(w, attrs, lows, args.threads)
     sample = values[: args.baseline_events]
