@@ -29,6 +29,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +45,7 @@ OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
 EXACT = 2**53
 CHUNK = 64  # events matched together: one bitmap of live words each
 Ints = npt.NDArray[np.int32]
+T = TypeVar("T")
 _NO_EDGES = np.zeros((0, 1, 2), np.uint16)
 _NUMBER_TYPES = (int, float)
 
@@ -469,23 +471,39 @@ class IntervalIndex:
         return self.ids_of(self._match_chunk([attributes])[0])
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
-        return [self.ids_of(slots) for slots in self.match_slots_batch(events)]
+        """Per event, the matching ids. With threads, each chunk's ids are named in the thread
+        that matched it: naming holds the GIL, and meanwhile the other threads' compiled loop,
+        which does not, goes on."""
+        if not self._slot_of:
+            return [[] for _ in events]
+        return self._chunked(events, self._named_chunk)
+
+    def _named_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
+        return [self.ids_of(slots) for slots in self._match_chunk(events)]
 
     def match_slots_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[Slots]:
         """The index's own answer: per event, the matching slots (ascending, then those of the
         delta). `ids_of` names them; a slot may be reused after the index changes, so name
-        them before the next write. At most `CHUNK` events are matched together (working
-        memory grows with the chunk); with threads > 1, chunks run in parallel."""
-        if not self._slot_of or not events:
+        them before the next write."""
+        if not self._slot_of:
             return [np.empty(0, np.intp) for _ in events]
+        return self._chunked(events, self._match_chunk)
+
+    def _chunked(
+        self,
+        events: Sequence[Mapping[str, Scalar]],
+        fn: Callable[[Sequence[Mapping[str, Scalar]]], list[T]],
+    ) -> list[T]:
+        """fn over chunks of at most `CHUNK` events (working memory grows with the chunk);
+        with threads > 1, chunks run in parallel."""
         chunks = max(1, min(self._threads, len(events) // 4))
-        step = min(CHUNK, -(-len(events) // chunks))
+        step = min(CHUNK, -(-len(events) // chunks)) if events else 1
         parts = [events[i : i + step] for i in range(0, len(events), step)]
         if chunks == 1:
-            return [answer for part in parts for answer in self._match_chunk(part)]
+            return [answer for part in parts for answer in fn(part)]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="tidings-match")
-        return [answer for part in self._pool.map(self._match_chunk, parts) for answer in part]
+        return [answer for part in self._pool.map(fn, parts) for answer in part]
 
     def ids_of(self, slots: Slots) -> list[str]:
         """Subscription ids of matching slots; a slot removed since is left out."""
