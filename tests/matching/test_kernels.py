@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +104,21 @@ def test_match_rows_answers_as_the_same_steps_in_numpy(
         ix["rows"], slots // 64, ix["dead"], cells, ix["edges"], ix["attrs"], ix["bounds"], x
     )
     assert [g.tolist() for g in got] == expected_answers(ix, cells, x)
+
+
+def test_a_kernel_compiles_without_a_disk_cache_where_numba_has_nowhere_to_keep_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = kernels.njit
+
+    def njit(**options: bool) -> Any:  # numba's own error when no cache locator fits
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'add': no locator available")
+        return real(**options)
+
+    monkeypatch.setattr(kernels, "njit", njit)
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert kernels.compiled(add)(2, 3) == 5

@@ -11,11 +11,23 @@ threads matching different chunks run in parallel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+
+
+def compiled(fn: Callable[..., Any]) -> Any:
+    """`fn` compiled without the GIL, its machine code cached on disk; where numba finds no
+    writable place for the cache (a read-only install, no home directory), compiled in
+    each process instead of failing at import."""
+    try:
+        return njit(nogil=True, cache=True)(fn)
+    except RuntimeError:
+        return njit(nogil=True)(fn)
+
 
 BLOCK = 2048  # words of slots matched for every event of a batch before the next block
 _FULL = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
@@ -26,7 +38,7 @@ _TABLE[((np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN) >> np.uint
 )
 
 
-@njit(nogil=True, cache=True)
+@compiled
 def inside(x: Any, e: int, s: int, attrs: Any, bounds: Any) -> bool:
     """Does event e fall in every interval of slot s? (NaN, an absent value: outside.)"""
     for j in range(attrs.shape[1]):
@@ -39,7 +51,7 @@ def inside(x: Any, e: int, s: int, attrs: Any, bounds: Any) -> bool:
     return True
 
 
-@njit(nogil=True, cache=True)
+@compiled
 def sure(mine: Any, near: Any) -> bool:
     """Is a slot not ruled out by the rows surely inside? Yes unless the event lies in an edge
     cell (holding a bound) of one of its intervals: `near` holds the slot's edge cell ids,
@@ -50,7 +62,7 @@ def sure(mine: Any, near: Any) -> bool:
     return True
 
 
-@njit(nogil=True, cache=True)
+@compiled
 def or_rows(rows: Any, cells: Any, e: int, start: int, acc: Any) -> None:
     """OR into `acc` words start.. of the row of event e's cell on every attribute, four rows
     per pass: each pass reads and writes `acc` (in the cache) once for four rows."""
@@ -67,7 +79,7 @@ def or_rows(rows: Any, cells: Any, e: int, start: int, acc: Any) -> None:
         a += 1
 
 
-@njit(nogil=True, cache=True)
+@compiled
 def clear_bits(acc: Any, found: Any) -> int:
     """The clear bits of `acc`, ascending, at the front of `found` (room for 64 per word),
     and how many. (Growing `found` in this loop made it four times slower.)"""
@@ -86,7 +98,7 @@ def clear_bits(acc: Any, found: Any) -> int:
     return n
 
 
-@njit(nogil=True, cache=True)
+@compiled
 def gather(table: Any, at: Any, count: int, into: Any, offset: int) -> Any:
     """table[offset + at[:count]] into the front of `into` (returned, larger if it had to
     grow). A loop of plain copies keeps many of these scattered reads in flight at once."""
@@ -97,7 +109,7 @@ def gather(table: Any, at: Any, count: int, into: Any, offset: int) -> Any:
     return into
 
 
-@njit(nogil=True, cache=True)
+@compiled
 def match_rows(
     rows: Any,
     used: int,
@@ -107,7 +119,7 @@ def match_rows(
     attrs: Any,
     bounds: Any,
     x: Any,
-) -> tuple[Any, Any]:
+) -> Any:
     """Every event's matching slots, ascending: event e's are slots[starts[e]:starts[e + 1]].
 
     The slots are taken a block at a time, and every event of the batch is matched in a
@@ -144,8 +156,8 @@ def match_rows(
     return by_owner(slots[:n], owner[:n], events)
 
 
-@njit(nogil=True, cache=True)
-def by_owner(slots: Any, owner: Any, events: int) -> tuple[Any, Any]:
+@compiled
+def by_owner(slots: Any, owner: Any, events: int) -> Any:
     """The slots grouped by event, keeping their order (a counting sort): (slots, starts)."""
     starts = np.zeros(events + 1, np.int64)
     for e in owner:
