@@ -49,6 +49,8 @@ def spark() -> Iterator[SparkSession]:
         pytest.fail("Java 17+ is required by Spark: apt-get install openjdk-17-jre-headless")
     from pyspark.sql import SparkSession
 
+    from tidings.pipeline.session import RAW_LOCAL_FILES
+
     # Local Python workers start with $PYSPARK_PYTHON (default `python3`, which cannot import
     # tidings from the venv); Spark ignores `spark.pyspark.python` here.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -61,6 +63,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config(map=RAW_LOCAL_FILES)  # the file system the pipeline's own session uses
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -188,3 +189,39 @@ def test_text_equality_lives_in_the_interval_index_beside_numeric_ranges() -> No
     assert content.match({"colour": "green", "t": 25}) == []  # a value no subscription names
     assert content.match({"colour": 3}) == ["numeric"]  # a number is not the text "3"
     assert content.match({"t": 25}) == []
+
+
+def test_a_slot_freed_while_a_match_reads_older_rows_waits_for_that_match(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = IntervalIndex()
+    for i in range(8):
+        index.add(f"s{i}", between("a", 10 * i, 10 * i + 100))
+    index.add("x", [Predicate("a", Op.GE, 0)])
+    index.rebuild()
+    taken, go = threading.Event(), threading.Event()
+    values = index._values
+
+    def paused(events: list[dict[str, Scalar]]) -> np.ndarray:  # the match holds its state
+        out = values(events)
+        taken.set()
+        go.wait(10)
+        return out
+
+    monkeypatch.setattr(index, "_values", paused)
+    answers: list[list[str]] = []
+    reader = threading.Thread(target=lambda: answers.append(index.match({"a": 45})))
+    reader.start()
+    assert taken.wait(10)
+    index.add("z", [Predicate("a", Op.GE, 1000)])
+    index.merge()  # the tombstones are copied: the old rows' reader no longer sees new ones
+    index.remove("x")
+    index.rebuild()  # x's slot is free for a match that starts now, not for the paused one
+    index.add("y", [Predicate("a", Op.GE, 100)])  # y does not match 45
+    index.merge()
+    go.set()
+    reader.join(10)
+    assert sorted(answers[0]) == ["s0", "s1", "s2", "s3", "s4"]
+    monkeypatch.undo()
+    assert sorted(index.match({"a": 45})) == ["s0", "s1", "s2", "s3", "s4"]
+    assert sorted(index.match({"a": 150})) == ["s5", "s6", "s7", "y"]

@@ -46,17 +46,21 @@ def test_or_rows_ors_the_events_row_of_every_attribute(attributes: int, seed: in
     assert acc.tolist() == expected.tolist()
 
 
-def random_index(rng: np.random.Generator, slots: int, density: float) -> dict[str, np.ndarray]:
+def random_index(
+    rng: np.random.Generator, slots: int, density: float, edge_type: type = np.uint16
+) -> dict[str, np.ndarray]:
     """Rows, edges and bounds as the interval index holds them, random but self-consistent
-    in shape (the kernel must not care whether the rows agree with the bounds)."""
+    in shape (the kernel must not care whether the rows agree with the bounds); a fifth of
+    the edge ids are padding (`attributes x height`)."""
     attributes, height, width = 3, 5, 2
+    edges = rng.integers(0, attributes, (slots, width, 1)) * height + rng.integers(
+        0, height, (slots, width, 2)
+    )
+    edges[rng.random((slots, width)) < 0.2] = attributes * height
     return {
         "rows": packed(rng.random((attributes, height, slots)) < density),
         "dead": packed(rng.random(slots) < 0.1),
-        "edges": (
-            rng.integers(0, attributes, (slots, width, 1)) * height
-            + rng.integers(0, height, (slots, width, 2))
-        ).astype(np.uint16),
+        "edges": edges.astype(edge_type),
         "attrs": np.where(
             rng.random((slots, width)) < 0.2, -1, rng.integers(0, attributes, (slots, width))
         ).astype(np.int32),
@@ -122,3 +126,19 @@ def test_a_kernel_compiles_without_a_disk_cache_where_numba_has_nowhere_to_keep_
         return a + b
 
     assert kernels.compiled(add)(2, 3) == 5
+
+
+@pytest.mark.parametrize("edge_type", [np.uint16, np.uint32])
+def test_match_rows_answers_alike_across_blocks_of_slots(edge_type: type) -> None:
+    rng = np.random.default_rng(7)
+    slots = 64 * (2 * kernels.BLOCK + 37)  # three blocks, the last one short
+    ix = random_index(rng, slots, 0.85, edge_type)
+    events, attributes, height = 3, 3, 5
+    cells = rng.integers(0, height, (events, attributes + 1))
+    x = rng.random((events, attributes + 1))
+    got = kernels.match(
+        ix["rows"], slots // 64, ix["dead"], cells, ix["edges"], ix["attrs"], ix["bounds"], x
+    )
+    expected = expected_answers(ix, cells, x)
+    assert all(max(e, default=0) >= 64 * 2 * kernels.BLOCK for e in expected)  # reached
+    assert [g.tolist() for g in got] == expected

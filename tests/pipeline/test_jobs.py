@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscriber, Subscription
-from tidings.pipeline import DRIVER_LINES, logs
+from tidings.pipeline import DRIVER_LINES, index, logs
 from tidings.pipeline.jobs import (
     Algorithm,
     Matching,
@@ -275,3 +275,25 @@ def test_few_lines_are_all_taken_to_the_driver_and_many_are_left_to_the_workers(
     assert sorted(few_lines(lines, 10) or []) == sorted(texts)
     assert few_lines(lines, 9) is None
     assert few_lines(lines, 0) is None  # the driver never matches
+
+
+def test_a_batch_within_the_driver_limit_is_matched_in_the_driver_and_a_larger_one_is_not(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes: list[int] = []
+    here = index.match_here
+
+    def counted(lines: list[str | None], *rest: Any) -> Any:
+        passes.append(len(lines))
+        return here(lines, *rest)
+
+    monkeypatch.setattr(index, "match_here", counted)
+    store, paths = make_store(tmp_path), paths_in(tmp_path)
+    job = matching(spark, store, paths, QueueSink(store), 10)
+    small = log_frame(spark, tmp_path / "small", [line(p) for p in pubs(0, 10)])
+    assert job.run(small, "batch-1").publications == 10
+    job.driver_lines = 9
+    large = log_frame(spark, tmp_path / "large", [line(p) for p in pubs(10, 10)])
+    assert job.run(large, "batch-2").publications == 10
+    assert passes == [10]  # only the first batch was matched in the driver
+    assert set(queued(store)) == expected(pubs(0, 20))

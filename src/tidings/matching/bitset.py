@@ -5,8 +5,8 @@ its predicates on one attribute are merged into one closed interval (text values
 codes, on an attribute of their own). Per attribute the value domain is cut
 into cells, and each cell has a bitmap of the subscriptions it rules out (see `cells`). An
 event ORs one row per attribute into the tombstone bitmap; the clear bits are candidates,
-few, and are checked exactly and vectorised against the interval matrices, so an interval
-straddling its cell's boundary is decided by its real bounds.
+few, and one whose event lies in a cell holding one of its bounds is checked against its
+real bounds (the compiled loop in `kernels` does all of this per event).
 
 Writes never stop the answers. The answering state (rows, cuts, tombstones, delta) is an
 immutable snapshot that readers take once per call; writers publish a new one under a lock.
@@ -15,7 +15,10 @@ is merged (its bits set in the rows; its slots are tombstoned meanwhile, so read
 half-set bits), and when the index has doubled it is rebuilt (cells recomputed); both run in
 a background thread once the index is large (`background_from` slots), then swap the new
 snapshot in atomically. A removal sets a tombstone bit; its slot is reused only after a
-rebuild that started later has been published (the rows then hold none of its bits).
+rebuild that started later has been published (the rows then hold none of its bits) and
+every match that began before that publication has finished (a match still reading the old
+rows could otherwise accept the slot for the subscription it used to hold and name the new
+one): matches register the epoch they read, and a rebuild's freed slots wait for it.
 
 Numbers compare as float64. Subscription values must be below 2**53 in magnitude (see
 `accepts`); then an event number converted to float64 compares with them exactly.
@@ -26,8 +29,10 @@ from __future__ import annotations
 import math
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -182,6 +187,11 @@ class IntervalIndex:
         self._id_text: npt.NDArray[np.str_] = np.zeros(64, "U1")
         self._free: list[int] = []  # reusable now
         self._retired: list[int] = []  # reusable once a rebuild started after their removal lands
+        # ... and once no match reads a state published before that: (epoch, slots)
+        self._limbo: deque[tuple[int, list[int]]] = deque()
+        self._epoch = 0  # rebuilds published
+        self._readers: dict[int, int] = {}  # epoch -> matches running that began in it
+        self._readers_lock = threading.Lock()
         # slot -> (attributes, lo, hi) of inserts not yet in the matrices: written in one
         # vectorised step (and only then published in the delta) by the next read or merge
         self._staged: dict[int, tuple[list[int], list[float], list[float]]] = {}
@@ -252,6 +262,8 @@ class IntervalIndex:
         return True
 
     def _claim(self, subscription_id: str, predicates: Sequence[Predicate]) -> int:
+        if not self._free and self._limbo:
+            self._reclaim()
         slot = self._free.pop() if self._free else len(self._ids)
         merged: dict[int, list[float]] = {}  # attribute -> [lo, hi]: predicates intersected
         attr_of = self._attr_of
@@ -296,6 +308,30 @@ class IntervalIndex:
             # does not wait for this lock) must find these slots in the delta.
             self._publish_delta(slots)
             self._staged = {}
+
+    def _reclaim(self) -> None:
+        """Free the slots of every rebuild that no running match predates."""
+        with self._readers_lock:
+            oldest = min(self._readers, default=self._epoch)
+        while self._limbo and self._limbo[0][0] <= oldest:
+            self._free.extend(self._limbo.popleft()[1])
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Register a match for as long as it reads a state and names its slots (registered
+        before it takes the state, so it never holds a newer state than its epoch says)."""
+        with self._readers_lock:
+            epoch = self._epoch
+            self._readers[epoch] = self._readers.get(epoch, 0) + 1
+        try:
+            yield
+        finally:
+            with self._readers_lock:
+                left = self._readers[epoch] - 1
+                if left:
+                    self._readers[epoch] = left
+                else:
+                    del self._readers[epoch]
 
     def _store_ids(self, at: slice, ids: Sequence[str]) -> None:
         longest, width = max(map(len, ids), default=0), self._id_text.dtype.itemsize // 4
@@ -431,7 +467,8 @@ class IntervalIndex:
             cl.clear_bits(dead, still)
             used = min(rows.shape[2], -(-n // 64))
             self._state = _State(rows, cuts, dead, np.setdiff1d(now.delta, alive), edges, used)
-            self._free.extend(sorted(pending, reverse=True))
+            self._epoch += 1
+            self._limbo.append((self._epoch, sorted(pending, reverse=True)))
             self._built_at = len(alive)
 
     def _build(
@@ -468,7 +505,8 @@ class IntervalIndex:
     # -- matching ------------------------------------------------------------------------
 
     def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
-        return self.ids_of(self._match_chunk([attributes])[0])
+        with self._reading():
+            return self.ids_of(self._match_chunk([attributes])[0])
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         """Per event, the matching ids. With threads, each chunk's ids are named in the thread
@@ -479,7 +517,8 @@ class IntervalIndex:
         return self._chunked(events, self._named_chunk)
 
     def _named_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
-        return [self.ids_of(slots) for slots in self._match_chunk(events)]
+        with self._reading():
+            return [self.ids_of(slots) for slots in self._match_chunk(events)]
 
     def match_slots_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[Slots]:
         """The index's own answer: per event, the matching slots (ascending, then those of the
@@ -511,6 +550,10 @@ class IntervalIndex:
         return [i for i in ids if i] if "" in ids else ids
 
     def _match_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[Slots]:
+        with self._reading():
+            return self._match_state(events)
+
+    def _match_state(self, events: Sequence[Mapping[str, Scalar]]) -> list[Slots]:
         if self._staged:
             self._flush()
         state, mats = self._state, self._mats  # one snapshot for the whole chunk

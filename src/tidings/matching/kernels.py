@@ -124,7 +124,8 @@ def match_rows(
 
     The slots are taken a block at a time, and every event of the batch is matched in a
     block before the next: the candidates' edge ids and bounds, read at random, then come
-    from a few megabytes that stay in the cache, not from all of memory."""
+    from the block's share of those arrays (a few megabytes of edge ids), which the cache
+    keeps far better than all of memory."""
     events, attributes, height = cells.shape[0], rows.shape[0], rows.shape[1]
     mine = np.zeros(attributes * height + 1, np.bool_)  # the last id is padding: never mine
     acc = np.empty(min(used, BLOCK), np.uint64)

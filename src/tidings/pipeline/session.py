@@ -17,7 +17,15 @@ from tidings.errors import ErrorCode, TidingsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql._typing import OptionalPrimitiveType
 
+# Local files without Hadoop's .crc companions: each micro-batch writes small checkpoint
+# files (offsets, commits, the file source's log), and checksumming them took half of those
+# steps' time here.
+RAW_LOCAL_FILES: dict[str, OptionalPrimitiveType] = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+}
 JAVA_HINT = "Spark needs Java 17 or 21: apt-get install openjdk-17-jre-headless"
 
 
@@ -62,13 +70,7 @@ def build_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # Local files without Hadoop's .crc companions: each micro-batch writes small
-        # checkpoint files (offsets, commits, the file source's log), and checksumming them
-        # took half of those steps' time here.
-        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-        .config(
-            "spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs"
-        )
+        .config(map=RAW_LOCAL_FILES)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
