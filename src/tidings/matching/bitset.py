@@ -506,7 +506,7 @@ class IntervalIndex:
 
     def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
         with self._reading():
-            return self.ids_of(self._match_chunk([attributes])[0])
+            return self.ids_of(self._match_state([attributes])[0])
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         """Per event, the matching ids. With threads, each chunk's ids are named in the thread
@@ -518,7 +518,7 @@ class IntervalIndex:
 
     def _named_chunk(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         with self._reading():
-            return [self.ids_of(slots) for slots in self._match_chunk(events)]
+            return [self.ids_of(slots) for slots in self._match_state(events)]
 
     def match_slots_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[Slots]:
         """The index's own answer: per event, the matching slots (ascending, then those of the
