@@ -142,3 +142,22 @@ def test_match_rows_answers_alike_across_blocks_of_slots(edge_type: type) -> Non
     expected = expected_answers(ix, cells, x)
     assert all(max(e, default=0) >= 64 * 2 * kernels.BLOCK for e in expected)  # reached
     assert [g.tolist() for g in got] == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 2**32 - 1))
+def test_check_keeps_the_slots_whose_every_interval_holds_the_event(count: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ix = random_index(rng, 64, 0.5)
+    slots = rng.choice(64, count, replace=False).astype(np.intp)
+    x = np.where(rng.random((3, 4)) < 0.1, np.nan, rng.random((3, 4)))
+    expected = []
+    for e in range(3):
+        keep = []
+        for s in slots.tolist():
+            a, (lo, hi) = ix["attrs"][s], ix["bounds"][s].T
+            if ((a < 0) | ((lo <= x[e, a]) & (x[e, a] <= hi))).all():
+                keep.append(s)
+        expected.append(keep)
+    got = kernels.check(slots, ix["attrs"], ix["bounds"], x)
+    assert [g.tolist() for g in got] == expected

@@ -48,7 +48,7 @@ __all__ = ["EQ", "GE", "GT", "LE", "LT", "IntervalIndex", "accepts", "intervals"
 
 OP_CODES = {Op.LT: LT, Op.LE: LE, Op.GT: GT, Op.GE: GE, Op.EQ: EQ}
 EXACT = 2**53
-CHUNK = 64  # events matched together: one bitmap of live words each
+CHUNK = 64  # events matched together: one call of the compiled loop
 Ints = npt.NDArray[np.int32]
 T = TypeVar("T")
 _NO_EDGES = np.zeros((0, 1, 2), np.uint16)
@@ -564,21 +564,17 @@ class IntervalIndex:
             state.rows, state.used, state.dead, cells, edges, mats.attrs, mats.bounds, x
         )
         if state.delta.size:
-            ev = np.repeat(np.arange(len(events)), state.delta.size)
-            slots = np.tile(state.delta, len(events))
-            ok = _exact(x, mats, ev, slots)
-            if ok.any():
-                extra = _by_event(len(events), ev[ok], slots[ok])
+            extra = kernels.check(state.delta, mats.attrs, mats.bounds, x)
+            if any(len(found) for found in extra):
                 answers = [np.concatenate(pair) for pair in zip(answers, extra, strict=True)]
         return answers
 
     def _values(self, events: Sequence[Mapping[str, Scalar]]) -> Floats:
-        """(event, attribute) values, NaN where absent or not a number; a last column of 0."""
-        width, attr_of, text_of = len(self._names) + 1, self._attr_of, self._text_of
+        """(event, attribute) values, NaN where absent or not a number."""
+        width, attr_of, text_of = len(self._names), self._attr_of, self._text_of
         out = []
         for attributes in events:
             row = [math.nan] * width
-            row[-1] = 0.0
             for name, value in attributes.items():
                 if isinstance(value, str):
                     a = text_of.get(name)
@@ -592,14 +588,12 @@ class IntervalIndex:
         return np.array(out, np.float64)
 
     def _cells(self, state: _State, x: Floats) -> npt.NDArray[np.intp]:
-        """(event, attribute) row in the rows: the value's cell, or the missing row; then a
-        column of 0 (what padding reads)."""
+        """(event, attribute) row in the rows: the value's cell, or the missing row."""
         missing, cuts = state.cells, state.cuts
-        out = np.zeros((len(x), len(cuts) + 1), np.intp)
+        out = np.zeros((len(x), len(cuts)), np.intp)
         if len(x) < 4:
             for e, r in enumerate(x[:, : len(cuts)].tolist()):
-                cells = [missing if v != v else bisect_right(cut, v) for v, cut in zip(r, cuts)]  # noqa: B905
-                out[e, : len(cuts)] = cells
+                out[e] = [missing if v != v else bisect_right(cut, v) for v, cut in zip(r, cuts)]  # noqa: B905
             return out
         for a, cut in enumerate(cuts):
             col = x[:, a]
@@ -613,28 +607,6 @@ class IntervalIndex:
         if state.edges is not None:
             arrays.append(state.edges)
         return sum(a.nbytes for a in arrays)
-
-
-def _exact(x: Floats, mats: _Matrices, ev: Slots, slots: Slots) -> npt.NDArray[np.bool_]:
-    """Does event ev[i] fall in every interval of slots[i]? Padding (attribute -1) reads the
-    column before the event's row, the previous event's last column: 0.0, as every last one.
-    (`np.take` along axis 0: several times faster than fancy indexing for short rows; and the
-    failures are found flat, since a reduction along a short axis is slow.)"""
-    at = ev[:, None] * x.shape[1] + np.take(mats.attrs, slots, axis=0)
-    v = np.take(x, at)[..., None]
-    bounds = np.take(mats.bounds, slots, axis=0)
-    outside = ~((v >= bounds[..., :1]) & (v <= bounds[..., 1:]))  # NaN (absent): outside
-    ok = np.ones(len(slots), bool)
-    ok[np.flatnonzero(outside) // outside[0].size if len(slots) else []] = False
-    return ok
-
-
-def _by_event(count: int, ev: Slots, slots: Slots) -> list[Slots]:
-    """Split slots by their event (`ev` ascending)."""
-    if count == 1:
-        return [slots]
-    bounds = np.searchsorted(ev, np.arange(count + 1)).tolist()
-    return [slots[bounds[e] : bounds[e + 1]] for e in range(count)]
 
 
 def _merge_per_attribute(

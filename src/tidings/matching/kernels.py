@@ -135,10 +135,9 @@ def match_rows(
     slots = np.empty(4096, np.int64)
     n = 0
     for start in range(0, used, BLOCK):
-        width = min(used, start + BLOCK) - start
+        block = acc[: min(used, start + BLOCK) - start]
         for e in range(events):
-            block = acc[:width]
-            block[:] = dead[start : start + width]
+            block[:] = dead[start : start + block.shape[0]]
             or_rows(rows, cells, e, start, block)
             count = clear_bits(block, found)
             near = gather(edges, found, count, near, start * 64)
@@ -172,6 +171,23 @@ def by_owner(slots: Any, owner: Any, events: int) -> Any:
     return out, starts
 
 
+@compiled
+def check_rows(slots: Any, attrs: Any, bounds: Any, x: Any) -> Any:
+    """Every event's slots among `slots` whose intervals all hold it, as `match_rows` gives
+    them: (matching, starts)."""
+    events = x.shape[0]
+    out = np.empty(events * slots.shape[0], np.int64)
+    starts = np.zeros(events + 1, np.int64)
+    n = 0
+    for e in range(events):
+        for s in slots:
+            if inside(x, e, s, attrs, bounds):
+                out[n] = s
+                n += 1
+        starts[e + 1] = n
+    return out[:n], starts
+
+
 def match(
     rows: npt.NDArray[np.uint64],
     used: int,
@@ -183,15 +199,32 @@ def match(
     x: npt.NDArray[np.float64],
 ) -> list[npt.NDArray[np.intp]]:
     """Per event (a row of `cells` and of `x`), the slots the rows and bounds accept."""
-    slots, starts = match_rows(rows, used, dead, cells, edges, attrs, bounds, x)
+    return _per_event(*match_rows(rows, used, dead, cells, edges, attrs, bounds, x))
+
+
+def check(
+    slots: npt.NDArray[np.intp],
+    attrs: npt.NDArray[np.int32],
+    bounds: npt.NDArray[np.float64],
+    x: npt.NDArray[np.float64],
+) -> list[npt.NDArray[np.intp]]:
+    """Per event (a row of `x`), those of `slots` whose bounds accept it, checked one by one:
+    the inserts not yet in the rows."""
+    return _per_event(*check_rows(slots, attrs, bounds, x))
+
+
+def _per_event(
+    slots: npt.NDArray[np.intp], starts: npt.NDArray[np.int64]
+) -> list[npt.NDArray[np.intp]]:
     at = starts.tolist()
-    return [slots[at[e] : at[e + 1]] for e in range(len(cells))]
+    return [slots[at[e] : at[e + 1]] for e in range(len(at) - 1)]
 
 
 def warm_up() -> None:
-    """Compile the kernel (or load it from the disk cache) for the arrays the interval index
-    passes, so that the first match does not wait for it."""
-    slots = np.zeros((64, 1, 2))
+    """Compile the kernels (or load them from the disk cache) for the arrays the interval
+    index passes, so that the first match does not wait for them."""
+    bounds, x = np.zeros((64, 1, 2)), np.zeros((1, 1))
     edges, attrs = np.zeros((64, 1, 2), np.uint16), np.full((64, 1), -1, np.int32)
-    match(np.zeros((1, 2, 1), np.uint64), 1, np.zeros(1, np.uint64), np.zeros((1, 2), np.intp),
-          edges, attrs, slots, np.zeros((1, 2)))  # fmt: skip
+    match(np.zeros((1, 2, 1), np.uint64), 1, np.zeros(1, np.uint64), np.zeros((1, 1), np.intp),
+          edges, attrs, bounds, x)  # fmt: skip
+    check(np.zeros(1, np.intp), attrs, bounds, x)
