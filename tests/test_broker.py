@@ -160,6 +160,21 @@ async def test_subscriptions_survive_a_restart_and_are_matched_again(tmp_path: P
     await second.close()
 
 
+async def test_content_subscriptions_loaded_at_restart_can_be_unsubscribed(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    first = await started(settings)
+    me, _ = await first.register()
+    cheap = await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 10),))
+    await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 3),))
+    await first.close()
+    first.store.close()
+    second = await started(settings)
+    await second.unsubscribe(me.id, cheap.id)
+    assert (await second.publish(PublicationInput("a", (), {"price": 5}))).deliveries == 0
+    assert (await second.publish(PublicationInput("b", (), {"price": 1}))).deliveries == 1
+    await second.close()
+
+
 async def test_spark_matching_commits_and_logs_but_enqueues_nothing(tmp_path: Path) -> None:
     broker = await started(settings_for(tmp_path, matching="spark"))
     me, _ = await broker.register()

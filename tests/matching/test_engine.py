@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidings.matching import workload
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import ContentMatcher, Event, Matcher, Matches, ScanContentIndex
 from tidings.matching.semantics import any_topic_matches, conjunction_holds
@@ -265,3 +267,76 @@ def test_an_answer_handed_out_keeps_its_value_when_subscriptions_change() -> Non
     matcher.remove("s1")
     assert before == {"alice": ["s1"]}
     assert matcher.match(Event(topics=("a/b",))) == {"alice": ["s2"]}
+
+
+# ---------------------------------------------------------------- content in bulk
+
+
+@each_content_index
+def test_content_added_in_bulk_matches_as_if_added_one_by_one(content_index: str) -> None:
+    items = [
+        ("c1", "alice", [Predicate("n", Op.GT, 1)]),
+        ("c2", "bob", [Predicate("n", Op.LT, 5)]),
+        ("c3", "alice", [Predicate("kind", Op.PREFIX, "sen")]),
+        ("c4", "carol", [Predicate("n", Op.GE, 0), Predicate("n", Op.LE, 9)]),
+    ]
+    bulk, single = make_matcher(content_index), make_matcher(content_index)
+    bulk.add_contents(items)
+    for sid, owner, predicates in items:
+        single.add_content(sid, owner, predicates)
+    probes = [Event(attributes={"n": 3, "kind": "sensor"}), Event(attributes={"n": 7}), Event()]
+    assert bulk.match_batch(probes) == single.match_batch(probes)
+    assert bulk.match(probes[0]) == {"alice": ["c1", "c3"], "bob": ["c2"], "carol": ["c4"]}
+
+
+@each_content_index
+def test_an_id_given_twice_in_one_bulk_add_keeps_the_last(content_index: str) -> None:
+    matcher = make_matcher(content_index)
+    matcher.add_topic("s", "dave", ["news"])
+    matcher.add_contents(
+        [("s", "alice", [Predicate("n", Op.GT, 1)]), ("s", "bob", [Predicate("n", Op.LT, 1)])]
+    )
+    assert len(matcher) == 1
+    assert matcher.match(Event(("news",), {"n": 0})) == {"bob": ["s"]}
+    assert matcher.match(Event(("news",), {"n": 2})) == {}
+
+
+def test_a_subscription_moving_between_subscribers_is_answered_for_its_new_owner() -> None:
+    matcher = Matcher()
+    matcher.add_content("c", "alice", [Predicate("n", Op.GT, 1)])
+    matcher.add_content("c", "bob", [Predicate("n", Op.GT, 1)])
+    assert matcher.match(Event(attributes={"n": 2})) == {"bob": ["c"]}
+    matcher.remove("c")
+    assert matcher.match(Event(attributes={"n": 2})) == {}
+
+
+def test_content_added_as_columns_matches_as_the_same_predicates_do() -> None:
+    w = workload.named("W-B", domain=1000)
+    rng = np.random.default_rng(7)
+    attrs, lows = workload.subscription_arrays(w, 300, rng)
+    ids = [f"s{i}" for i in range(300)]
+    owners = [f"u{i % 40}" for i in range(300)]
+    columns, objects = Matcher(), Matcher()
+    columns.add_content_arrays(ids, owners, *workload.columns_of(w, attrs, lows))
+    objects.add_contents(zip(ids, owners, workload.predicates_of(w, attrs, lows), strict=True))
+    probes = [Event(attributes=e) for e in workload.events_of(w, workload.event_arrays(w, 40, rng))]
+    answers = columns.match_batch(probes)
+    assert answers == objects.match_batch(probes)
+    assert sum(map(len, answers)) > 0
+    columns.remove("s0")
+    assert all("s0" not in ids for a in columns.match_batch(probes) for ids in a.values())
+
+
+def test_columns_with_a_repeated_id_are_refused() -> None:
+    w = workload.named("W-B", domain=1000)
+    attrs, lows = workload.subscription_arrays(w, 2, np.random.default_rng(1))
+    with pytest.raises(ValueError, match="repeats"):
+        Matcher().add_content_arrays(["s", "s"], ["u", "u"], *workload.columns_of(w, attrs, lows))
+
+
+def test_a_scanning_content_index_takes_no_columns() -> None:
+    w = workload.named("W-B", domain=1000)
+    attrs, lows = workload.subscription_arrays(w, 1, np.random.default_rng(1))
+    matcher = Matcher(content=ScanContentIndex())
+    with pytest.raises(TypeError):
+        matcher.add_content_arrays(["s"], ["u"], *workload.columns_of(w, attrs, lows))

@@ -203,6 +203,10 @@ class IntervalIndex:
     def __len__(self) -> int:
         return len(self._slot_of)
 
+    def slot_of(self, subscription_id: str) -> int | None:
+        """The slot answers name this subscription by (kept until it is removed), or None."""
+        return self._slot_of.get(subscription_id)
+
     # -- writing -------------------------------------------------------------------------
 
     def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None:

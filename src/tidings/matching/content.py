@@ -22,8 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from tidings.matching.bitset import IntervalIndex, accepts
+from tidings.matching.cells import Slots
 from tidings.matching.semantics import predicate_holds, type_class
 from tidings.model import ORDERED_OPS, Op, Predicate, Scalar
 
@@ -212,11 +214,43 @@ class ContentIndex:
         if numeric:
             self.intervals.add_many(numeric)
 
+    def add_arrays(
+        self,
+        ids: Sequence[str],
+        keys: Sequence[str],
+        attrs: npt.NDArray[np.integer],
+        ops: npt.NDArray[np.integer],
+        vals: npt.NDArray[np.floating],
+    ) -> None:
+        """Bulk load of numeric interval subscriptions as columns (`IntervalIndex.add_arrays`:
+        row i of `attrs` (indices into `keys`), `ops` (codes), `vals` is ids[i]); ids held by
+        the counting index move."""
+        for sid in ids:
+            self.counting.remove(sid)
+        self.intervals.add_arrays(ids, keys, attrs, ops, vals)
+
     def remove(self, subscription_id: str) -> bool:
         return self.intervals.remove(subscription_id) or self.counting.remove(subscription_id)
 
+    def slot_of(self, subscription_id: str) -> int | None:
+        """The interval index's slot of a subscription, or None (not there, or counted)."""
+        return self.intervals.slot_of(subscription_id)
+
+    def ids_of(self, slots: Slots) -> list[str]:
+        return self.intervals.ids_of(slots)
+
     def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
         return self.intervals.match(attributes) + self.counting.match(attributes)
+
+    def match_slots_batch(
+        self, events: Sequence[Mapping[str, Scalar]]
+    ) -> list[tuple[Slots, list[str]]]:
+        """Per event: the interval index's matching slots (integers, named by `ids_of` before
+        the next write) and the counting index's matching ids."""
+        slots = self.intervals.match_slots_batch(events)
+        if not len(self.counting):
+            return [(s, []) for s in slots]
+        return [(s, self.counting.match(e)) for s, e in zip(slots, events, strict=True)]
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         numeric = self.intervals.match_batch(events)

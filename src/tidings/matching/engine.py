@@ -20,11 +20,13 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
 from tidings.matching.content import ContentIndex
+from tidings.matching.owners import Matches, SlotOwners, Slots, grouped
 from tidings.matching.semantics import conjunction_holds
 from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex, bucket_key, is_pattern_filter
 from tidings.model import Predicate, Scalar
@@ -38,8 +40,6 @@ class Event:
     attributes: Mapping[str, Scalar] | None = None
 
 
-# subscriber id -> ids of that subscriber's subscriptions that matched, sorted.
-Matches = dict[str, list[str]]
 _NO_ATTRIBUTES: Mapping[str, Scalar] = {}
 DEFAULT_ANSWER_CACHE_MATCHES = 1 << 21
 
@@ -47,11 +47,30 @@ DEFAULT_ANSWER_CACHE_MATCHES = 1 << 21
 class ContentMatcher(Protocol):
     """What the engine needs of a content index."""
 
-    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None: ...
+    def add_many(self, items: Sequence[tuple[str, Sequence[Predicate]]]) -> None: ...
     def remove(self, subscription_id: str) -> bool: ...
     def match(self, attributes: Mapping[str, Scalar]) -> list[str]: ...
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]: ...
     def __len__(self) -> int: ...
+
+
+@runtime_checkable
+class SlottedContentMatcher(ContentMatcher, Protocol):
+    """A content index that can answer with integer slots, named only when asked."""
+
+    def slot_of(self, subscription_id: str) -> int | None: ...
+    def add_arrays(
+        self,
+        ids: Sequence[str],
+        keys: Sequence[str],
+        attrs: npt.NDArray[np.integer],
+        ops: npt.NDArray[np.integer],
+        vals: npt.NDArray[np.floating],
+    ) -> None: ...
+    def ids_of(self, slots: Slots) -> list[str]: ...
+    def match_slots_batch(
+        self, events: Sequence[Mapping[str, Scalar]]
+    ) -> list[tuple[Slots, list[str]]]: ...
 
 
 class ScanContentIndex:
@@ -63,8 +82,8 @@ class ScanContentIndex:
     def __len__(self) -> int:
         return len(self._predicates)
 
-    def add(self, subscription_id: str, predicates: Sequence[Predicate]) -> None:
-        self._predicates[subscription_id] = tuple(predicates)
+    def add_many(self, items: Sequence[tuple[str, Sequence[Predicate]]]) -> None:
+        self._predicates.update((sid, tuple(predicates)) for sid, predicates in items)
 
     def remove(self, subscription_id: str) -> bool:
         return self._predicates.pop(subscription_id, None) is not None
@@ -108,6 +127,10 @@ class Matcher:
         self._exact_groups: dict[str, dict[str, list[str]]] = {}
         self._pattern_groups: dict[str, dict[str, list[str]]] = {}
         self._content = content if content is not None else default_content_index()
+        # Content answers in slots (when the index gives them) go to subscribers through an
+        # array of owner codes, not a dict lookup per matching id.
+        self._slotted = self._content if isinstance(self._content, SlottedContentMatcher) else None
+        self._slot_owners = SlotOwners()
         # topic -> (grouped answer, its number of matches)
         self._answers: OrderedDict[str, tuple[Matches, int]] = OrderedDict()
         self._answers_size, self._answers_budget = topic_cache_size, answer_cache_matches
@@ -147,9 +170,44 @@ class Matcher:
         self, subscription_id: str, subscriber_id: str, predicates: Sequence[Predicate]
     ) -> None:
         """Index a content subscription; an existing id (of either kind) is replaced."""
-        self.remove(subscription_id)
-        self._content.add(subscription_id, predicates)
-        self._owner[subscription_id] = sys.intern(subscriber_id)
+        self.add_contents([(subscription_id, subscriber_id, predicates)])
+
+    def add_contents(self, items: Iterable[tuple[str, str, Sequence[Predicate]]]) -> None:
+        """Index many content subscriptions (subscription id, subscriber id, predicates) in
+        one call of the content index (its bulk path); an id given twice keeps the last."""
+        unique = {sid: (sid, owner, predicates) for sid, owner, predicates in items}
+        for sid in unique:
+            self.remove(sid)
+        self._content.add_many([(sid, predicates) for sid, _, predicates in unique.values()])
+        for sid, owner, _ in unique.values():
+            owner = self._owner[sid] = sys.intern(owner)
+            slot = None if self._slotted is None else self._slotted.slot_of(sid)
+            if slot is not None:
+                self._slot_owners.own(slot, owner)
+
+    def add_content_arrays(
+        self,
+        ids: Sequence[str],
+        subscriber_ids: Sequence[str],
+        keys: Sequence[str],
+        attrs: npt.NDArray[np.integer],
+        ops: npt.NDArray[np.integer],
+        vals: npt.NDArray[np.floating],
+    ) -> None:
+        """Index numeric interval subscriptions given as columns, without a `Predicate` object
+        each (see `ContentIndex.add_arrays`); existing ids are replaced. Needs a content index
+        that answers in slots."""
+        if self._slotted is None:
+            raise TypeError("this content index takes no arrays")
+        if len(set(ids)) != len(ids):
+            raise ValueError("an id repeats: each row must be another subscription")
+        for sid in ids:
+            self.remove(sid)
+        self._slotted.add_arrays(ids, keys, attrs, ops, vals)
+        slot_of, own = self._slotted.slot_of, self._slot_owners.own
+        for sid, owner in zip(ids, subscriber_ids, strict=True):
+            owner = self._owner[sid] = sys.intern(owner)
+            own(slot_of(sid), owner)  # type: ignore[arg-type]
 
     def remove(self, subscription_id: str) -> bool:
         """Forget a subscription; False if it was not there."""
@@ -161,6 +219,9 @@ class Matcher:
             self._ungroup(subscription_id, owner, filters)
             self._forget(filters)
         else:
+            slot = None if self._slotted is None else self._slotted.slot_of(subscription_id)
+            if slot is not None:
+                self._slot_owners.release(slot)
             self._content.remove(subscription_id)
         return True
 
@@ -190,19 +251,29 @@ class Matcher:
                 self._cached_matches -= dropped[1]
 
     def match(self, event: Event) -> Matches:
-        content = self._content.match(event.attributes or _NO_ATTRIBUTES) if self._content else []
-        return self._with_content(self._topic_answer(event.topics), content)
+        topical = self._topic_answer(event.topics)
+        if not self._content:
+            return topical
+        return _union(topical, self._content_answers((event.attributes or _NO_ATTRIBUTES,))[0])
 
     def match_batch(self, events: Sequence[Event]) -> list[Matches]:
         """Match many events at once; the content index sees the whole batch in one call."""
-        if self._content:
-            batch = [e.attributes or _NO_ATTRIBUTES for e in events]
-            contents = self._content.match_batch(batch)
-        else:
-            contents = [[] for _ in events]
+        contents = self._content_answers([e.attributes or _NO_ATTRIBUTES for e in events])
         return [
-            self._with_content(self._topic_answer(e.topics), c)
-            for e, c in zip(events, contents, strict=True)
+            _union(self._topic_answer(e.topics), c) for e, c in zip(events, contents, strict=True)
+        ]
+
+    def _content_answers(self, batch: Sequence[Mapping[str, Scalar]]) -> list[Matches]:
+        """Per event, the content matches by subscriber (fresh dicts)."""
+        if not self._content:
+            return [{} for _ in batch]
+        slotted = self._slotted
+        if slotted is None:
+            return [self._owned(ids) for ids in self._content.match_batch(batch)]
+        group, ids_of = self._slot_owners.group, slotted.ids_of
+        return [
+            _union(group(slots, ids_of), self._owned(others))
+            for slots, others in slotted.match_slots_batch(batch)
         ]
 
     def _topic_answer(self, topics: Sequence[str]) -> Matches:
@@ -260,31 +331,13 @@ class Matcher:
                 return out
         elif slots:
             return {self._owner_by_slot[slots[0]]: self._alone_by_slot[slots[0]]}
-        out = _grouped(*self._owners_and_ids(slots))
-        for found in out.values():
-            if len(found) > 1:
-                found.sort()
-        return out
+        return grouped(*self._owners_and_ids(slots))
 
-    def _with_content(self, topical: Matches, content_ids: Sequence[str]) -> Matches:
-        """The topic answer (shared: never changed in place) with the content matches added.
-        Owners are fetched in one C-level pass; each subscriber's list is sorted once."""
-        if not content_ids:
-            return topical
-        if len(content_ids) == 1:
-            owners: Sequence[str] = (self._owner[content_ids[0]],)
-        else:
-            owners = itemgetter(*content_ids)(self._owner)
-        out = dict(topical)
-        for owner, ids in _grouped(owners, content_ids).items():
-            found = out.get(owner)
-            if found is not None:
-                out[owner] = sorted({*found, *ids})
-            elif len(ids) > 1:
-                out[owner] = sorted(ids)
-            else:
-                out[owner] = ids
-        return out
+    def _owned(self, ids: Sequence[str]) -> Matches:
+        """Content ids by subscriber, owners fetched in one C-level pass."""
+        if len(ids) < 2:
+            return {self._owner[ids[0]]: list(ids)} if ids else {}
+        return grouped(itemgetter(*ids)(self._owner), ids)
 
     def _owners_and_ids(self, slots: list[int]) -> tuple[Sequence[str], Sequence[str]]:
         # Memory-bound at scale: each matched id costs cache misses, and fetching all of them
@@ -297,15 +350,17 @@ class Matcher:
         return fetch(self._owner_by_slot), fetch(self._topics.ids)
 
 
-def _grouped(owners: Sequence[str], ids: Sequence[str]) -> Matches:
-    """Subscription ids by owner, in the order given (new lists, the caller's to sort)."""
-    out: Matches = {}
-    for owner, sid in zip(owners, ids, strict=True):
+def _union(first: Matches, second: Matches) -> Matches:
+    """Both answers, neither changed (either may be shared); a subscriber in both gets the
+    sorted union of its ids."""
+    if not second:
+        return first
+    if not first:
+        return second
+    out = dict(first)
+    for owner, ids in second.items():
         found = out.get(owner)
-        if found is None:
-            out[owner] = [sid]
-        else:
-            found.append(sid)
+        out[owner] = ids if found is None else sorted({*found, *ids})
     return out
 
 

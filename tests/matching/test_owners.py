@@ -1,0 +1,83 @@
+"""SlotOwners turns a content index's slot answer into subscription ids grouped by subscriber."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidings.matching.owners import SlotOwners, grouped
+
+
+def named(slots: np.ndarray) -> list[str]:
+    return [f"s{slot}" for slot in slots.tolist()]
+
+
+def test_an_answer_maps_each_subscriber_to_its_matching_ids_sorted() -> None:
+    owners = SlotOwners()
+    for slot, subscriber in [(3, "bob"), (11, "alice"), (2, "alice"), (7, "carol")]:
+        owners.own(slot, subscriber)
+    answer = owners.group(np.array([2, 3, 7, 11]), named)
+    assert answer == {"alice": ["s11", "s2"], "bob": ["s3"], "carol": ["s7"]}
+
+
+def test_a_released_slot_is_left_out_of_answers_made_before_it_was_released() -> None:
+    owners = SlotOwners()
+    owners.own(0, "alice")
+    owners.own(1, "bob")
+    owners.release(1)
+    assert owners.group(np.array([0, 1]), named) == {"alice": ["s0"]}
+    assert owners.group(np.array([1]), named) == {}
+
+
+def test_slots_far_past_the_first_array_are_owned() -> None:
+    owners = SlotOwners()
+    owners.own(100_000, "alice")
+    owners.own(5, "bob")
+    assert owners.group(np.array([5, 100_000]), named) == {"alice": ["s100000"], "bob": ["s5"]}
+
+
+def test_a_subscriber_owning_nothing_frees_its_code_for_the_next_one() -> None:
+    owners = SlotOwners()
+    owners.own(0, "alice")
+    owners.own(1, "alice")
+    owners.release(0)
+    assert len(owners) == 1
+    owners.release(1)
+    assert len(owners) == 0
+    owners.own(2, "bob")
+    assert len(owners) == 1
+    assert owners.group(np.array([2]), named) == {"bob": ["s2"]}
+
+
+def test_an_empty_answer_names_nothing() -> None:
+    def never(slots: np.ndarray) -> list[str]:
+        raise AssertionError("nothing to name")
+
+    assert SlotOwners().group(np.empty(0, np.intp), never) == {}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    script=st.lists(
+        st.tuples(st.integers(0, 200), st.sampled_from(["a", "b", "c", "d"]) | st.none()),
+        max_size=60,
+    ),
+    probe=st.sets(st.integers(0, 200), max_size=40),
+)
+def test_grouping_agrees_with_a_dict_of_owners_through_any_script(
+    script: list[tuple[int, str | None]], probe: set[int]
+) -> None:
+    owners, truth = SlotOwners(), dict[int, str]()
+    for slot, subscriber in script:
+        if slot in truth:
+            owners.release(slot)
+            del truth[slot]
+        if subscriber is not None:
+            owners.own(slot, subscriber)
+            truth[slot] = subscriber
+    slots = np.array(sorted(probe), np.intp)
+    live = [s for s in slots.tolist() if s in truth]
+    expected = grouped([truth[s] for s in live], [f"s{s}" for s in live])
+    assert owners.group(slots, named) == expected
+    assert len(owners) == len(set(truth.values()))
