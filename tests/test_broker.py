@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+import gc
+import weakref
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tidings.broker import Broker, PublicationInput
+from tidings import broker as broker_module
+from tidings.broker import Broker, PublicationInput, settle_heap
 from tidings.config import FunctionSettings, Settings, load_settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
@@ -173,6 +176,45 @@ async def test_content_subscriptions_loaded_at_restart_can_be_unsubscribed(tmp_p
     assert (await second.publish(PublicationInput("a", (), {"price": 5}))).deliveries == 0
     assert (await second.publish(PublicationInput("b", (), {"price": 1}))).deliveries == 1
     await second.close()
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+
+
+async def test_loading_many_subscriptions_keeps_the_collector_off_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfrozen: None
+) -> None:
+    settings = settings_for(tmp_path)
+    first = await started(settings)
+    me, _ = await first.register()
+    await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 10),))
+    await first.close()
+    first.store.close()
+    gc.unfreeze()
+    monkeypatch.setattr(broker_module, "SETTLE_FROM", 1)
+    second = await started(settings)
+    assert gc.get_freeze_count() > 0
+    assert (await second.publish(PublicationInput("a", (), {"price": 5}))).deliveries == 1
+    await second.close()
+
+
+class Node:
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the collector frees it
+
+
+def test_settling_the_heap_again_collects_what_was_dropped_since(unfrozen: None) -> None:
+    node = Node()
+    gone = weakref.ref(node)
+    settle_heap()
+    del node
+    gc.collect()
+    assert gone() is not None  # frozen: out of the collector's sight
+    settle_heap()
+    assert gone() is None
 
 
 async def test_spark_matching_commits_and_logs_but_enqueues_nothing(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import logging
 import time
@@ -42,6 +43,19 @@ from tidings.store.base import AckResult, DeadLetter, Message, NewMessage, Queue
 from tidings.store.sql import SQLStore
 
 log = logging.getLogger("tidings.broker")
+
+
+SETTLE_FROM = 10_000  # subscriptions loaded at once: from here on, settle the heap after
+
+
+def settle_heap() -> None:
+    """Keep the collector off what is alive now (`gc.freeze`). The indexes of many
+    subscriptions are a few dicts and lists of millions of entries, and every full collection
+    walked them all: 60-70 ms each at 10^6, several a second while answers are made. The
+    previous freeze is undone first, so an index replaced since is collected."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +149,8 @@ class Broker:
         self._matcher.add_contents((s.id, s.subscriber_id, s.predicates) for s in content)
         self._kinds.update((s.id, "content") for s in content)
         self._version = version
+        if len(subscriptions) >= SETTLE_FROM:
+            settle_heap()
 
     async def _housekeeping(self) -> None:
         """Retention and (with a shared store) other brokers' subscription changes."""
