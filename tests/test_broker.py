@@ -201,6 +201,23 @@ async def test_loading_many_subscriptions_keeps_the_collector_off_them(
     await second.close()
 
 
+async def test_a_broker_growing_through_subscribe_settles_its_heap_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfrozen: None
+) -> None:
+    monkeypatch.setattr(broker_module, "SETTLE_FROM", 2)
+    broker = await started(settings_for(tmp_path))
+    gc.unfreeze()
+    me, _ = await broker.register()
+    for topic in ("a", "b"):
+        await broker.subscribe(me.id, "topic", topics=(topic,))
+    for _ in range(40):  # housekeeping looks once a second
+        if gc.get_freeze_count():
+            break
+        await asyncio.sleep(0.1)
+    assert gc.get_freeze_count() > 0
+    await broker.close()
+
+
 class Node:
     def __init__(self) -> None:
         self.me = self  # a cycle: only the collector frees it

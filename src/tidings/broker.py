@@ -45,7 +45,7 @@ from tidings.store.sql import SQLStore
 log = logging.getLogger("tidings.broker")
 
 
-SETTLE_FROM = 10_000  # subscriptions loaded at once: from here on, settle the heap after
+SETTLE_FROM = 10_000  # subscriptions: from here on, the heap is settled as they grow
 
 
 def settle_heap() -> None:
@@ -98,6 +98,7 @@ class Broker:
         self._committer = Committer(store.batch)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._version = -1
+        self._settled = 0  # subscriptions at the last settle of the heap
 
     # ---------------------------------------------------------------- life cycle
 
@@ -149,8 +150,16 @@ class Broker:
         self._matcher.add_contents((s.id, s.subscriber_id, s.predicates) for s in content)
         self._kinds.update((s.id, "content") for s in content)
         self._version = version
-        if len(subscriptions) >= SETTLE_FROM:
+        self._settled = 0  # the old indexes are garbage now: the next settle collects them
+        self._settle_when_grown()
+
+    def _settle_when_grown(self) -> None:
+        """Settle the heap once the subscriptions reach SETTLE_FROM, and each time they have
+        doubled since (a broker fed through `subscribe` never reloads): a few times in all."""
+        count = len(self._kinds)
+        if count >= max(SETTLE_FROM, 2 * self._settled):
             settle_heap()
+            self._settled = count
 
     async def _housekeeping(self) -> None:
         """Retention and (with a shared store) other brokers' subscription changes."""
@@ -159,6 +168,7 @@ class Broker:
         while True:
             await asyncio.sleep(1.0)
             now = self.clock()
+            self._settle_when_grown()
             if now - last_expire >= 60:
                 moved = await asyncio.to_thread(
                     self.store.expire, now, self.settings.queues.retention_s
