@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidings.matching.owners import SlotOwners, grouped
+from tidings.matching.owners import SMALL, SlotOwners, grouped
 
 
 def named(slots: np.ndarray) -> list[str]:
@@ -57,13 +57,25 @@ def test_an_empty_answer_names_nothing() -> None:
     assert SlotOwners().group(np.empty(0, np.intp), never) == {}
 
 
+def test_a_large_answer_is_grouped_as_a_small_one_is() -> None:
+    owners, truth = SlotOwners(), {}
+    for slot in range(0, 3 * SMALL, 2):
+        truth[slot] = f"u{slot % 7}"
+        owners.own(slot, truth[slot])
+    slots = np.arange(0, 3 * SMALL, dtype=np.intp)  # odd slots are owned by nobody
+    live = sorted(truth)
+    expected = grouped([truth[s] for s in live], [f"s{s}" for s in live])
+    assert owners.group(slots, named) == expected
+    assert all(len(ids) > 1 for ids in expected.values())
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     script=st.lists(
-        st.tuples(st.integers(0, 200), st.sampled_from(["a", "b", "c", "d"]) | st.none()),
-        max_size=60,
+        st.tuples(st.integers(0, 300), st.sampled_from(["a", "b", "c", "d"]) | st.none()),
+        max_size=400,
     ),
-    probe=st.sets(st.integers(0, 200), max_size=40),
+    probe=st.sets(st.integers(0, 300), max_size=3 * SMALL),
 )
 def test_grouping_agrees_with_a_dict_of_owners_through_any_script(
     script: list[tuple[int, str | None]], probe: set[int]

@@ -19,6 +19,7 @@ Slots = npt.NDArray[np.intp]
 # subscriber id -> ids of that subscriber's subscriptions that matched, sorted.
 Matches = dict[str, list[str]]
 _NONE = -1
+SMALL = 64  # matches: below this a Python loop groups faster than numpy's calls
 T = TypeVar("T")
 
 
@@ -81,6 +82,8 @@ class SlotOwners:
             return {}
         if len(codes) == 1:
             return {self._names[codes[0]]: ids_of(slots)}
+        if len(codes) < SMALL:
+            return grouped(_take(self._names, codes.tolist()), ids_of(slots))
         # by owner code (numpy), then one list per owner: no Python loop over the matches
         order = np.argsort(codes, kind="stable")
         codes, ids = codes[order], ids_of(slots[order])
