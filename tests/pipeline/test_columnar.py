@@ -4,7 +4,8 @@ import random
 
 import numpy as np
 
-from tidings.matching.bitset import GE, LT, IntervalIndex
+from tidings.matching.bitset import GE, LT
+from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscriber, Subscription
 from tidings.pipeline import index
 from tidings.pipeline.columnar import ColumnsBuilder, eligible
@@ -93,16 +94,16 @@ def test_a_shorter_row_is_padded_with_its_last_predicate() -> None:
     assert vals.tolist() == [[1.0, 2.5], [3.0, 3.0]]
 
 
-def test_columns_load_into_an_interval_index_and_name_their_owners() -> None:
+def test_columns_load_into_a_matcher_with_their_owners() -> None:
     builder = ColumnsBuilder()
     builder.add("a", "alice", (Predicate("x", Op.GE, 1), Predicate("x", Op.LE, 3)))
     builder.add("b", "bob", (Predicate("x", Op.GT, 3),))
+    builder.add("c", "alice", (Predicate("x", Op.GE, 3),))
     columns = builder.build()
-    intervals = IntervalIndex()
-    ids = columns.load_into(intervals)
-    intervals.wait()
-    assert [sorted(intervals.match({"x": x})) for x in (0, 3, 3.5)] == [[], ["a"], ["b"]]
-    assert columns.owner_of(ids) == {"a": "alice", "b": "bob"}
+    matcher = Matcher()
+    columns.load_into(matcher)
+    answers = [matcher.match(Event(attributes={"x": x})) for x in (0, 3, 3.5)]
+    assert answers == [{}, {"alice": ["a", "c"]}, {"alice": ["c"], "bob": ["b"]}]
     assert columns.ids.dtype.kind == "U" and columns.vals.dtype == np.float64
 
 

@@ -5,7 +5,7 @@ becomes one row of numpy arrays instead of a tuple of Predicate objects: its id,
 (a code into `owner_names`), and its predicates as (attribute code, op code, value) in flat
 arrays, row i's predicates at `starts[i]:starts[i + 1]`. The arrays are built while the
 subscriptions stream past, from stdlib `array`s (no Python object per predicate), pickle
-as raw buffers, and load into a worker's `IntervalIndex` with `add_arrays`, the bulk path.
+as raw buffers, and load into a worker's `Matcher` with `add_content_arrays`, the bulk path.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tidings.matching.bitset import OP_CODES, IntervalIndex, numeric
+from tidings.matching.bitset import OP_CODES, numeric
+from tidings.matching.engine import Matcher
 from tidings.model import Predicate
 
 Ints = npt.NDArray[np.int32]
@@ -52,17 +53,12 @@ class Columns:
         take = self.starts[:-1, None] + np.minimum(np.arange(width), counts[:, None] - 1)
         return self.attrs[take], self.ops[take], self.vals[take]
 
-    def load_into(self, index: IntervalIndex) -> list[str]:
-        """Add every row to the index in one bulk call; returns the ids as it holds them."""
-        ids: list[str] = self.ids.tolist()
-        if ids:
-            index.add_arrays(ids, list(self.keys), *self.matrices())
-        return ids
-
-    def owner_of(self, ids: list[str]) -> dict[str, str]:
-        """Subscription id -> subscriber id, sharing the id and owner strings."""
-        names = self.owner_names
-        return dict(zip(ids, (names[c] for c in self.owners.tolist()), strict=True))
+    def load_into(self, matcher: Matcher) -> None:
+        """Add every row, with its owner, to the matcher in one bulk call."""
+        if len(self):
+            names = self.owner_names
+            owners = [names[c] for c in self.owners.tolist()]
+            matcher.add_content_arrays(self.ids.tolist(), owners, self.keys, *self.matrices())
 
 
 class ColumnsBuilder:

@@ -88,15 +88,13 @@ class SnapshotIndex:
     """Topic, content and function subscriptions of one snapshot, ready to match."""
 
     def __init__(self, packed: Packed) -> None:
-        self.topics = Matcher()
+        content = ContentIndex()
+        self.matcher = Matcher(content=content)  # the broker's matcher, so the same answers
         for sid, owner, filters in packed.topics:
-            self.topics.add_topic(sid, owner, filters)
-        self.content = ContentIndex()
-        self.content.add_many([(sid, _predicates(preds)) for sid, _, preds in packed.content])
-        ids = packed.columns.load_into(self.content.intervals)  # the bulk path
-        self.content.intervals.wait()  # match against the finished index, not a half-merged one
-        self.owner = packed.columns.owner_of(ids)
-        self.owner.update((sid, owner) for sid, owner, _ in packed.content)
+            self.matcher.add_topic(sid, owner, filters)
+        self.matcher.add_contents((sid, owner, _predicates(p)) for sid, owner, p in packed.content)
+        packed.columns.load_into(self.matcher)  # the bulk path
+        content.intervals.wait()  # match against the finished index, not a half-merged one
         self.functions: dict[str, list[Subscription]] = {}
         for _, function_type, spec in packed.functions:
             sub = subscription_from_json(orjson.loads(spec))
@@ -113,15 +111,8 @@ class SnapshotIndex:
         ]
 
     def _match(self, pubs: Sequence[Publication]) -> list[Found]:
-        events = [Event(p.topics, p.attributes) for p in pubs]
-        answers = self.topics.match_batch(events) if len(self.topics) else [{} for _ in pubs]
-        found = [{owner: set(ids) for owner, ids in a.items()} for a in answers]
-        if len(self.content):
-            contents = self.content.match_batch([p.attributes for p in pubs])
-            for out, ids in zip(found, contents, strict=True):
-                for sid in ids:
-                    out.setdefault(self.owner[sid], set()).add(sid)
-        return found
+        answers = self.matcher.match_batch([Event(p.topics, p.attributes) for p in pubs])
+        return [{owner: set(ids) for owner, ids in a.items()} for a in answers]
 
     def function_subscriptions(self, pub: Publication) -> list[Subscription]:
         """The active function subscriptions of the function types a publication names,
