@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import emit, machine, versions
 
-from tidings.broker import settle_heap
+from tidings.heap import settle_heap
 from tidings.matching import workload as wl
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher, Matches

@@ -21,7 +21,7 @@ Three answers are timed, each after its own warm-up:
 - `matcher_mean_ms`/`matcher_p99_ms`: `Matcher.match_batch`, the answer the broker builds
   deliveries from: ids grouped by subscriber, each subscriber's sorted.
 (Until 2026-11-24, `mean_ms` timed the ids and `slots_mean_ms` the slots.) After the build the
-heap is settled (`tidings.broker.settle_heap`, `gc.freeze`) as the broker settles it after
+heap is settled (`tidings.heap.settle_heap`, `gc.freeze`) as the broker settles it after
 loading: otherwise full collections walk the million-entry containers every few events.
 `or_floor_ms` times the memory traffic alone (d random rows of N bits ORed per event, from an
 array larger than the caches): the floor of the bitmap method on this machine during the run;
@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import emit, machine, percentile, versions
 
-from tidings.broker import settle_heap
+from tidings.heap import settle_heap
 from tidings.matching import workload as wl
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event as MatcherEvent

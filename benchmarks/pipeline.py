@@ -28,6 +28,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, percentile, versions
 
+from tidings.heap import settle_heap
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
 from tidings.matching.workload import (
@@ -94,6 +95,7 @@ def local_batch(subs: Iterable[Subscription], pubs: list[Publication]) -> tuple[
     content.intervals.wait()  # merges and rebuilds run in the background: let them finish
     content.intervals.rebuild()  # as a bulk build leaves it, as in each Spark worker
     built = time.perf_counter()
+    settle_heap()  # as the broker and the pipeline's workers do after loading
     events = [Event(p.topics, p.attributes) for p in pubs]
     matches = 0
     for i in range(0, len(events), MATCH_CHUNK):  # the chunk the pipeline uses

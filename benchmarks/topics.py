@@ -21,7 +21,7 @@ baseline is a naive scan testing every subscription's filters with `semantics.to
 timed on a sample of subscriptions and extrapolated linearly to N: `ratio_vs_scan` =
 publications_per_s / baseline_publications_per_s; cache-on lines also carry
 `ratio_vs_no_cache` against the same API with the cache off. After building, the heap is
-settled (`tidings.broker.settle_heap`, `gc.freeze`) as the broker settles it after loading.
+settled (`tidings.heap.settle_heap`, `gc.freeze`) as the broker settles it after loading.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from tidings import environment
-from tidings.broker import settle_heap
+from tidings.heap import settle_heap
 from tidings.matching.engine import Event, Matcher
 from tidings.matching.semantics import any_topic_matches
 from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex

@@ -69,3 +69,12 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """For a test that settles the heap (`tidings.heap`): nothing stays frozen after it."""
+    yield
+    import gc
+
+    gc.unfreeze()

@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
-import weakref
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tidings import broker as broker_module
-from tidings.broker import Broker, PublicationInput, settle_heap
+from tidings import heap
+from tidings.broker import Broker, PublicationInput
 from tidings.config import FunctionSettings, Settings, load_settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
@@ -178,12 +177,6 @@ async def test_content_subscriptions_loaded_at_restart_can_be_unsubscribed(tmp_p
     await second.close()
 
 
-@pytest.fixture
-def unfrozen() -> Iterator[None]:
-    yield
-    gc.unfreeze()
-
-
 async def test_loading_many_subscriptions_keeps_the_collector_off_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfrozen: None
 ) -> None:
@@ -194,7 +187,7 @@ async def test_loading_many_subscriptions_keeps_the_collector_off_them(
     await first.close()
     first.store.close()
     gc.unfreeze()
-    monkeypatch.setattr(broker_module, "SETTLE_FROM", 1)
+    monkeypatch.setattr(heap, "SETTLE_FROM", 1)
     second = await started(settings)
     assert gc.get_freeze_count() > 0
     assert (await second.publish(PublicationInput("a", (), {"price": 5}))).deliveries == 1
@@ -204,7 +197,7 @@ async def test_loading_many_subscriptions_keeps_the_collector_off_them(
 async def test_a_broker_growing_through_subscribe_settles_its_heap_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfrozen: None
 ) -> None:
-    monkeypatch.setattr(broker_module, "SETTLE_FROM", 2)
+    monkeypatch.setattr(heap, "SETTLE_FROM", 2)
     broker = await started(settings_for(tmp_path))
     gc.unfreeze()
     me, _ = await broker.register()
@@ -216,22 +209,6 @@ async def test_a_broker_growing_through_subscribe_settles_its_heap_too(
         await asyncio.sleep(0.1)
     assert gc.get_freeze_count() > 0
     await broker.close()
-
-
-class Node:
-    def __init__(self) -> None:
-        self.me = self  # a cycle: only the collector frees it
-
-
-def test_settling_the_heap_again_collects_what_was_dropped_since(unfrozen: None) -> None:
-    node = Node()
-    gone = weakref.ref(node)
-    settle_heap()
-    del node
-    gc.collect()
-    assert gone() is not None  # frozen: out of the collector's sight
-    settle_heap()
-    assert gone() is None
 
 
 async def test_spark_matching_commits_and_logs_but_enqueues_nothing(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hmac
 import logging
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tidings import heap
 from tidings.config import Settings
 from tidings.delivery.committer import Committer
 from tidings.delivery.leases import Leases, delivery_event
@@ -43,19 +43,6 @@ from tidings.store.base import AckResult, DeadLetter, Message, NewMessage, Queue
 from tidings.store.sql import SQLStore
 
 log = logging.getLogger("tidings.broker")
-
-
-SETTLE_FROM = 10_000  # subscriptions: from here on, the heap is settled as they grow
-
-
-def settle_heap() -> None:
-    """Keep the collector off what is alive now (`gc.freeze`). The indexes of many
-    subscriptions are a few dicts and lists of millions of entries, and every full collection
-    walked them all: 60-70 ms each at 10^6, several a second while answers are made. The
-    previous freeze is undone first, so an index replaced since is collected."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +141,11 @@ class Broker:
         self._settle_when_grown()
 
     def _settle_when_grown(self) -> None:
-        """Settle the heap once the subscriptions reach SETTLE_FROM, and each time they have
-        doubled since (a broker fed through `subscribe` never reloads): a few times in all."""
+        """Settle the heap (`tidings.heap`) once the subscriptions reach `SETTLE_FROM`, and
+        each time they have doubled since (a broker fed through `subscribe` never reloads)."""
         count = len(self._kinds)
-        if count >= max(SETTLE_FROM, 2 * self._settled):
-            settle_heap()
+        if count >= max(heap.SETTLE_FROM, 2 * self._settled):
+            heap.settle_heap()
             self._settled = count
 
     async def _housekeeping(self) -> None:

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import gc
+
 import pytest
 from pyspark.sql import SparkSession
 
+from tidings import heap
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
 from tidings.pipeline import index
@@ -86,3 +89,23 @@ def test_a_worker_matches_a_new_snapshot_with_a_new_index_even_at_the_same_versi
     ]
     assert delivered(before) == {("alice", ("t1",))}
     assert delivered(after) == {("bob", ("c1", "t2"))}
+
+
+def test_a_process_settles_its_heap_after_building_a_large_index(
+    monkeypatch: pytest.MonkeyPatch, unfrozen: None
+) -> None:
+    subs = [
+        Subscription("t1", "alice", "topic", topics=("a/#",)),
+        Subscription("c1", "bob", "content", predicates=(Predicate("n", Op.GT, 4),)),
+    ]
+    packed = index.pack(8, subs)
+    gc.unfreeze()
+    monkeypatch.setattr(heap, "SETTLE_FROM", 3)
+    index.cached_index("small-" + packed.token, lambda: packed)
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr(heap, "SETTLE_FROM", 2)
+    built = index.cached_index("large-" + packed.token, lambda: packed)
+    assert gc.get_freeze_count() > 0
+    assert built.match([Publication("p", 1.0, None, ("a/b",), {"n": 5})]) == [
+        {"alice": {"t1"}, "bob": {"c1"}}
+    ]

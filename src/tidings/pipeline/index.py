@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from tidings import heap
 from tidings.config import FunctionSettings
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
@@ -134,6 +135,8 @@ def cached_index(token: str, load: Callable[[], Packed]) -> SnapshotIndex:
     if _latest is None or _latest[0] != token:
         _latest = None  # free the old index before building the new one
         _latest = (token, SnapshotIndex(load()))
+        if len(_latest[1].matcher) >= heap.SETTLE_FROM:
+            heap.settle_heap()  # the old one is collected, the new one kept out of sight
     return _latest[1]
 
 
