@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -10,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidings.matching import workload
+from tidings.matching import bitset, workload
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import ContentMatcher, Event, Matcher, Matches, ScanContentIndex
+from tidings.matching.owners import SMALL
 from tidings.matching.semantics import any_topic_matches, conjunction_holds
 from tidings.model import Op, Predicate
 
@@ -334,9 +336,73 @@ def test_columns_with_a_repeated_id_are_refused() -> None:
         Matcher().add_content_arrays(["s", "s"], ["u", "u"], *workload.columns_of(w, attrs, lows))
 
 
+def test_columns_that_do_not_fit_are_refused_and_change_nothing() -> None:
+    w = workload.named("W-B", domain=1000)
+    attrs, lows = workload.subscription_arrays(w, 2, np.random.default_rng(1))
+    columns = workload.columns_of(w, attrs, lows)
+    matcher = Matcher()
+    matcher.add_content("a", "alice", [Predicate("n", Op.GT, 1)])
+    with pytest.raises(ValueError, match="differ"):
+        matcher.add_content_arrays(["a", "b"], ["u"], *columns)
+    with pytest.raises(ValueError, match="empty"):
+        matcher.add_content_arrays(["a", ""], ["u", "u"], *columns)
+    assert len(matcher) == 1
+    assert matcher.match(Event(attributes={"n": 2})) == {"alice": ["a"]}
+
+
 def test_a_scanning_content_index_takes_no_columns() -> None:
     w = workload.named("W-B", domain=1000)
     attrs, lows = workload.subscription_arrays(w, 1, np.random.default_rng(1))
     matcher = Matcher(content=ScanContentIndex())
     with pytest.raises(TypeError):
         matcher.add_content_arrays(["s"], ["u"], *workload.columns_of(w, attrs, lows))
+
+
+def test_many_subscriptions_through_rebuilds_and_reused_slots_agree_with_the_oracle() -> None:
+    """Every write path, over enough rounds that the interval index rebuilds and reuses the
+    slots it freed, with answers large enough to group through numpy (64+ matches)."""
+    rng = random.Random(5)
+    content = ContentIndex(rebuild_from=2, delta_limit=8)
+    matcher, oracle = Matcher(content=content), Oracle()
+    keys = ["k0", "k1", "k2"]
+    next_id = 0
+    held: dict[int | None, set[str]] = {}  # slot -> the subscriptions it ever held
+
+    def fresh(count: int) -> list[tuple[str, str, tuple[Predicate, ...]]]:
+        nonlocal next_id
+        items = []
+        for _ in range(count):
+            key, low = rng.choice(keys), rng.randrange(0, 60)
+            preds = (Predicate(key, Op.GE, low), Predicate(key, Op.LE, low + 50))
+            items.append((f"s{next_id}", f"u{rng.randrange(7)}", preds))
+            next_id += 1
+        return items
+
+    def add(items: list[tuple[str, str, tuple[Predicate, ...]]], way: int) -> None:
+        if way == 0:
+            matcher.add_contents(items)
+        elif way == 1:
+            for sid, owner, preds in items:
+                matcher.add_content(sid, owner, preds)
+        else:
+            ops = np.array([[bitset.GE, bitset.LE]] * len(items), np.int8)
+            attrs = np.array([[keys.index(p[0].key)] * 2 for _, _, p in items])
+            vals = np.array([[p[0].value, p[1].value] for _, _, p in items], float)
+            matcher.add_content_arrays([i[0] for i in items], [i[1] for i in items], keys,
+                                       attrs, ops, vals)  # fmt: skip
+        for sid, owner, preds in items:
+            oracle.content[sid] = (owner, preds)
+            held.setdefault(content.slot_of(sid), set()).add(sid)
+
+    add(fresh(300), 0)
+    largest = 0
+    for round_ in range(24):
+        for sid in rng.sample(sorted(oracle.content), 40):
+            assert matcher.remove(sid) is oracle.remove(sid)
+        add(fresh(40), round_ % 3)
+        events = [Event(attributes={k: rng.randrange(0, 110) for k in keys}) for _ in range(4)]
+        answers = matcher.match_batch(events)
+        assert answers == [oracle.match(e) for e in events]
+        largest = max(largest, *(sum(map(len, a.values())) for a in answers))
+    assert largest >= SMALL  # the numpy grouping path ran
+    assert None not in held and any(len(ids) > 1 for ids in held.values())  # slots reused

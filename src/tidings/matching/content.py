@@ -232,6 +232,11 @@ class ContentIndex:
     def remove(self, subscription_id: str) -> bool:
         return self.intervals.remove(subscription_id) or self.counting.remove(subscription_id)
 
+    def wait(self) -> None:
+        """Until background merges and rebuilds have landed (answers are right meanwhile,
+        but a large delta is checked subscription by subscription)."""
+        self.intervals.wait()
+
     def slot_of(self, subscription_id: str) -> int | None:
         """The interval index's slot of a subscription, or None (not there, or counted)."""
         return self.intervals.slot_of(subscription_id)

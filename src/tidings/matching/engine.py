@@ -11,6 +11,9 @@ topic index's invalidation rule (a change to an exact filter drops that topic, a
 pattern clears the cache). Answers are therefore shared: callers must not mutate them. The
 cache is bounded by topics and by the matches it holds in total (`answer_cache_matches`): every
 cached match is a Python list the garbage collector walks.
+
+A Matcher is used from one thread at a time: answers are named and grouped after the content
+index has answered, so a write from another thread in between could move a slot under them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
@@ -49,8 +53,8 @@ class ContentMatcher(Protocol):
 
     def add_many(self, items: Sequence[tuple[str, Sequence[Predicate]]]) -> None: ...
     def remove(self, subscription_id: str) -> bool: ...
-    def match(self, attributes: Mapping[str, Scalar]) -> list[str]: ...
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]: ...
+    def wait(self) -> None: ...
     def __len__(self) -> int: ...
 
 
@@ -93,6 +97,9 @@ class ScanContentIndex:
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         return [self.match(attributes) for attributes in events]
+
+    def wait(self) -> None:
+        """Nothing runs in the background here."""
 
 
 def default_content_index() -> ContentMatcher:
@@ -181,9 +188,12 @@ class Matcher:
         self._content.add_many([(sid, predicates) for sid, _, predicates in unique.values()])
         for sid, owner, _ in unique.values():
             owner = self._owner[sid] = sys.intern(owner)
-            slot = None if self._slotted is None else self._slotted.slot_of(sid)
+            slot = self._content_slot(sid)
             if slot is not None:
                 self._slot_owners.own(slot, owner)
+
+    def _content_slot(self, subscription_id: str) -> int | None:
+        return None if self._slotted is None else self._slotted.slot_of(subscription_id)
 
     def add_content_arrays(
         self,
@@ -196,11 +206,16 @@ class Matcher:
     ) -> None:
         """Index numeric interval subscriptions given as columns, without a `Predicate` object
         each (see `ContentIndex.add_arrays`); existing ids are replaced. Needs a content index
-        that answers in slots."""
+        that answers in slots. Bad input is refused before anything changes."""
         if self._slotted is None:
             raise TypeError("this content index takes no arrays")
+        rows = {len(ids), len(subscriber_ids), len(attrs), len(ops), len(vals)}
+        if len(rows) > 1:
+            raise ValueError(f"ids, subscriber ids and rows differ in number: {sorted(rows)}")
         if len(set(ids)) != len(ids):
             raise ValueError("an id repeats: each row must be another subscription")
+        if "" in set(ids):
+            raise ValueError("an empty id: the interval index reads it as a removed one")
         for sid in ids:
             self.remove(sid)
         self._slotted.add_arrays(ids, keys, attrs, ops, vals)
@@ -208,6 +223,11 @@ class Matcher:
         for sid, owner in zip(ids, subscriber_ids, strict=True):
             owner = self._owner[sid] = sys.intern(owner)
             own(slot_of(sid), owner)  # type: ignore[arg-type]
+
+    def wait(self) -> None:
+        """Until the content index's background merges and rebuilds have landed (a large
+        bulk load is rebuilt in the background; answers are right meanwhile, but slower)."""
+        self._content.wait()
 
     def remove(self, subscription_id: str) -> bool:
         """Forget a subscription; False if it was not there."""
@@ -219,7 +239,7 @@ class Matcher:
             self._ungroup(subscription_id, owner, filters)
             self._forget(filters)
         else:
-            slot = None if self._slotted is None else self._slotted.slot_of(subscription_id)
+            slot = self._content_slot(subscription_id)
             if slot is not None:
                 self._slot_owners.release(slot)
             self._content.remove(subscription_id)
@@ -364,11 +384,6 @@ def _union(first: Matches, second: Matches) -> Matches:
     return out
 
 
-def _merged(groups: Sequence[Mapping[str, list[str]]]) -> Matches:
-    """The union of subscriber -> subscription ids maps, each list sorted and without repeats."""
-    out: Matches = {}
-    for group in groups:
-        for owner, ids in group.items():
-            found = out.get(owner)
-            out[owner] = ids if found is None else sorted({*found, *ids})
-    return out
+def _merged(groups: Sequence[Matches]) -> Matches:
+    """The union of two or more non-empty answers (a new dict: `_union` copies the first)."""
+    return reduce(_union, groups)

@@ -3,9 +3,9 @@ own in-process indexes, built once per subscription snapshot and kept while it l
 
 The driver packs a snapshot as the store streams it and broadcasts it once per version:
 the interval-index content subscriptions as numpy columns (`columnar`), the few others as
-plain tuples. A worker builds a topic `Matcher` and a `ContentIndex` from it (the columns
-through the bulk `add_arrays`) the first time it meets that snapshot's token and reuses
-them for every later partition and batch. Function subscriptions run through the broker's
+plain tuples. A worker builds one `Matcher` from it (the columns through the bulk
+`add_content_arrays`), the broker's own, the first time it meets that snapshot's token, and
+reuses it for every later partition and batch. Function subscriptions run through the broker's
 sandboxed runner in the same pass. One narrow pass over the raw log lines parses them, sets
 malformed ones aside with their reasons, matches, and emits the deliveries, one row per
 (publication, subscriber): no shuffle, no skew, and one Spark job per partition, which
@@ -25,7 +25,6 @@ import orjson
 
 from tidings import heap
 from tidings.config import FunctionSettings
-from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
 from tidings.pipeline import logs
@@ -89,13 +88,12 @@ class SnapshotIndex:
     """Topic, content and function subscriptions of one snapshot, ready to match."""
 
     def __init__(self, packed: Packed) -> None:
-        content = ContentIndex()
-        self.matcher = Matcher(content=content)  # the broker's matcher, so the same answers
+        self.matcher = Matcher()  # the broker's matcher, so the same answers
         for sid, owner, filters in packed.topics:
             self.matcher.add_topic(sid, owner, filters)
         self.matcher.add_contents((sid, owner, _predicates(p)) for sid, owner, p in packed.content)
         packed.columns.load_into(self.matcher)  # the bulk path
-        content.intervals.wait()  # match against the finished index, not a half-merged one
+        self.matcher.wait()  # match against the finished index, not a half-merged one
         self.functions: dict[str, list[Subscription]] = {}
         for _, function_type, spec in packed.functions:
             sub = subscription_from_json(orjson.loads(spec))
