@@ -211,6 +211,31 @@ async def test_a_broker_growing_through_subscribe_settles_its_heap_too(
     await broker.close()
 
 
+async def test_the_heap_is_settled_once_per_doubling_not_on_every_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settles: list[int] = []
+    monkeypatch.setattr(heap, "SETTLE_FROM", 2)
+    monkeypatch.setattr(heap, "settle_heap", lambda: settles.append(1))
+    broker = await started(settings_for(tmp_path))
+    me, _ = await broker.register()
+
+    made: list[str] = []
+
+    async def grown_to(count: int) -> None:
+        while len(made) < count:
+            made.append((await broker.subscribe(me.id, "topic", topics=(f"t{len(made)}",))).id)
+        await asyncio.sleep(2.2)  # two of housekeeping's looks, once a second
+
+    await grown_to(3)
+    assert len(settles) == 1
+    await grown_to(5)
+    assert len(settles) == 1  # 5 < 2 x 3
+    await grown_to(6)
+    assert len(settles) == 2
+    await broker.close()
+
+
 async def test_spark_matching_commits_and_logs_but_enqueues_nothing(tmp_path: Path) -> None:
     broker = await started(settings_for(tmp_path, matching="spark"))
     me, _ = await broker.register()

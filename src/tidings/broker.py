@@ -136,6 +136,7 @@ class Broker:
         # in one call: the content index's bulk path (one merge, not one per 1,024 inserts)
         self._matcher.add_contents((s.id, s.subscriber_id, s.predicates) for s in content)
         self._kinds.update((s.id, "content") for s in content)
+        await asyncio.to_thread(self._matcher.wait)  # answer from the built index, not a delta
         self._version = version
         self._settled = 0  # the old indexes are garbage now: the next settle collects them
         self._settle_when_grown()
