@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import emit, machine, percentile, versions
 
 from tidings.heap import settle_heap
+from tidings.matching import owners
 from tidings.matching import workload as wl
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event as MatcherEvent
@@ -75,16 +76,21 @@ def arguments() -> argparse.Namespace:
     return args
 
 
+def owner_of(i: int) -> str:
+    """Subscription i's subscriber: 10 subscriptions each."""
+    return f"u{i // 10}"
+
+
 def build(
     w: wl.Workload, attrs: np.ndarray, lows: np.ndarray, threads: int
 ) -> tuple[Matcher, ContentIndex, list[str], float]:
     ids = [f"s{i}" for i in range(len(attrs))]
-    owners = [f"u{i // 10}" for i in range(len(attrs))]
+    subscribers = [owner_of(i) for i in range(len(attrs))]
     columns = wl.columns_of(w, attrs, lows)
     index = ContentIndex(threads=threads)
     matcher = Matcher(content=index)
     start = time.perf_counter()
-    matcher.add_content_arrays(ids, owners, *columns)
+    matcher.add_content_arrays(ids, subscribers, *columns)
     index.intervals.wait()
     built = time.perf_counter() - start
     settle_heap()  # as the broker does after loading many subscriptions
@@ -166,9 +172,10 @@ def main() -> None:
     grouped = [MatcherEvent(attributes=e) for e in events]
     expected = [sorted(ids[i] for i in t) for t in truth]
     named = index.match_batch(events[: len(sample)])
-    by_owner = [sorted(i for found in a.values() for i in found)
-                for a in matcher.match_batch(grouped[: len(sample)])]  # fmt: skip
-    correct = [sorted(g) for g in named] == expected == by_owner
+    by_owner = [owners.grouped([owner_of(i) for i in t], [ids[i] for i in t]) for t in truth]
+    correct = [sorted(g) for g in named] == expected and (
+        matcher.match_batch(grouped[: len(sample)]) == by_owner
+    )
     insert_us, insert_cpu_us, delete_us = insert_delete_us(matcher, index, w, rng)
     floor_ms = or_floor_ms(w.attributes, args.subscriptions, 500, args.seed)
     for b in args.batch:
