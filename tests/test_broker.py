@@ -149,13 +149,23 @@ async def test_without_a_runner_function_subscriptions_are_unavailable(tmp_path:
     await broker.close()
 
 
-async def test_subscriptions_survive_a_restart_and_are_matched_again(tmp_path: Path) -> None:
-    settings = settings_for(tmp_path)
+async def subscribed_then_closed(settings: Settings, *limits: float) -> tuple[str, list[str]]:
+    """A subscriber with a content subscription `price < limit` per limit, made through a
+    broker that then closed, store and all: (subscriber id, subscription ids)."""
     first = await started(settings)
     me, _ = await first.register()
-    await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 10),))
+    subs = [
+        await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, limit),))
+        for limit in limits
+    ]
     await first.close()
     first.store.close()
+    return me.id, [sub.id for sub in subs]
+
+
+async def test_subscriptions_survive_a_restart_and_are_matched_again(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    await subscribed_then_closed(settings, 10)
     second = await started(settings)
     published = await second.publish(PublicationInput("cheap", (), {"price": 5}))
     assert published.deliveries == 1
@@ -164,14 +174,9 @@ async def test_subscriptions_survive_a_restart_and_are_matched_again(tmp_path: P
 
 async def test_content_subscriptions_loaded_at_restart_can_be_unsubscribed(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
-    first = await started(settings)
-    me, _ = await first.register()
-    cheap = await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 10),))
-    await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 3),))
-    await first.close()
-    first.store.close()
+    me, (cheap, _) = await subscribed_then_closed(settings, 10, 3)
     second = await started(settings)
-    await second.unsubscribe(me.id, cheap.id)
+    await second.unsubscribe(me, cheap)
     assert (await second.publish(PublicationInput("a", (), {"price": 5}))).deliveries == 0
     assert (await second.publish(PublicationInput("b", (), {"price": 1}))).deliveries == 1
     await second.close()
@@ -181,11 +186,7 @@ async def test_loading_many_subscriptions_keeps_the_collector_off_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unfrozen: None
 ) -> None:
     settings = settings_for(tmp_path)
-    first = await started(settings)
-    me, _ = await first.register()
-    await first.subscribe(me.id, "content", predicates=(Predicate("price", Op.LT, 10),))
-    await first.close()
-    first.store.close()
+    await subscribed_then_closed(settings, 10)
     gc.unfreeze()
     monkeypatch.setattr(heap, "SETTLE_FROM", 1)
     second = await started(settings)
