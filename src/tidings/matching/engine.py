@@ -212,9 +212,10 @@ class Matcher:
         rows = {len(ids), len(subscriber_ids), len(attrs), len(ops), len(vals)}
         if len(rows) > 1:
             raise ValueError(f"ids, subscriber ids and rows differ in number: {sorted(rows)}")
-        if len(set(ids)) != len(ids):
+        distinct = set(ids)
+        if len(distinct) != len(ids):
             raise ValueError("an id repeats: each row must be another subscription")
-        if "" in set(ids):
+        if "" in distinct:
             raise ValueError("an empty id: the interval index reads it as a removed one")
         for sid in ids:
             self.remove(sid)

@@ -71,6 +71,15 @@ class SlotOwners:
     def group(self, slots: Slots, ids_of: Callable[[Slots], list[str]]) -> Matches:
         """The subscription ids of `slots` (named by `ids_of`) by subscriber, sorted. Slots
         owned by nobody (released since the answer was made) are left out."""
+        slots, codes = self._owned_only(slots)
+        if not len(codes):
+            return {}
+        if len(codes) < SMALL:
+            return grouped(_take(self._names, codes.tolist()), ids_of(slots))
+        return self._by_code(slots, codes, ids_of)
+
+    def _owned_only(self, slots: Slots) -> tuple[Slots, npt.NDArray[np.int32]]:
+        """The owned ones of `slots`, and their owners' codes."""
         by_slot = self._code_by_slot
         if len(slots) and slots.max() >= len(by_slot):  # never owned: past the array
             slots = slots[slots < len(by_slot)]
@@ -78,13 +87,13 @@ class SlotOwners:
         if len(codes) and codes.min() < 0:
             keep = codes >= 0
             slots, codes = slots[keep], codes[keep]
-        if not len(codes):
-            return {}
-        if len(codes) == 1:
-            return {self._names[codes[0]]: ids_of(slots)}
-        if len(codes) < SMALL:
-            return grouped(_take(self._names, codes.tolist()), ids_of(slots))
-        # by owner code (numpy), then one list per owner: no Python loop over the matches
+        return slots, codes
+
+    def _by_code(
+        self, slots: Slots, codes: npt.NDArray[np.int32], ids_of: Callable[[Slots], list[str]]
+    ) -> Matches:
+        """Grouped by owner code in numpy, then one list per owner: no Python loop over the
+        matches, except to make each owner's list."""
         order = np.argsort(codes, kind="stable")
         codes, ids = codes[order], ids_of(slots[order])
         firsts = np.flatnonzero(np.diff(codes, prepend=_NONE - 1))
