@@ -66,7 +66,7 @@ def main() -> None:
     owners = [f"u{i // 10}" for i in range(args.subscriptions)]
     index = ContentIndex()
     matcher = Matcher(content=index)
-    matcher.add_content_arrays(ids, owners, *wl.columns_of(w, attrs, lows))
+    matcher.add_content_arrays(ids, owners, wl.columns_of(w, attrs, lows))
     index.intervals.wait()
     owner_of = dict(zip(ids, owners, strict=True))
     del ids, owners

@@ -90,7 +90,7 @@ def build(
     index = ContentIndex(threads=threads)
     matcher = Matcher(content=index)
     start = time.perf_counter()
-    matcher.add_content_arrays(ids, subscribers, *columns)
+    matcher.add_content_arrays(ids, subscribers, columns)
     index.intervals.wait()
     built = time.perf_counter() - start
     settle_heap()  # as the broker does after loading many subscriptions

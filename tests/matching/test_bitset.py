@@ -95,13 +95,8 @@ def test_the_bulk_load_agrees_with_brute_force_on_the_standard_workload() -> Non
     w = wl.named("W-B", attributes=12, predicates=3)
     rng = np.random.default_rng(4)
     attrs, lows = wl.subscription_arrays(w, 5000, rng)
-    n, k = attrs.shape
-    vals = np.empty((n, 2 * k))
-    vals[:, 0::2], vals[:, 1::2] = lows, lows + int(w.width * w.domain)
     index = IntervalIndex()
-    ops = np.tile(np.array([4, 2], np.int8), (n, k))  # GE, LE
-    keys = [w.key(a) for a in range(w.attributes)]
-    index.add_arrays([f"s{i}" for i in range(n)], keys, np.repeat(attrs, 2, axis=1), ops, vals)
+    index.add_arrays([f"s{i}" for i in range(len(attrs))], wl.columns_of(w, attrs, lows))
     values = wl.event_arrays(w, 30, rng)
     got = index.match_batch(wl.events_of(w, values))
     truth = [sorted(f"s{i}" for i in wl.brute_force(w, attrs, lows, v)) for v in values]

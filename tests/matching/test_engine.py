@@ -319,7 +319,7 @@ def test_content_added_as_columns_matches_as_the_same_predicates_do() -> None:
     ids = [f"s{i}" for i in range(300)]
     owners = [f"u{i % 40}" for i in range(300)]
     columns, objects = Matcher(), Matcher()
-    columns.add_content_arrays(ids, owners, *workload.columns_of(w, attrs, lows))
+    columns.add_content_arrays(ids, owners, workload.columns_of(w, attrs, lows))
     objects.add_contents(zip(ids, owners, workload.predicates_of(w, attrs, lows), strict=True))
     probes = [Event(attributes=e) for e in workload.events_of(w, workload.event_arrays(w, 40, rng))]
     answers = columns.match_batch(probes)
@@ -333,7 +333,7 @@ def test_columns_with_a_repeated_id_are_refused() -> None:
     w = workload.named("W-B", domain=1000)
     attrs, lows = workload.subscription_arrays(w, 2, np.random.default_rng(1))
     with pytest.raises(ValueError, match="repeats"):
-        Matcher().add_content_arrays(["s", "s"], ["u", "u"], *workload.columns_of(w, attrs, lows))
+        Matcher().add_content_arrays(["s", "s"], ["u", "u"], workload.columns_of(w, attrs, lows))
 
 
 def test_columns_that_do_not_fit_are_refused_and_change_nothing() -> None:
@@ -343,9 +343,9 @@ def test_columns_that_do_not_fit_are_refused_and_change_nothing() -> None:
     matcher = Matcher()
     matcher.add_content("a", "alice", [Predicate("n", Op.GT, 1)])
     with pytest.raises(ValueError, match="differ"):
-        matcher.add_content_arrays(["a", "b"], ["u"], *columns)
+        matcher.add_content_arrays(["a", "b"], ["u"], columns)
     with pytest.raises(ValueError, match="empty"):
-        matcher.add_content_arrays(["a", ""], ["u", "u"], *columns)
+        matcher.add_content_arrays(["a", ""], ["u", "u"], columns)
     assert len(matcher) == 1
     assert matcher.match(Event(attributes={"n": 2})) == {"alice": ["a"]}
 
@@ -355,7 +355,7 @@ def test_a_scanning_content_index_takes_no_columns() -> None:
     attrs, lows = workload.subscription_arrays(w, 1, np.random.default_rng(1))
     matcher = Matcher(content=ScanContentIndex())
     with pytest.raises(TypeError):
-        matcher.add_content_arrays(["s"], ["u"], *workload.columns_of(w, attrs, lows))
+        matcher.add_content_arrays(["s"], ["u"], workload.columns_of(w, attrs, lows))
 
 
 def test_many_subscriptions_through_rebuilds_and_reused_slots_agree_with_the_oracle() -> None:
@@ -388,8 +388,8 @@ def test_many_subscriptions_through_rebuilds_and_reused_slots_agree_with_the_ora
             ops = np.array([[bitset.GE, bitset.LE]] * len(items), np.int8)
             attrs = np.array([[keys.index(p[0].key)] * 2 for _, _, p in items])
             vals = np.array([[p[0].value, p[1].value] for _, _, p in items], float)
-            matcher.add_content_arrays([i[0] for i in items], [i[1] for i in items], keys,
-                                       attrs, ops, vals)  # fmt: skip
+            rows = bitset.IntervalRows(keys, attrs, ops, vals)
+            matcher.add_content_arrays([i[0] for i in items], [i[1] for i in items], rows)
         for sid, owner, preds in items:
             oracle.content[sid] = (owner, preds)
             held.setdefault(content.slot_of(sid), set()).add(sid)

@@ -157,6 +157,21 @@ def _empty_state(words: int) -> _State:
     return _State(rows, (), np.full(words, ALL), np.empty(0, np.intp), None, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class IntervalRows:
+    """Numeric interval subscriptions as columns, for the bulk path (`add_arrays`): row i is
+    one subscription, its predicates `keys[attrs[i, j]] ops[i, j] vals[i, j]` (op codes as
+    `OP_CODES`; a shorter subscription repeats its last predicate)."""
+
+    keys: Sequence[str]
+    attrs: npt.NDArray[np.integer]
+    ops: npt.NDArray[np.integer]
+    vals: npt.NDArray[np.floating]
+
+    def __len__(self) -> int:
+        return len(self.attrs)
+
+
 class IntervalIndex:
     def __init__(
         self,
@@ -221,18 +236,11 @@ class IntervalIndex:
                 self._claim(sid, preds)
         self._settle()
 
-    def add_arrays(
-        self,
-        ids: Sequence[str],
-        keys: Sequence[str],
-        attrs: npt.NDArray[np.integer],
-        ops: npt.NDArray[np.integer],
-        vals: npt.NDArray[np.floating],
-    ) -> None:
-        """Bulk load: row i of `attrs` (indices into `keys`), `ops` (codes), `vals` is ids[i]."""
+    def add_arrays(self, ids: Sequence[str], rows: IntervalRows) -> None:
+        """Bulk load: row i of `rows` is ids[i]."""
         with self._lock:
-            to_attr = np.array([self._attribute(k) for k in keys], np.int32)
-            a, lo, hi = _merge_per_attribute(to_attr[attrs], *intervals(ops, vals))
+            to_attr = np.array([self._attribute(k) for k in rows.keys], np.int32)
+            a, lo, hi = _merge_per_attribute(to_attr[rows.attrs], *intervals(rows.ops, rows.vals))
             for sid in ids:
                 self._remove(sid)
             start, n = len(self._ids), len(ids)
@@ -241,9 +249,9 @@ class IntervalIndex:
             self._store_ids(slice(start, start + n), ids)
             self._slot_of.update(zip(ids, range(start, start + n), strict=True))
             m = self._mats
-            rows, width = slice(start, start + n), a.shape[1]
-            m.attrs[rows], m.lo[rows], m.hi[rows] = -1, -np.inf, np.inf
-            m.attrs[rows, :width], m.lo[rows, :width], m.hi[rows, :width] = a, lo, hi
+            at, width = slice(start, start + n), a.shape[1]
+            m.attrs[at], m.lo[at], m.hi[at] = -1, -np.inf, np.inf
+            m.attrs[at, :width], m.lo[at, :width], m.hi[at, :width] = a, lo, hi
             self._publish_delta(np.arange(start, start + n))
         if 8 * n >= len(self):
             self.rebuild()

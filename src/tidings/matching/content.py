@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
-from tidings.matching.bitset import IntervalIndex, accepts
+from tidings.matching.bitset import IntervalIndex, IntervalRows, accepts
 from tidings.matching.cells import Slots
 from tidings.matching.semantics import predicate_holds, type_class
 from tidings.model import ORDERED_OPS, Op, Predicate, Scalar
@@ -214,20 +213,12 @@ class ContentIndex:
         if numeric:
             self.intervals.add_many(numeric)
 
-    def add_arrays(
-        self,
-        ids: Sequence[str],
-        keys: Sequence[str],
-        attrs: npt.NDArray[np.integer],
-        ops: npt.NDArray[np.integer],
-        vals: npt.NDArray[np.floating],
-    ) -> None:
+    def add_arrays(self, ids: Sequence[str], rows: IntervalRows) -> None:
         """Bulk load of numeric interval subscriptions as columns (`IntervalIndex.add_arrays`:
-        row i of `attrs` (indices into `keys`), `ops` (codes), `vals` is ids[i]); ids held by
-        the counting index move."""
+        row i of `rows` is ids[i]); ids held by the counting index move."""
         for sid in ids:
             self.counting.remove(sid)
-        self.intervals.add_arrays(ids, keys, attrs, ops, vals)
+        self.intervals.add_arrays(ids, rows)
 
     def remove(self, subscription_id: str) -> bool:
         return self.intervals.remove(subscription_id) or self.counting.remove(subscription_id)

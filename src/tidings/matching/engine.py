@@ -27,8 +27,8 @@ from operator import itemgetter
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-import numpy.typing as npt
 
+from tidings.matching.bitset import IntervalRows
 from tidings.matching.content import ContentIndex
 from tidings.matching.owners import Matches, SlotOwners, Slots, grouped
 from tidings.matching.semantics import conjunction_holds
@@ -63,14 +63,7 @@ class SlottedContentMatcher(ContentMatcher, Protocol):
     """A content index that can answer with integer slots, named only when asked."""
 
     def slot_of(self, subscription_id: str) -> int | None: ...
-    def add_arrays(
-        self,
-        ids: Sequence[str],
-        keys: Sequence[str],
-        attrs: npt.NDArray[np.integer],
-        ops: npt.NDArray[np.integer],
-        vals: npt.NDArray[np.floating],
-    ) -> None: ...
+    def add_arrays(self, ids: Sequence[str], rows: IntervalRows) -> None: ...
     def ids_of(self, slots: Slots) -> list[str]: ...
     def match_slots_batch(
         self, events: Sequence[Mapping[str, Scalar]]
@@ -196,22 +189,16 @@ class Matcher:
         return None if self._slotted is None else self._slotted.slot_of(subscription_id)
 
     def add_content_arrays(
-        self,
-        ids: Sequence[str],
-        subscriber_ids: Sequence[str],
-        keys: Sequence[str],
-        attrs: npt.NDArray[np.integer],
-        ops: npt.NDArray[np.integer],
-        vals: npt.NDArray[np.floating],
+        self, ids: Sequence[str], subscriber_ids: Sequence[str], rows: IntervalRows
     ) -> None:
         """Index numeric interval subscriptions given as columns, without a `Predicate` object
         each (see `ContentIndex.add_arrays`); existing ids are replaced. Needs a content index
         that answers in slots. Bad input is refused before anything changes."""
         if self._slotted is None:
             raise TypeError("this content index takes no arrays")
-        rows = {len(ids), len(subscriber_ids), len(attrs), len(ops), len(vals)}
-        if len(rows) > 1:
-            raise ValueError(f"ids, subscriber ids and rows differ in number: {sorted(rows)}")
+        counts = {len(ids), len(subscriber_ids), len(rows.attrs), len(rows.ops), len(rows.vals)}
+        if len(counts) > 1:
+            raise ValueError(f"ids, subscriber ids and rows differ in number: {sorted(counts)}")
         distinct = set(ids)
         if len(distinct) != len(ids):
             raise ValueError("an id repeats: each row must be another subscription")
@@ -219,7 +206,7 @@ class Matcher:
             raise ValueError("an empty id: the interval index reads it as a removed one")
         for sid in ids:
             self.remove(sid)
-        self._slotted.add_arrays(ids, keys, attrs, ops, vals)
+        self._slotted.add_arrays(ids, rows)
         slot_of, own = self._slotted.slot_of, self._slot_owners.own
         for sid, owner in zip(ids, subscriber_ids, strict=True):
             owner = self._owner[sid] = sys.intern(owner)

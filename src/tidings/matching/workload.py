@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from tidings.matching.bitset import IntervalRows
 from tidings.matching.cells import GE, LE
 from tidings.model import Op, Predicate, Scalar
 
@@ -73,17 +74,14 @@ def predicates_of(w: Workload, attrs: Ints, lows: Ints) -> Iterator[tuple[Predic
         )
 
 
-def columns_of(
-    w: Workload, attrs: Ints, lows: Ints
-) -> tuple[list[str], Ints, npt.NDArray[np.int8], npt.NDArray[np.float64]]:
-    """The same subscriptions as `predicates_of`, as the columns `add_arrays` takes: (keys,
-    attribute per predicate, operator codes, values)."""
+def columns_of(w: Workload, attrs: Ints, lows: Ints) -> IntervalRows:
+    """The same subscriptions as `predicates_of`, as the columns the bulk paths take."""
     n, k = attrs.shape
     ops = np.tile(np.array([GE, LE], np.int8), (n, k))
     vals = np.empty((n, 2 * k))
     vals[:, 0::2], vals[:, 1::2] = lows, lows + int(w.width * w.domain)
     keys = [w.key(a) for a in range(w.attributes)]
-    return keys, np.repeat(attrs, 2, axis=1), ops, vals
+    return IntervalRows(keys, np.repeat(attrs, 2, axis=1), ops, vals)
 
 
 def event_arrays(w: Workload, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:

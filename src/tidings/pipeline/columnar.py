@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tidings.matching.bitset import OP_CODES, numeric
+from tidings.matching.bitset import OP_CODES, IntervalRows, numeric
 from tidings.matching.engine import Matcher
 from tidings.model import Predicate
 
@@ -58,7 +58,8 @@ class Columns:
         if len(self):
             names = self.owner_names
             owners = [names[c] for c in self.owners.tolist()]
-            matcher.add_content_arrays(self.ids.tolist(), owners, self.keys, *self.matrices())
+            rows = IntervalRows(self.keys, *self.matrices())
+            matcher.add_content_arrays(self.ids.tolist(), owners, rows)
 
 
 class ColumnsBuilder:
