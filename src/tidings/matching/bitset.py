@@ -168,9 +168,6 @@ class IntervalRows:
     ops: npt.NDArray[np.integer]
     vals: npt.NDArray[np.floating]
 
-    def __len__(self) -> int:
-        return len(self.attrs)
-
 
 class IntervalIndex:
     def __init__(
