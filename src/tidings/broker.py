@@ -21,7 +21,7 @@ from tidings import heap
 from tidings.config import Settings
 from tidings.delivery.committer import Committer
 from tidings.delivery.leases import Leases, delivery_event
-from tidings.delivery.signals import Signals
+from tidings.delivery.signals import Revocations, Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token, new_id, new_token
@@ -39,10 +39,11 @@ from tidings.model import (
     SubscriptionKind,
 )
 from tidings.sandbox import FunctionOutcome, FunctionRunner
-from tidings.store.base import AckResult, DeadLetter, Message, NewMessage, QueueDepth
+from tidings.store.base import AckResult, Change, DeadLetter, Message, NewMessage, QueueDepth
 from tidings.store.sql import SQLStore
 
 log = logging.getLogger("tidings.broker")
+NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ class Broker:
         self.clock = clock
         self.metrics = Metrics()
         self.signals = Signals()
+        self.revocations = Revocations()
         self.leases = Leases()
         self._matcher = Matcher()
         self._kinds: dict[str, SubscriptionKind] = {}
@@ -86,10 +88,19 @@ class Broker:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._version = -1
         self._settled = 0  # subscriptions at the last settle of the heap
+        self._changed = asyncio.Event()  # another broker deleted a subscriber: reload now
+        self._unwatch: Callable[[], None] = lambda: None
 
     # ---------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        # watching starts before the snapshot, so no change falls between the two
+
+        def told(change: Change) -> None:  # on the store's thread
+            loop.call_soon_threadsafe(self._on_change, change)
+
+        self._unwatch = await asyncio.to_thread(self.store.watch, told)
         await self._reload()
         self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self._housekeeping())
@@ -103,7 +114,20 @@ class Broker:
             await asyncio.sleep(max(0.05, min(1.0, self.settings.log_rotate_s)))
             eventlog.tick()
 
+    def _on_change(self, change: Change) -> None:
+        """Another broker on the shared store changed something this one caches."""
+        if change.kind == "subscriber_removed":
+            self._forget(change.subscriber_id)
+        else:  # resync: notifications may be lost, so trust no cached token
+            self._tokens.clear()
+        self._changed.set()
+
+    def _forget(self, subscriber_id: str) -> None:
+        self._tokens.pop(subscriber_id, None)
+        self.revocations.revoke(subscriber_id)
+
     async def close(self) -> None:
+        await asyncio.to_thread(self._unwatch)
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -154,7 +178,9 @@ class Broker:
         shared = self.settings.resolved_store_url.startswith("postgres")
         last_expire = 0.0
         while True:
-            await asyncio.sleep(1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 1.0)
+            self._changed.clear()
             now = self.clock()
             self._settle_when_grown()
             if now - last_expire >= 60:
@@ -180,18 +206,18 @@ class Broker:
         return subscriber, token
 
     async def authenticate(self, subscriber_id: str, token: str | None) -> None:
-        """401 without a token, 404 for an unknown subscriber, 403 for another's token."""
+        """401 without a token; 403 for a token that is not this subscriber's, and equally
+        for a subscriber that does not exist, so that nobody without its token can tell
+        whether an id exists."""
         if not token:
             raise TidingsError(ErrorCode.UNAUTHORIZED)
         expected = self._tokens.get(subscriber_id)
         if expected is None:
             found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)
-            if found is None:
-                raise TidingsError(
-                    ErrorCode.SUBSCRIBER_NOT_FOUND, field="subscriberId", id=subscriber_id
-                )
-            expected = self._tokens[subscriber_id] = found.token_hash
-        if not hmac.compare_digest(expected, hash_token(token)):
+            if found is not None:
+                expected = self._tokens[subscriber_id] = found.token_hash
+        # an unknown id costs the same comparison as a known one
+        if not hmac.compare_digest(expected or NO_SUBSCRIBER, hash_token(token)) or not expected:
             raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
 
     async def subscriber(self, subscriber_id: str) -> Subscriber:
@@ -206,7 +232,7 @@ class Broker:
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
         for sub in owned:
             self._unindex(sub.id)
-        self._tokens.pop(subscriber_id, None)
+        self._forget(subscriber_id)
 
     # ---------------------------------------------------------------- subscriptions
 

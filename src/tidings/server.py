@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -98,29 +98,33 @@ def broker_process(
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`tidings serve` in its own process (its own GIL; killable), and its URL once it
     answers. Extra `args` go to `serve`, e.g. `--store memory://`."""
-    port = port or free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tidings.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-        *args,
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
+    with broker_processes([data_dir], [port or free_port()], *args) as [started]:
+        yield started
+
+
+@contextlib.contextmanager
+def broker_processes(
+    data_dirs: Sequence[Path], ports: Sequence[int], *args: str
+) -> Iterator[list[tuple[subprocess.Popen[bytes], str]]]:
+    """Several `tidings serve` processes started at once (none waits for another), and
+    their URLs once every one answers; all are stopped on exit."""
+    started: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
-        _wait_until_up(proc, url)
-        yield proc, url
+        for data_dir, port in zip(data_dirs, ports, strict=True):
+            cmd = [sys.executable, "-m", "tidings.cli.main", "serve", "--port", str(port)]
+            cmd += ["--data-dir", str(data_dir), *args]
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            started.append((proc, f"http://127.0.0.1:{port}"))
+        for proc, url in started:
+            _wait_until_up(proc, url)
+        yield started
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
+        for proc, _ in started:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+            assert proc.stderr is not None
+            proc.stderr.close()
 
 
 def _wait_until_up(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 30) -> None:

@@ -45,6 +45,10 @@ def test_a_foreign_receipt_acknowledges_nothing(http: httpx.Client, sub: Sub) ->
     ]
 
 
-def test_an_unknown_subscriber_is_not_found(http: httpx.Client) -> None:
-    response = http.get("/v1/subscribers/nobody/messages", headers={"Authorization": "Bearer x"})
-    assert (response.status_code, response.json()["error"]["code"]) == (404, "subscriber_not_found")
+def test_an_unknown_subscriber_answers_as_a_wrong_token_does(http: httpx.Client, sub: Sub) -> None:
+    """Without the token nobody can tell whether a subscriber id exists."""
+    wrong = {"Authorization": "Bearer x"}
+    unknown = http.get("/v1/subscribers/nobody/messages", headers=wrong)
+    known = http.get(f"{sub.base}/messages", headers=wrong)
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (403, "forbidden")
+    assert (known.status_code, known.json()["error"]["code"]) == (403, "forbidden")

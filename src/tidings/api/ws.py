@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from tidings.errors import TidingsError
+from tidings.errors import ErrorCode, TidingsError
 
 if TYPE_CHECKING:
     from tidings.broker import Broker
@@ -61,20 +61,27 @@ async def stream(ws: WebSocket) -> None:
         await ws.close(CLOSE_CODES.get(exc.status, 4400))
         return
     flow = Flow(_prefetch(ws, broker.settings.queues.prefetch))
-    tasks = [
-        asyncio.create_task(_send(ws, broker, sid, flow)),
-        asyncio.create_task(_receive(ws, broker, sid, flow)),
-    ]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if flow.inflight:  # hand them back now rather than after the visibility timeout
-            await broker.nack(sid, list(flow.inflight))
+    with broker.revocations.watch(sid) as revoked:
+        tasks = [
+            asyncio.create_task(_send(ws, broker, sid, flow)),
+            asyncio.create_task(_receive(ws, broker, sid, flow)),
+            asyncio.create_task(revoked.wait()),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if flow.inflight:  # hand them back now rather than after the visibility timeout
+                await broker.nack(sid, list(flow.inflight))
+        if revoked.is_set():  # deleted, on this broker or another: say so, then close
+            gone = TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=sid)
+            with contextlib.suppress(Exception):
+                await ws.send_bytes(orjson.dumps({"type": "error", **gone.to_dict()}))
+                await ws.close(CLOSE_CODES[gone.status])
 
 
 async def _send(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:

@@ -21,7 +21,7 @@ Queue semantics (peek-lock, as SQS or Service Bus):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -79,6 +79,18 @@ class QueueDepth:
 class AckResult:
     acked: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # never issued, stale, or already acked
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What another broker on the same store changed, told to `watch`'s callback.
+
+    `subscriber_removed`: that subscriber (and its subscriptions) is gone; `resync`:
+    notifications may have been missed (the feed reconnected), so every cache derived from
+    the store is stale. Other subscription changes are read through `subscriptions_version`."""
+
+    kind: Literal["subscriber_removed", "resync"]
+    subscriber_id: str = ""
 
 
 class Store(Protocol):
@@ -142,4 +154,12 @@ class Store(Protocol):
         ...
 
     def expire(self, now: float, retention_s: float) -> int: ...
+
+    # ---- several brokers on one store
+    def watch(self, on_change: Callable[[Change], None]) -> Callable[[], None]:
+        """Call `on_change` (from another thread) for every change committed by any broker
+        on this store, promptly; returns a function that stops watching. A store no other
+        process can share answers with a no-op."""
+        ...
+
     def close(self) -> None: ...

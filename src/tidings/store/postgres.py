@@ -13,8 +13,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from tidings.store.base import NewMessage
+from tidings.store import feed
+from tidings.store.base import Change, NewMessage
 from tidings.store.sql import Cursor, Dialect, SQLStore, message_rows
+
+# Brokers starting at once on a fresh database would race to create the same tables
+# (`CREATE ... IF NOT EXISTS` is not safe against a concurrent creator): a transaction-scoped
+# advisory lock makes schema creation one at a time.
+SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7105642195401337)"
 
 # One statement for a whole batch, whatever its size: the rows travel as five arrays, the
 # keys not seen before are claimed in `dedup`, and only those rows join into `messages`
@@ -39,6 +45,7 @@ DIALECT = Dialect(
     on_conflict_ignore="ON CONFLICT DO NOTHING",
     concat_receipt="seq::text || '.' || (attempt + 1)::text || '.' || %s",
     skip_locked="FOR UPDATE SKIP LOCKED",
+    schema_lock=SCHEMA_LOCK,
 )
 
 
@@ -54,8 +61,11 @@ class PostgresStore(SQLStore):
     def __init__(self, url: str, max_connections: int = 8) -> None:
         conninfo, schema = split_schema(url)
         if schema:
-            with psycopg.connect(conninfo, autocommit=True) as conn:
+            with psycopg.connect(conninfo) as conn, conn.transaction():
+                conn.execute(SCHEMA_LOCK)
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        self._conninfo = conninfo
+        self._channel = feed.channel(schema)
         kwargs = {"options": f"-c search_path={schema}"} if schema else {}
         self._pool = ConnectionPool(
             conninfo, min_size=1, max_size=max_connections, kwargs=kwargs, open=True
@@ -84,6 +94,13 @@ class PostgresStore(SQLStore):
             return int(cur.rowcount)
 
         return op
+
+    def watch(self, on_change: Callable[[Change], None]) -> Callable[[], None]:
+        listener = feed.ChangeFeed(self._conninfo, self._channel, on_change)
+        return listener.stop
+
+    def _notify(self, cur: Cursor, change: Change) -> None:
+        cur.execute("SELECT pg_notify(%s, %s)", (self._channel, feed.payload(change)))
 
     def close(self) -> None:
         self._pool.close()

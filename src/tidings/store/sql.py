@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from tidings.model import Subscriber, Subscription, subscription_from_json
-from tidings.store.base import AckResult, DeadLetter, Message, NewMessage, QueueDepth
+from tidings.store.base import AckResult, Change, DeadLetter, Message, NewMessage, QueueDepth
 
 
 class Cursor(Protocol):
@@ -42,6 +42,7 @@ class Dialect:
     skip_locked: str  # "" or "FOR UPDATE SKIP LOCKED"
     concat_receipt: str  # SQL for `seq.attempt.nonce`, the attempt already bumped
     clustered: str = ""  # "WITHOUT ROWID": a keyed table stored as its own index
+    schema_lock: str = ""  # a statement serialising schema creation across processes
 
     def q(self, sql: str) -> str:
         return sql.replace("?", self.param) if self.param != "?" else sql
@@ -119,8 +120,17 @@ class SQLStore:
     def close(self) -> None:
         """Release connections; the engines override it."""
 
+    def watch(self, on_change: Callable[[Change], None]) -> Callable[[], None]:
+        """No other process shares this store's caches: nothing to watch."""
+        return lambda: None
+
+    def _notify(self, cur: Cursor, change: Change) -> None:
+        """Tell other brokers about `change` when the transaction commits (PostgreSQL)."""
+
     def create_schema(self) -> None:
         with self._tx() as cur:
+            if self._d.schema_lock:  # brokers starting at once on a fresh database
+                cur.execute(self._d.schema_lock)
             for statement in SCHEMA.format(
                 serial=self._d.serial, clustered=self._d.clustered
             ).split(";"):
@@ -176,7 +186,10 @@ class SQLStore:
                 if table == "subscriptions" and cur.rowcount:
                     self._bump(cur)
             cur.execute(self._q("DELETE FROM subscribers WHERE id = ?"), (subscriber_id,))
-            return bool(cur.rowcount)
+            found = bool(cur.rowcount)
+            if found:
+                self._notify(cur, Change("subscriber_removed", subscriber_id))
+            return found
 
     def count_subscribers(self) -> int:
         with self._read() as cur:
