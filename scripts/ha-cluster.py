@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Several `tidings serve` processes on one PostgreSQL behind HAProxy, until Ctrl-C.
+
+    .venv/bin/python scripts/ha-cluster.py --store postgresql://postgres@127.0.0.1:5432/test
+
+prints the balancer's URL (use it as the broker's) and each broker's own; see
+docs/operations.md. Needs HAProxy (apt-get install haproxy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tidings.balancer import haproxy
+from tidings.server import broker_processes, free_port
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True, help="postgresql://... shared by the brokers")
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--port", type=int, default=8080, help="the balancer's port")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the brokers on the way out
+    if not args.store.startswith(("postgresql://", "postgres://")):
+        print("ha-cluster: --store must be a postgresql:// URL (brokers share it)", file=sys.stderr)
+        return 2
+    ports = [free_port() for _ in range(args.brokers)]
+    with tempfile.TemporaryDirectory(prefix="tidings-ha-") as root:
+        dirs = [Path(root) / f"broker{i}" for i in range(args.brokers)]
+        with (
+            broker_processes(dirs, ports, "--store", args.store) as brokers,
+            haproxy(args.port, [f"127.0.0.1:{p}" for p in ports]) as url,
+        ):
+            print(f"balancer {url}")
+            for proc, broker_url in brokers:
+                print(f"broker   {broker_url} (pid {proc.pid})")
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""HAProxy in front of several brokers sharing one PostgreSQL store: the high-availability
+set-up of the RabbitMQ study, in Tidings' terms (docs/operations.md).
+
+The brokers are stateless over the store, so any broker can serve any request: the balancer
+spreads requests round-robin, checks each broker's `/healthz` every half second, takes a
+dead one out after two failed checks, and sends a request whose connection failed to
+another broker. WebSocket streams pass through as tunnels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+
+MISSING = (
+    "HAProxy is required for the balanced cluster: install it (Debian: apt-get install haproxy)."
+)
+
+
+def haproxy_config(port: int, brokers: Sequence[str], host: str = "127.0.0.1") -> str:
+    """The configuration for `brokers` ("host:port" each) behind `host:port`."""
+    servers = "\n".join(
+        f"    server broker{i} {address} check" for i, address in enumerate(brokers)
+    )
+    return f"""global
+    maxconn 4096
+
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 60s
+    timeout server 60s
+    timeout tunnel 1h
+    # a request that could not reach a broker, or got no answer at all, goes to another;
+    # publishing twice is safe to retry (deduplicated by nobody, counted as a duplicate)
+    retries 3
+    retry-on conn-failure empty-response
+    option redispatch
+
+frontend tidings
+    bind {host}:{port}
+    default_backend brokers
+
+backend brokers
+    balance roundrobin
+    option httpchk GET /healthz
+    http-check expect status 200
+    default-server inter 500ms fall 2 rise 2
+{servers}
+"""
+
+
+@contextlib.contextmanager
+def haproxy(port: int, brokers: Sequence[str]) -> Iterator[str]:
+    """Run HAProxy (from the system) in front of `brokers` until the block ends; yields its
+    URL once some broker answers through it."""
+    binary = shutil.which("haproxy")
+    if binary is None:
+        raise RuntimeError(MISSING)
+    with tempfile.TemporaryDirectory(prefix="tidings-haproxy-") as work:
+        config = Path(work) / "haproxy.cfg"
+        config.write_text(haproxy_config(port, brokers))
+        check = subprocess.run([binary, "-c", "-q", "-f", str(config)], capture_output=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refused its configuration: {check.stderr.decode()}")
+        proc = subprocess.Popen(
+            [binary, "-db", "-f", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_until_balanced(proc, url)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            assert proc.stderr is not None
+            proc.stderr.close()
+
+
+def _wait_until_balanced(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 15) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise RuntimeError(f"haproxy did not start: {err[-500:]}")
+        time.sleep(0.05)

@@ -1,0 +1,146 @@
+"""Three brokers on one PostgreSQL behind HAProxy: the RabbitMQ study's cluster, in
+Tidings' terms. Killing one broker under load loses no accepted publication."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from tests.conftest import require_service
+
+from tidings.balancer import haproxy, haproxy_config
+from tidings.server import broker_processes, free_port
+
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+PUBLICATIONS = 1_500
+KILL_AFTER = 400
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    require_service("postgres")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def require_haproxy() -> None:
+    if shutil.which("haproxy") is None:
+        reason = "haproxy is not installed (apt-get install haproxy)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason}: required under CI")
+        pytest.skip(reason)
+
+
+def test_the_configuration_names_every_broker_and_checks_its_health() -> None:
+    config = haproxy_config(8080, ["127.0.0.1:8001", "127.0.0.1:8002"])
+    assert "server broker0 127.0.0.1:8001 check" in config
+    assert "server broker1 127.0.0.1:8002 check" in config
+    assert "option httpchk GET /healthz" in config
+    assert "bind 127.0.0.1:8080" in config
+
+
+class Load:
+    """One publisher and one consumer through the balancer, each retrying what failed."""
+
+    def __init__(self, url: str, sid: str, token: str) -> None:
+        self.url, self.queue = url, f"{url}/v1/subscribers/{sid}/messages"
+        self.auth = {"Authorization": f"Bearer {token}"}
+        self.accepted: set[int] = set()
+        self.seen: list[int] = []
+        self.failed_requests = 0
+        self.published = threading.Event()
+        self.stop = threading.Event()
+
+    def publish(self) -> None:
+        with httpx.Client(timeout=5) as http:
+            for n in range(PUBLICATIONS):
+                while not self.stop.is_set():
+                    try:
+                        answer = http.post(
+                            f"{self.url}/v1/publications", json={"topics": ["ha"], "data": n}
+                        )
+                        if answer.status_code == 201:
+                            self.accepted.add(n)
+                            break
+                    except httpx.TransportError:
+                        pass
+                    self.failed_requests += 1
+                    time.sleep(0.05)
+        self.published.set()
+
+    def consume(self) -> None:
+        params = {"max": 100, "wait": 1, "visibility": 3}
+        with httpx.Client(timeout=5, headers=self.auth) as http:
+            while not self.stop.is_set():
+                try:
+                    answer = http.get(self.queue, params=params)
+                    messages = answer.json()["messages"] if answer.status_code == 200 else []
+                    if answer.status_code != 200:
+                        self.failed_requests += 1
+                    self.seen += [m["body"]["data"] for m in messages]
+                    if messages:
+                        http.post(
+                            f"{self.queue}/ack", json={"receipts": [m["receipt"] for m in messages]}
+                        )
+                except (httpx.TransportError, ValueError):
+                    self.failed_requests += 1
+                    time.sleep(0.05)
+
+    def missing(self) -> set[int]:
+        return self.accepted - set(self.seen)
+
+
+@pytest.mark.slow
+def test_killing_one_of_three_brokers_under_load_loses_no_accepted_publication(
+    tmp_path: Path, schema: str
+) -> None:
+    require_haproxy()
+    ports = [free_port() for _ in range(3)]
+    dirs = [tmp_path / f"broker{i}" for i in range(3)]
+    store = ("--store", f"{PG}?schema={schema}")
+    with (
+        broker_processes(dirs, ports, *store) as brokers,
+        haproxy(free_port(), [f"127.0.0.1:{p}" for p in ports]) as url,
+    ):
+        me = httpx.post(f"{url}/v1/subscribers").json()
+        auth = {"Authorization": f"Bearer {me['token']}"}
+        topic = {"topics": ["ha"]}
+        httpx.post(f"{url}/v1/subscribers/{me['id']}/subscriptions", json=topic, headers=auth)
+        time.sleep(1.5)  # every broker has read the subscription (checked each second)
+        load = Load(url, me["id"], me["token"])
+        threads = [threading.Thread(target=load.publish), threading.Thread(target=load.consume)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        while len(load.accepted) < KILL_AFTER and threads[0].is_alive():
+            time.sleep(0.01)
+        brokers[1][0].send_signal(signal.SIGKILL)
+        load.published.wait(120)
+        deadline = time.monotonic() + 60
+        while load.missing() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        load.stop.set()
+        for thread in threads:
+            thread.join(10)
+    figures = {
+        "accepted": len(load.accepted),
+        "delivered": len(set(load.seen)),
+        "duplicates": len(load.seen) - len(set(load.seen)),
+        "failed_requests_retried": load.failed_requests,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    print(json.dumps(figures))  # the figure the operations doc quotes
+    assert len(load.accepted) == PUBLICATIONS
+    assert load.missing() == set()
