@@ -1,8 +1,9 @@
 """URL functions: POST `{"publication", "params"}`, read `{"match": bool}`.
 
-Per-call timeout, bounded concurrency, reused connections, retries with backoff, and a
-circuit breaker per URL: after `OPEN_AFTER` consecutive failures a URL is not called for
-`OPEN_FOR_S` seconds, and every evaluation meanwhile fails at once with the last error.
+Per-call timeout, at most `url_concurrency` connections to each host (kept alive and
+reused; `tidings.http1`), retries with backoff, and a circuit breaker per URL: after
+`OPEN_AFTER` consecutive failures a URL is not called for `OPEN_FOR_S` seconds, and every
+evaluation meanwhile fails at once with the last error.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import orjson
 
 from tidings.config import FunctionSettings
+from tidings.http1 import Client
 
 OPEN_AFTER = 5
 OPEN_FOR_S = 30.0
+HEADERS = {"Content-Type": "application/json"}
+
+
+class HTTPStatusError(Exception):
+    """The endpoint answered, but not with a 2xx."""
 
 
 @dataclass
@@ -43,22 +50,16 @@ class Breaker:
 class URLCaller:
     def __init__(self, settings: FunctionSettings) -> None:
         self.settings = settings
-        self._http: httpx.AsyncClient | None = None
-        self._gate = asyncio.Semaphore(settings.url_concurrency)
+        self._http = Client(settings.url_concurrency, settings.url_timeout_s)
         self._breakers: dict[str, Breaker] = {}
-
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            limits = httpx.Limits(max_connections=self.settings.url_concurrency)
-            self._http = httpx.AsyncClient(timeout=self.settings.url_timeout_s, limits=limits)
-        return self._http
 
     async def call(self, url: str, publication: Any, params: Any) -> tuple[bool, str | None]:
         """(matched, error); never raises."""
         breaker = self._breakers.setdefault(url, Breaker())
         try:
             breaker.check()
-            matched = await self._with_retries(url, {"publication": publication, "params": params})
+            body = orjson.dumps({"publication": publication, "params": params})
+            matched = await self._with_retries(url, body)
         except Exception as exc:  # the endpoint's fault, reported on the subscription
             error = f"{type(exc).__name__}: {exc}"[:300]
             breaker.record(error)
@@ -66,25 +67,24 @@ class URLCaller:
         breaker.record(None)
         return matched, None
 
-    async def _with_retries(self, url: str, body: dict[str, Any]) -> bool:
+    async def _with_retries(self, url: str, body: bytes) -> bool:
         for attempt in range(self.settings.url_retries + 1):
             try:
                 return await self._once(url, body)
-            except (httpx.TransportError, httpx.HTTPStatusError):
+            except (OSError, TimeoutError, HTTPStatusError):
                 if attempt == self.settings.url_retries:
                     raise
                 await asyncio.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def _once(self, url: str, body: dict[str, Any]) -> bool:
-        async with self._gate:
-            response = await self._client().post(url, json=body)
-        response.raise_for_status()
-        answer = response.json()
+    async def _once(self, url: str, body: bytes) -> bool:
+        response = await self._http.post(url, body, HEADERS)
+        if not 200 <= response.status < 300:
+            raise HTTPStatusError(f"HTTP {response.status}: {response.body[:100]!r}")
+        answer = orjson.loads(response.body)
         if not isinstance(answer, dict) or not isinstance(answer.get("match"), bool):
             raise ValueError('the answer is not {"match": true|false}')
         return bool(answer["match"])
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
+        self._http.close()

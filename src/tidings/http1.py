@@ -1,0 +1,162 @@
+"""A lean HTTP/1.1 client: kept-alive connections per origin, a bound on them, httptools'
+parser (the one uvicorn uses) for the answers.
+
+httpx costs about 1 ms of CPU per request on this machine class, and more per request with
+many in flight, so the broker's URL functions (`sandbox.urlcall`) and the load tool's
+publisher would spend their time in the client. This one does what they need: POST a body to
+an http:// or https:// URL and read the whole answer, on at most `per_origin` connections to
+each origin, reusing them while the server keeps them alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from urllib.parse import urlsplit
+
+import httptools
+
+READ_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes
+
+
+class _Answer:
+    """httptools' callbacks: the status, whether the connection stays open (known only
+    while the headers are current), the body's pieces, and whether the message is complete."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.keep_alive = False
+        self.pieces: list[bytes] = []
+        self.complete = False
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.keep_alive = self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self.pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class Connection:
+    """One kept-alive connection: one exchange at a time."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.used = False  # an exchange completed on it: the server may since have closed it
+
+    async def exchange(self, request: bytes) -> tuple[Response, bool]:
+        """The answer, and whether the connection can carry another exchange."""
+        answer = _Answer()
+        self.writer.write(request)
+        while not answer.complete:
+            data = await self.reader.read(READ_CHUNK)
+            if not data:
+                raise ConnectionResetError("the server closed the connection mid-answer")
+            answer.parser.feed_data(data)
+        self.used = True
+        return Response(answer.status, b"".join(answer.pieces)), answer.keep_alive
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class Origin:
+    scheme: str
+    host: str
+    port: int
+    gate: asyncio.Semaphore
+    idle: list[Connection] = field(default_factory=list)
+
+    async def connect(self) -> Connection:
+        context = _tls() if self.scheme == "https" else None
+        reader, writer = await asyncio.open_connection(
+            self.host, self.port, ssl=context, limit=READ_CHUNK
+        )
+        return Connection(reader, writer)
+
+
+@cache
+def _tls() -> ssl.SSLContext:
+    return ssl.create_default_context()
+
+
+class Client:
+    """`await client.post(url, body)`: at most `per_origin` connections to each origin, and
+    a request waits for one beyond that. Raises OSError (connection), TimeoutError, or
+    ValueError (not an http(s) URL); any status is returned, not raised."""
+
+    def __init__(self, per_origin: int, timeout_s: float) -> None:
+        self.per_origin = per_origin
+        self.timeout_s = timeout_s
+        self._origins: dict[tuple[str, str, int], Origin] = {}
+
+    def _origin(self, url: str) -> tuple[Origin, str]:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http:// or https:// URL: {url!r}")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        key = (parts.scheme, parts.hostname, port)
+        origin = self._origins.get(key)
+        if origin is None:
+            gate = asyncio.Semaphore(self.per_origin)
+            origin = self._origins[key] = Origin(parts.scheme, parts.hostname, port, gate)
+        target = parts.path or "/"
+        return origin, f"{target}?{parts.query}" if parts.query else target
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        origin, target = self._origin(url)
+        head = [f"POST {target} HTTP/1.1", f"Host: {origin.host}:{origin.port}"]
+        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        head.append(f"Content-Length: {len(body)}")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        async with origin.gate, asyncio.timeout(self.timeout_s):
+            return await self._send(origin, request)
+
+    async def _send(self, origin: Origin, request: bytes) -> Response:
+        connection = origin.idle.pop() if origin.idle else await origin.connect()
+        try:
+            response, reusable = await connection.exchange(request)
+        except ConnectionError:
+            connection.close()
+            if not connection.used:
+                raise
+            # a kept-alive connection the server had closed meanwhile: once more, afresh
+            connection = await origin.connect()
+            response, reusable = await self._fresh(connection, request)
+        except BaseException:  # timed out or cancelled mid-exchange: its state is unknown
+            connection.close()
+            raise
+        if reusable:
+            origin.idle.append(connection)
+        else:
+            connection.close()
+        return response
+
+    async def _fresh(self, connection: Connection, request: bytes) -> tuple[Response, bool]:
+        try:
+            return await connection.exchange(request)
+        except BaseException:
+            connection.close()
+            raise
+
+    def close(self) -> None:
+        for origin in self._origins.values():
+            for connection in origin.idle:
+                connection.close()
+            origin.idle.clear()

@@ -1,0 +1,163 @@
+"""The lean HTTP/1.1 client against a real server on loopback that answers as scripted:
+kept-alive or closing, whole or chunked, slow, or closing an idle connection."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tidings.http1 import Client
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+CLOSING = b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbusy"
+
+
+@dataclass
+class Server:
+    """Answers each request with `answers[path]`; `/slow` never answers; `/once` answers
+    and then closes the connection without saying so."""
+
+    answers: dict[str, bytes]
+    port: int = 0
+    connections: int = 0
+    open_now: int = 0
+    most_open: int = 0
+    bodies: list[bytes] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.open_now += 1
+        self.most_open = max(self.most_open, self.open_now)
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                if not await self.answer(head, reader, writer):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.open_now -= 1
+            writer.close()
+
+    async def answer(
+        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        lines = head.decode("latin-1").split("\r\n")
+        path = lines[0].split()[1]
+        length = next(int(x.split(":")[1]) for x in lines if x.lower().startswith("content-len"))
+        self.bodies.append(await reader.readexactly(length))
+        if path == "/slow":
+            await asyncio.sleep(10)
+        await asyncio.sleep(0.01 if path == "/busy" else 0)
+        writer.write(self.answers.get(path, OK))
+        await writer.drain()
+        return path not in ("/close", "/once")
+
+
+@asynccontextmanager
+async def serving(context: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
+    server = Server({"/chunked": CHUNKED, "/close": CLOSING})
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=context)
+    server.port = listener.sockets[0].getsockname()[1]
+    async with listener:
+        yield server
+
+
+async def test_requests_to_one_origin_reuse_one_kept_alive_connection() -> None:
+    async with serving() as server:
+        client = Client(per_origin=4, timeout_s=2)
+        answers = [await client.post(f"http://127.0.0.1:{server.port}/", b"x") for _ in range(5)]
+        client.close()
+    assert [(a.status, a.body) for a in answers] == [(200, b"ok")] * 5
+    assert server.connections == 1
+    assert server.bodies == [b"x"] * 5
+
+
+async def test_no_more_connections_are_opened_to_an_origin_than_its_bound() -> None:
+    async with serving() as server:
+        client = Client(per_origin=3, timeout_s=5)
+        url = f"http://127.0.0.1:{server.port}/busy"
+        answers = await asyncio.gather(*(client.post(url, b"{}") for _ in range(30)))
+        client.close()
+    assert all(a.status == 200 for a in answers)
+    assert server.most_open == server.connections == 3
+
+
+async def test_a_chunked_answer_is_read_whole() -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=2)
+        answer = await client.post(f"http://127.0.0.1:{server.port}/chunked", b"")
+        again = await client.post(f"http://127.0.0.1:{server.port}/", b"")
+        client.close()
+    assert answer.body == b"abcde"
+    assert again.body == b"ok"
+    assert server.connections == 1
+
+
+async def test_an_answer_that_closes_the_connection_is_returned_and_the_next_opens_anew() -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=2)
+        closing = await client.post(f"http://127.0.0.1:{server.port}/close", b"")
+        after = await client.post(f"http://127.0.0.1:{server.port}/", b"")
+        client.close()
+    assert (closing.status, closing.body) == (503, b"busy")
+    assert after.status == 200
+    assert server.connections == 2
+
+
+async def test_a_kept_alive_connection_the_server_dropped_is_replaced_and_the_request_resent() -> (
+    None
+):
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=2)
+        await client.post(f"http://127.0.0.1:{server.port}/once", b"first")
+        await asyncio.sleep(0.05)  # the server has closed it; the client still holds it
+        answer = await client.post(f"http://127.0.0.1:{server.port}/", b"second")
+        client.close()
+    assert answer.status == 200
+    assert server.bodies[-1] == b"second"
+
+
+async def test_an_answer_that_does_not_come_in_time_is_a_timeout_and_frees_its_slot() -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=0.2)
+        with pytest.raises(TimeoutError):
+            await client.post(f"http://127.0.0.1:{server.port}/slow", b"")
+        answer = await client.post(f"http://127.0.0.1:{server.port}/", b"")
+        client.close()
+    assert answer.status == 200
+
+
+async def test_a_closed_port_is_a_connection_error() -> None:
+    async with serving() as server:
+        port = server.port
+    client = Client(per_origin=1, timeout_s=2)
+    with pytest.raises(OSError):
+        await client.post(f"http://127.0.0.1:{port}/", b"")
+
+
+@pytest.mark.parametrize("url", ["ftp://example/x", "/relative", "http:///nohost"])
+async def test_a_url_that_is_not_http_is_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        await Client(per_origin=1, timeout_s=1).post(url, b"")
+
+
+async def test_https_verifies_the_server_certificate(tmp_path: Path) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    new_certificate = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    names = ["-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*new_certificate, *names], check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    async with serving(context) as server:
+        client = Client(per_origin=1, timeout_s=2)
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await client.post(f"https://localhost:{server.port}/", b"")
+        client.close()
