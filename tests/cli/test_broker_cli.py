@@ -14,7 +14,7 @@ import pytest
 from tidings.cli.broker import _pretty, predicate
 from tidings.client import Client, Message
 from tidings.config import load_settings
-from tidings.server import EmbeddedServer
+from tidings.server import EmbeddedServer, broker_process, free_port
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +162,27 @@ def test_serve_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
     result = tidings("serve", "--store", "mysql://x", "--data-dir", str(tmp_path))
     assert result.returncode != 0 and "unknown store URL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_subscribe_keeps_printing_across_a_broker_restart(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with broker_process(tmp_path, port):
+        command = ["subscribe", "--url", url, "-t", "restart", "--count", "2"]
+        sub = subprocess.Popen(
+            [sys.executable, "-m", "tidings.cli.main", *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert sub.stderr is not None
+        orjson.loads(sub.stderr.readline())  # registered and subscribed
+        assert tidings("publish", "--url", url, "-t", "restart", "before").returncode == 0
+    with broker_process(tmp_path, port):  # the same data, the same port
+        assert tidings("publish", "--url", url, "-t", "restart", "after").returncode == 0
+        out, err = sub.communicate(timeout=30)
+    assert sub.returncode == 0, err
+    assert [orjson.loads(line)["body"]["data"] for line in out.splitlines()] == [
+        "before",
+        "after",
+    ]

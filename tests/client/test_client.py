@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tidings.client import AsyncClient, Client, TidingsClientError
+from tidings.client import AsyncClient, Client, Depth, Message, TidingsClientError
+from tidings.client.asyncio import AsyncMessage
 from tidings.config import load_settings
-from tidings.server import EmbeddedServer
+from tidings.server import EmbeddedServer, broker_process, free_port
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +114,157 @@ async def test_a_stream_refused_or_unreachable_is_a_client_error(url: str) -> No
                 pass
     assert (refused.value.status, refused.value.code) == (403, "forbidden")
     assert unreachable.value.code == "unreachable"
+
+
+def test_a_pulled_message_acks_and_nacks_itself(url: str) -> None:
+    with Client(url) as client:
+        me = client.register()
+        me.subscribe(topics=["self"])
+        client.publish("once", topics=["self"])
+        [first] = me.pull(wait=1)
+        first.nack()
+        [again] = me.pull(wait=1)
+        again.ack()
+        assert (again.publication_id, again.attempt) == (first.publication_id, 2)
+        assert me.depth().ready == me.depth().leased == 0
+
+
+async def test_a_streamed_message_acks_itself_over_the_stream(url: str) -> None:
+    async with AsyncClient(url) as client:
+        me = await client.register()
+        await me.subscribe(topics=["streamed"])
+        await client.publish("hi", topics=["streamed"])
+        async with me.stream() as stream:
+            async for message in stream:
+                await message.ack()
+                break
+        for _ in range(50):  # the ack frame is read by the broker after we moved on
+            if (await me.depth()).leased == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert await me.depth() == Depth(0, 0, 0)
+
+
+def test_the_sync_callback_consumer_calls_back_until_cancelled(url: str) -> None:
+    got: list[object] = []
+    with Client(url) as client:
+        me = client.register()
+        me.subscribe(topics=["cb"])
+        for n in range(3):
+            client.publish(n, topics=["cb"])
+
+        def on_message(message: Message[None]) -> None:
+            got.append(message.data)
+            message.ack()
+
+        consumer = me.consume(on_message)
+        for _ in range(100):
+            if len(got) == 3:
+                break
+            time.sleep(0.05)
+        consumer.cancel()
+        consumer.result(timeout=5)
+        assert me.depth() == Depth(0, 0, 0)
+    assert sorted(got) == [0, 1, 2]  # type: ignore[type-var]
+
+
+async def test_a_failing_callback_nacks_its_message_for_redelivery(url: str) -> None:
+    attempts: list[int] = []
+    async with AsyncClient(url) as client:
+        me = await client.register()
+        await me.subscribe(topics=["fails-once"])
+        await client.publish("x", topics=["fails-once"])
+
+        async def on_message(message: AsyncMessage) -> None:
+            attempts.append(message.attempt)
+            if message.attempt == 1:
+                raise RuntimeError("a bug in the subscriber")
+            await message.ack()
+
+        task = me.consume(on_message)
+        for _ in range(100):
+            if len(attempts) == 2:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+    assert attempts == [1, 2]
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[Restartable]:
+    broker = Restartable(tmp_path)
+    yield broker
+    broker.stop()
+
+
+class Restartable:
+    """`tidings serve` in its own process on a fixed port and data directory, restartable."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir, self.port = data_dir, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._running: contextlib.ExitStack | None = None
+        self.start()
+
+    def start(self) -> None:
+        self._running = contextlib.ExitStack()
+        self._running.enter_context(broker_process(self.data_dir, self.port))
+
+    def stop(self) -> None:
+        if self._running is not None:
+            self._running.close()
+            self._running = None
+
+
+async def test_the_stream_reconnects_after_the_broker_restarts(restartable: Restartable) -> None:
+    async with AsyncClient(restartable.url) as client:
+        me = await client.register()
+        await me.subscribe(topics=["restart"])
+        async with me.stream() as stream:
+            received = stream.__aiter__()
+            await client.publish("before", topics=["restart"])
+            first = await asyncio.wait_for(received.__anext__(), 10)
+            await first.ack()
+            await asyncio.to_thread(restartable.stop)
+            await asyncio.to_thread(restartable.start)
+            await client.publish("after", topics=["restart"])
+            second = await asyncio.wait_for(received.__anext__(), 20)
+            await second.ack()
+            await received.aclose()
+        assert (first.data, second.data) == ("before", "after")
+        assert stream.reconnects >= 1
+
+
+def test_the_sync_iterator_waits_out_a_broker_restart(restartable: Restartable) -> None:
+    with Client(restartable.url) as client:
+        me = client.register()
+        me.subscribe(topics=["restart"])
+        client.publish("before", topics=["restart"])
+        messages = me.messages(wait=1)
+        first = next(messages)
+        first.ack()
+        restartable.stop()
+
+        def come_back_and_publish() -> None:  # while the iterator is retrying
+            time.sleep(1.0)
+            restartable.start()
+            with Client(restartable.url) as publisher:
+                publisher.publish("after-restart", topics=["restart"])
+
+        back = threading.Thread(target=come_back_and_publish)
+        back.start()
+        seen = next(messages)
+        back.join()
+        seen.ack()
+        assert seen.data == "after-restart"
+
+
+async def test_a_reconnecting_stream_still_ends_on_a_refusal(url: str) -> None:
+    async with AsyncClient(url) as client:
+        me = await client.register()
+        stranger = client.subscriber(me.id, "not-the-token")
+        with pytest.raises(TidingsClientError) as refused:
+            async with stranger.stream() as stream:
+                async for _ in stream:
+                    pass
+    assert refused.value.code == "forbidden"

@@ -173,16 +173,16 @@ async def _subscribe(
 async def _print_deliveries(me: Any, count: int) -> None:
     show = _pretty if sys.stdout.isatty() else _json_line
     seen = 0
-    async with me.stream() as stream:
+    async with me.stream() as stream:  # reconnects, with backoff, when the broker restarts
         async for message in stream:
             show(message)
-            await stream.ack([message.receipt])
+            await message.ack()
             seen += 1
             if count and seen >= count:
                 return
 
 
-def _json_line(message: Message) -> None:
+def _json_line(message: Message[Any]) -> None:
     line = {
         "publication_id": message.publication_id,
         "attempt": message.attempt,
@@ -192,7 +192,7 @@ def _json_line(message: Message) -> None:
     sys.stdout.flush()
 
 
-def _pretty(message: Message) -> None:
+def _pretty(message: Message[Any]) -> None:
     from rich.console import Console
     from rich.markup import escape
 

@@ -1,8 +1,12 @@
-"""The asyncio client, with the WebSocket push stream."""
+"""The asyncio client, with the WebSocket push stream that reconnects."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -10,11 +14,15 @@ from typing import Any
 import httpx
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosedError, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from tidings.client import calls
 from tidings.client import types as t
 from tidings.client.calls import Call
+
+log = logging.getLogger("tidings.client")
+AsyncMessage = t.Message[Awaitable[None]]
+Callback = Callable[[AsyncMessage], Awaitable[None] | None]
 
 
 class AsyncClient:
@@ -73,36 +81,82 @@ class AsyncClient:
 
 
 class Stream:
-    """Messages pushed over one WebSocket; acknowledge with `ack`."""
+    """Messages pushed over a WebSocket; `await message.ack()` (or `stream.ack(receipts)`).
 
-    def __init__(self, ws: ClientConnection) -> None:
-        self._ws = ws
+    With `reconnect` (the default) a stream that breaks, for instance when the broker
+    restarts, is opened again with backoff and goes on: messages that were unacknowledged
+    on the old connection come again (at least once). A refusal (a wrong token, a deleted
+    subscriber) ends it with TidingsClientError."""
 
-    def __aiter__(self) -> AsyncIterator[t.Message]:
+    def __init__(self, open_ws: Callable[[], Awaitable[ClientConnection]], reconnect: bool) -> None:
+        self._open = open_ws
+        self._reconnect = reconnect
+        self._ws: ClientConnection | None = None
+        self.reconnects = 0
+
+    async def _start(self) -> None:
+        self._ws = await self._open()
+
+    async def _close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+
+    def __aiter__(self) -> AsyncIterator[AsyncMessage]:
         return self._messages()
 
-    async def _messages(self) -> AsyncIterator[t.Message]:
-        try:
-            async for frame in self._ws:
-                for message in _decoded(frame):
-                    yield message
-        except ConnectionClosedError as exc:
-            raise t.TidingsClientError(0, "stream_closed", f"the stream broke: {exc}") from None
+    async def _messages(self) -> AsyncIterator[AsyncMessage]:
+        while True:
+            assert self._ws is not None
+            try:
+                async for frame in self._ws:
+                    for message in _decoded(frame, self._settle):
+                        yield message
+                if not self._reconnect:
+                    return
+            except ConnectionClosed as exc:
+                if not self._reconnect:
+                    broke = f"the stream broke: {exc}"
+                    raise t.TidingsClientError(0, "stream_closed", broke) from None
+            await self._reopen()
+
+    async def _reopen(self) -> None:
+        backoff = t.Backoff()
+        while True:
+            await asyncio.sleep(backoff.next())
+            try:
+                self._ws = await self._open()
+            except t.TidingsClientError as exc:
+                if exc.status != 0:  # refused: trying again will not help
+                    raise
+                log.info("the stream is still unreachable: %s", exc.message)
+                continue
+            self.reconnects += 1
+            return
+
+    def _settle(self, kind: str, receipts: list[str]) -> Awaitable[None]:
+        return self.ack(receipts) if kind == "ack" else self.nack(receipts)
 
     async def ack(self, receipts: list[str]) -> None:
-        await self._ws.send(orjson.dumps({"type": "ack", "receipts": receipts}).decode())
+        await self._send({"type": "ack", "receipts": receipts})
 
     async def nack(self, receipts: list[str]) -> None:
-        await self._ws.send(orjson.dumps({"type": "nack", "receipts": receipts}).decode())
+        await self._send({"type": "nack", "receipts": receipts})
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        assert self._ws is not None
+        # on a connection that just broke the broker has released these messages already:
+        # they come again on the new connection, so there is nothing left to settle
+        with contextlib.suppress(ConnectionClosed):
+            await self._ws.send(orjson.dumps(frame).decode())
 
 
-def _decoded(frame: str | bytes) -> list[t.Message]:
+def _decoded(frame: str | bytes, settler: t.Settler[Awaitable[None]]) -> list[AsyncMessage]:
     raw = orjson.loads(frame)
     if raw.get("type") == "error":
         err = raw["error"]
         status = t.status_of(err["code"])
         raise t.TidingsClientError(status, err["code"], err["message"], err.get("field"))
-    return [t.message(m) for m in raw.get("messages", ())]
+    return [t.message(m, settler) for m in raw.get("messages", ())]
 
 
 class AsyncSubscriberHandle:
@@ -139,8 +193,12 @@ class AsyncSubscriberHandle:
 
     async def pull(
         self, max_messages: int = 10, wait: float = 0.0, visibility: float | None = None
-    ) -> list[t.Message]:
-        return await self._run(calls.pull(self.base, max_messages, wait, visibility))  # type: ignore[no-any-return]
+    ) -> list[AsyncMessage]:
+        call = calls.pull(self.base, max_messages, wait, visibility, self._settle)
+        return await self._run(call)  # type: ignore[no-any-return]
+
+    async def _settle(self, kind: str, receipts: list[str]) -> None:
+        await self._run(calls.settle(self.base, kind, receipts))
 
     async def ack(self, receipts: list[str]) -> t.AckResult:
         return await self._run(calls.settle(self.base, "ack", receipts))  # type: ignore[no-any-return]
@@ -165,22 +223,48 @@ class AsyncSubscriberHandle:
 
     @asynccontextmanager
     async def stream(
-        self, prefetch: int = 100, open_timeout: float = 30.0
+        self, prefetch: int = 100, open_timeout: float = 30.0, reconnect: bool = True
     ) -> AsyncIterator[Stream]:
         url = self.client.url.replace("http", "ws", 1) + f"{self.base}/stream?prefetch={prefetch}"
         headers = {"Authorization": f"Bearer {self.token}"}
+
+        async def open_ws() -> ClientConnection:
+            try:
+                # No permessage-deflate: compressing small JSON frames costs more CPU than
+                # it saves.
+                return await connect(
+                    url,
+                    additional_headers=headers,
+                    max_size=2**24,
+                    compression=None,
+                    open_timeout=open_timeout,
+                )
+            except InvalidStatus as exc:
+                raise t.refused(exc.response.status_code, exc.response.body) from None
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                raise t.unreachable(self.client.url, exc) from None
+
+        stream = Stream(open_ws, reconnect)
+        await stream._start()
         try:
-            # No permessage-deflate: compressing small JSON frames costs more CPU than it saves.
-            ws = await connect(
-                url,
-                additional_headers=headers,
-                max_size=2**24,
-                compression=None,
-                open_timeout=open_timeout,
-            )
-        except InvalidStatus as exc:
-            raise t.refused(exc.response.status_code, exc.response.body) from None
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
-            raise t.unreachable(self.client.url, exc) from None
-        async with ws:
-            yield Stream(ws)
+            yield stream
+        finally:
+            await stream._close()
+
+    def consume(self, callback: Callback, prefetch: int = 100) -> asyncio.Task[None]:
+        """Call `callback(message)` for every message, as google-cloud-pubsub's
+        `subscribe(callback)` does, until the returned task is cancelled; the stream
+        reconnects as it goes. The callback (plain or async) settles each message with
+        `message.ack()`; a message whose callback raised is nacked, for redelivery."""
+        return asyncio.get_running_loop().create_task(self._consume(callback, prefetch))
+
+    async def _consume(self, callback: Callback, prefetch: int) -> None:
+        async with self.stream(prefetch) as stream:
+            async for message in stream:
+                try:
+                    done = callback(message)
+                    if inspect.isawaitable(done):
+                        await done
+                except Exception:
+                    log.exception("the callback failed on message %s: nacked", message.id)
+                    await message.nack()

@@ -79,14 +79,21 @@ def info(base: str) -> Call:
     return Call("GET", base, t.subscriber_info)
 
 
-def pull(base: str, max_messages: int, wait: float, visibility: float | None) -> Call:
+def pull(
+    base: str,
+    max_messages: int,
+    wait: float,
+    visibility: float | None,
+    settler: t.Settler[Any] | None = None,
+) -> Call:
+    """Messages that `ack()`/`nack()` through `settler`."""
     params: dict[str, Any] = {"max": max_messages, "wait": wait}
     if visibility is not None:
         params["visibility"] = visibility
     return Call(
         "GET",
         f"{base}/messages",
-        lambda r: [t.message(m) for m in r["messages"]],
+        lambda r: [t.message(m, settler) for m in r["messages"]],
         params=params,
         timeout=wait + 30,
     )

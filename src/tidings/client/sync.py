@@ -1,7 +1,12 @@
-"""The synchronous client."""
+"""The synchronous client: calls, a consuming iterator, and a callback consumer."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
@@ -10,6 +15,8 @@ import httpx
 from tidings.client import calls
 from tidings.client import types as t
 from tidings.client.calls import Call
+
+log = logging.getLogger("tidings.client")
 
 
 class Client:
@@ -99,8 +106,39 @@ class SubscriberHandle:
 
     def pull(
         self, max_messages: int = 10, wait: float = 0.0, visibility: float | None = None
-    ) -> list[t.Message]:
-        return self._run(calls.pull(self.base, max_messages, wait, visibility))  # type: ignore[no-any-return]
+    ) -> list[t.Message[None]]:
+        call = calls.pull(self.base, max_messages, wait, visibility, self._settle)
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def _settle(self, kind: str, receipts: list[str]) -> None:
+        self._run(calls.settle(self.base, kind, receipts))
+
+    def messages(
+        self, max_messages: int = 10, wait: float = 20.0, reconnect: bool = True
+    ) -> Iterator[t.Message[None]]:
+        """Every message as it comes (long polls of up to `wait` seconds); settle each with
+        `message.ack()`. With `reconnect`, an unreachable broker (say, restarting) is tried
+        again with backoff instead of ending the iteration; a refusal always ends it."""
+        backoff = t.Backoff()
+        while True:
+            try:
+                batch = self.pull(max_messages, wait)
+            except t.TidingsClientError as exc:
+                if exc.status != 0 or not reconnect:
+                    raise
+                time.sleep(backoff.next())
+                continue
+            backoff.reset()
+            yield from batch
+
+    def consume(
+        self, callback: Callable[[t.Message[None]], None], max_messages: int = 10
+    ) -> Consumer:
+        """Call `callback(message)` for every message on a background thread, as
+        google-cloud-pubsub's `subscribe(callback)` does, until `consumer.cancel()`. The
+        callback settles each message with `message.ack()`; a message whose callback raised
+        is nacked, for redelivery."""
+        return Consumer(self, callback, max_messages)
 
     def ack(self, receipts: list[str]) -> t.AckResult:
         return self._run(calls.settle(self.base, "ack", receipts))  # type: ignore[no-any-return]
@@ -122,3 +160,55 @@ class SubscriberHandle:
 
     def unregister(self) -> None:
         self._run(calls.unregister(self.base))
+
+
+class Consumer:
+    """A running callback consumer: `cancel()` stops it (after the long poll in progress),
+    `result(timeout)` waits for it and raises what stopped it (a refusal, say)."""
+
+    POLL_S = 1.0  # how long a poll waits, and so how soon `cancel()` takes effect
+
+    def __init__(
+        self,
+        handle: SubscriberHandle,
+        callback: Callable[[t.Message[None]], None],
+        max_messages: int,
+    ) -> None:
+        self._handle, self._callback, self._max = handle, callback, max_messages
+        self._stop = threading.Event()
+        self._done: Future[None] = Future()
+        self._thread = threading.Thread(target=self._run, name="tidings-consumer", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def result(self, timeout: float | None = None) -> None:
+        self._done.result(timeout)
+
+    def _run(self) -> None:
+        try:
+            backoff = t.Backoff()
+            while not self._stop.is_set():
+                try:
+                    batch = self._handle.pull(self._max, self.POLL_S)
+                except t.TidingsClientError as exc:
+                    if exc.status != 0:
+                        raise
+                    self._stop.wait(backoff.next())
+                    continue
+                backoff.reset()
+                for message in batch:
+                    self._deliver(message)
+        except BaseException as exc:  # handed to whoever waits on result()
+            self._done.set_exception(exc)
+            return
+        self._done.set_result(None)
+
+    def _deliver(self, message: t.Message[None]) -> None:
+        try:
+            self._callback(message)
+        except Exception:
+            log.exception("the callback failed on message %s: nacked", message.id)
+            message.nack()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import httpx
 import orjson
@@ -26,8 +28,15 @@ class Registration:
     queue_url: str
 
 
+S = TypeVar("S")  # what settling returns: None (sync client) or an awaitable (asyncio)
+Settler = Callable[[str, list[str]], S]  # ("ack" | "nack", receipts)
+
+
 @dataclass(frozen=True, slots=True)
-class Message:
+class Message(Generic[S]):
+    """A delivered message. `ack()` / `nack()` settle it through whatever delivered it (the
+    HTTP queue or the stream); on the asyncio client they are awaited."""
+
     id: int
     receipt: str
     attempt: int
@@ -35,10 +44,23 @@ class Message:
     subscription_ids: list[str]
     enqueued_at: float
     body: Any
+    settler: Settler[S] | None = field(default=None, repr=False, compare=False)
 
     @property
     def data(self) -> Any:
         return self.body.get("data") if isinstance(self.body, dict) else None
+
+    def ack(self) -> S:
+        return self._settle("ack")
+
+    def nack(self) -> S:
+        """Hand it back now, for redelivery."""
+        return self._settle("nack")
+
+    def _settle(self, kind: str) -> S:
+        if self.settler is None:
+            raise RuntimeError("this message did not come through a client: use its receipt")
+        return self.settler(kind, [self.receipt])
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +114,9 @@ class DeadLetter:
     body: Any
 
 
-def message(raw: dict[str, Any]) -> Message:
+def message(raw: dict[str, Any], settler: Settler[S] | None = None) -> Message[S]:
     fields = ("id", "receipt", "attempt", "publication_id", "subscription_ids", "enqueued_at")
-    return Message(**{k: raw[k] for k in fields}, body=raw["body"])
+    return Message(**{k: raw[k] for k in fields}, body=raw["body"], settler=settler)
 
 
 def subscriber_info(raw: dict[str, Any]) -> SubscriberInfo:
@@ -167,3 +189,21 @@ def status_of(code: str) -> int:
 
 def unreachable(url: str, exc: Exception) -> TidingsClientError:
     return TidingsClientError(0, "unreachable", f"cannot reach the broker at {url}: {exc}")
+
+
+class Backoff:
+    """Delays between reconnection attempts: doubling from `first_s` up to `most_s`, each
+    drawn between half and all of that (jitter, so clients of a restarted broker do not
+    come back in step); `reset()` after a success."""
+
+    def __init__(self, first_s: float = 0.1, most_s: float = 5.0) -> None:
+        self.first_s, self.most_s = first_s, most_s
+        self.attempts = 0
+
+    def next(self) -> float:
+        ceiling = min(self.most_s, self.first_s * 2**self.attempts)
+        self.attempts += 1
+        return random.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.attempts = 0

@@ -76,7 +76,7 @@ class Recorder:
     def __init__(self, writer: EventWriter, control: Control) -> None:
         self.writer, self.control = writer, control
 
-    def delivered(self, sim: Sim, message: Message) -> None:
+    def delivered(self, sim: Sim, message: Message[Any]) -> None:
         at = time.time()
         kinds = sorted({sim.kinds.get(s, "unknown") for s in message.subscription_ids})
         self.writer.write(
@@ -113,7 +113,8 @@ async def _stream(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
 
 
 async def _stream_once(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
-    async with sim.handle.stream(prefetch=config.prefetch) as stream:
+    # the simulator reconnects itself, to record each reconnection as a presence event
+    async with sim.handle.stream(prefetch=config.prefetch, reconnect=False) as stream:
         sim.connected.set()
         async for message in stream:
             recorder.delivered(sim, message)
