@@ -50,3 +50,20 @@ def test_an_unknown_matching_mode_is_refused() -> None:
 
 def test_a_path_given_as_text_becomes_a_path() -> None:
     assert load_settings({"data_dir": "/tmp/y"}, env={}).data_dir == Path("/tmp/y")
+
+
+@pytest.mark.parametrize("port", [0, 65536, 99999])
+def test_a_port_out_of_range_is_refused(port: int) -> None:
+    with pytest.raises(TidingsError) as refused:
+        load_settings({"port": port}, env={})
+    assert refused.value.field == "port"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [({"logs__level": "loud"}, "logs__level"), ({"logs__format": "xml"}, "logs__format")],
+)
+def test_an_unknown_log_level_or_format_is_refused(overrides: dict[str, str], field: str) -> None:
+    with pytest.raises(TidingsError) as refused:
+        load_settings(overrides, env={})
+    assert refused.value.field == field

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tidings.config import Settings, load_settings
-from tidings.server import EmbeddedServer, free_port
+from tidings.errors import TidingsError
+from tidings.server import EmbeddedServer, bind, free_port
 
 
 def settings_in(directory: Path) -> Settings:
@@ -42,7 +44,7 @@ def test_two_embedded_servers_run_side_by_side(tmp_path: Path) -> None:
             f"{b.url}/v1/subscribers/{registered['id']}",
             headers={"Authorization": f"Bearer {registered['token']}"},
         )
-        assert unknown.status_code == 404
+        assert unknown.status_code == 403  # b has no such subscriber: the token opens nothing
 
 
 def test_state_outlives_an_embedded_server_on_the_same_data_dir(tmp_path: Path) -> None:
@@ -55,3 +57,24 @@ def test_state_outlives_an_embedded_server_on_the_same_data_dir(tmp_path: Path) 
     with EmbeddedServer(settings_in(tmp_path)) as again:
         pulled = httpx.get(again.url + base + "/messages", headers=auth).json()["messages"]
         assert [m["body"]["data"] for m in pulled] == [1]
+
+
+def test_readiness_answers_while_the_store_does_and_503_when_it_does_not(tmp_path: Path) -> None:
+    with EmbeddedServer(settings_in(tmp_path)) as server:
+        assert httpx.get(server.url + "/readyz").json() == {"status": "ready"}
+        server.broker.store.close()  # the store's connections are gone
+        answer = httpx.get(server.url + "/readyz")
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "unavailable"
+        assert httpx.get(server.url + "/healthz").status_code == 200  # alive all the same
+
+
+def test_a_port_in_use_is_reported_in_tidings_words() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(TidingsError) as refused:
+            bind("127.0.0.1", port)
+    assert refused.value.field == "port"
+    assert "is in use" in refused.value.message

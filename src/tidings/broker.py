@@ -493,6 +493,17 @@ class Broker:
         self.signals.notify([subscriber_id])
         return result
 
+    async def check_store(self, timeout_s: float) -> None:
+        """UNAVAILABLE unless the store answers a read within `timeout_s`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await asyncio.to_thread(self.store.subscriptions_version)
+        except Exception as exc:  # any failure to answer means: not ready
+            log.warning("the store did not answer the readiness check: %r", exc)
+            raise TidingsError(
+                ErrorCode.UNAVAILABLE, detail=f"the store does not answer: {exc!r}"[:300]
+            ) from None
+
     async def depth(self, subscriber_id: str) -> QueueDepth:
         return await asyncio.to_thread(self.store.depth, subscriber_id, self.clock())
 

@@ -60,6 +60,19 @@ class FunctionSettings:
     failures_to_suspend: int = 5
 
 
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """What the broker logs, and how (tidings.logs)."""
+
+    level: LogLevel = "info"
+    format: Literal["text", "json"] = "text"
+    access_log: bool = False  # one line per HTTP request: off, as it costs at high rates
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     host: str = "127.0.0.1"
@@ -74,6 +87,7 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     queues: QueueSettings = field(default_factory=QueueSettings)
     functions: FunctionSettings = field(default_factory=FunctionSettings)
+    logs: LogSettings = field(default_factory=LogSettings)
 
     @property
     def resolved_store_url(self) -> str:
@@ -127,4 +141,22 @@ def load_settings(
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="matching", detail="matching must be local or spark"
         )
+    if not 1 <= settings.port <= 65535:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="port", detail=f"port {settings.port} is not 1-65535"
+        )
+    _check_logs(settings.logs)
     return settings  # type: ignore[no-any-return]
+
+
+def _check_logs(logs: LogSettings) -> None:
+    if logs.level not in LOG_LEVELS:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="logs__level",
+            detail=f"the log level is one of {', '.join(LOG_LEVELS)}",
+        )
+    if logs.format not in ("text", "json"):
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="logs__format", detail="the log format is text or json"
+        )

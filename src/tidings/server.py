@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import errno
 import socket
 import subprocess
 import sys
@@ -18,9 +18,11 @@ from types import TracebackType
 import httpx
 import uvicorn
 
+from tidings import logs
 from tidings.api.app import create_app
 from tidings.broker import Broker
 from tidings.config import Settings
+from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.sandbox.runner import create_runner
 from tidings.store import open_store
@@ -42,8 +44,9 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
         create_app(broker),
         host=settings.host,
         port=settings.port,
-        log_level="warning",
-        access_log=False,
+        log_config=None,  # tidings.logs sets up every logger, uvicorn's included
+        log_level=settings.logs.level,
+        access_log=settings.logs.access_log,
         ws="websockets-sansio",
         lifespan="on",
         timeout_graceful_shutdown=5,
@@ -52,8 +55,27 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
 
 def serve(settings: Settings) -> None:
     """Run the broker in the foreground until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    uvicorn.Server(_config(settings, build_broker(settings))).run()
+    logs.configure(settings.logs)
+    listening = bind(settings.host, settings.port)  # before the store opens: fail fast
+    uvicorn.Server(_config(settings, build_broker(settings))).run(sockets=[listening])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, or UNAVAILABLE in Tidings' words (the port is taken, the
+    address is not this machine's) instead of uvicorn's traceback."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "is in use: stop what holds it, or choose another with --port"
+        if exc.errno != errno.EADDRINUSE:
+            why = f"cannot be bound ({exc.strerror})"
+        detail = f"{host}:{port} {why}"
+        raise TidingsError(ErrorCode.UNAVAILABLE, field="port", detail=detail) from None
+    return sock
 
 
 def free_port() -> int:

@@ -186,3 +186,18 @@ def test_subscribe_keeps_printing_across_a_broker_restart(tmp_path: Path) -> Non
         "before",
         "after",
     ]
+
+
+def test_serve_refuses_a_port_out_of_range_with_exit_2(tmp_path: Path) -> None:
+    result = tidings("serve", "--port", "99999", "--data-dir", str(tmp_path), timeout=20)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "tidings: port 99999 is not 1-65535 (port)"
+
+
+def test_serve_says_in_one_line_that_its_port_is_taken(tmp_path: Path) -> None:
+    with broker_process(tmp_path / "first") as (_, url):
+        port = url.rsplit(":", 1)[1]
+        result = tidings("serve", "--port", port, "--data-dir", str(tmp_path / "second"))
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port} is in use" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

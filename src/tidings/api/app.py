@@ -21,6 +21,13 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+async def readyz(request: Request) -> Response:
+    """Readiness: the broker answers and its store answers within a second (503 if not)."""
+    broker: Broker = request.app.state.broker
+    await broker.check_store(timeout_s=1.0)
+    return JSONResponse({"status": "ready"})
+
+
 async def metrics(request: Request) -> Response:
     """Prometheus metrics: publications, deliveries, queue depths, matching time."""
     broker: Broker = request.app.state.broker
@@ -33,6 +40,7 @@ def create_app(broker: Broker) -> Starlette:
     closes it."""
     ops: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),

@@ -76,6 +76,13 @@ def serve(
     event_log: Annotated[
         bool | None, typer.Option("--event-log/--no-event-log", help="Write the event logs.")
     ] = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="debug, info (default), warning or error.")
+    ] = None,
+    log_format: Annotated[str | None, typer.Option(help="text (default) or json lines.")] = None,
+    access_log: Annotated[
+        bool | None, typer.Option("--access-log/--no-access-log", help="A line per request.")
+    ] = None,
 ) -> None:
     """Run the broker."""
     from tidings.server import serve as run
@@ -88,6 +95,9 @@ def serve(
             "store_url": store,
             "matching": matching,
             "event_log": event_log,
+            "logs__level": log_level and log_level.lower(),
+            "logs__format": log_format,
+            "logs__access_log": access_log,
         }
     )
     base = f"http://{settings.host}:{settings.port}"

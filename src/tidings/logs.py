@@ -1,0 +1,49 @@
+"""The broker's logs: one set-up for Tidings' own loggers and uvicorn's, as text lines or
+JSON lines (one object per line: `at`, `level`, `logger`, `message`, and `error` with the
+traceback when there is one), at the level the operator chose."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from tidings.config import LogSettings
+
+TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# uvicorn's access lines carry their fields as positional arguments (client, method,
+# path, version, status): kept as fields in JSON, so they can be filtered without parsing
+ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple):
+            line.update(zip(ACCESS_FIELDS, record.args, strict=False))
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure(settings: LogSettings) -> None:
+    """Send every log line to stderr in the chosen format; uvicorn's loggers included (its
+    own handlers removed), its access log only when asked for."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if settings.format == "json" else logging.Formatter(TEXT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    logging.getLogger("uvicorn.access").disabled = not settings.access_log
