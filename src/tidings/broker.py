@@ -9,6 +9,7 @@ knows the Matcher, the function runner and the Store together.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import logging
@@ -27,7 +28,7 @@ from tidings.eventlog import EventLog
 from tidings.ids import hash_token, new_id, new_token
 from tidings.matching import kernels
 from tidings.matching.engine import Event, Matcher
-from tidings.metrics import Metrics
+from tidings.metrics import Metrics, QueueGauge, Snapshot
 from tidings.model import (
     JSON,
     FunctionSpec,
@@ -374,11 +375,16 @@ class Broker:
         if messages:  # fresh: a new publication's keys were never enqueued before
             await self._committer.submit(self.store.enqueue_op(messages, fresh=True))
         self.metrics.inc("publications_total", len(pubs))
-        self.metrics.inc("deliveries_enqueued_total", len(messages))
+        self._count_enqueued(messages)
         if self.eventlog is not None:
             self.eventlog.published(pubs)
             self.eventlog.delivery_events(self._enqueued_events(messages))
         self.signals.notify({m.subscriber_id for m in messages})
+
+    def _count_enqueued(self, messages: Sequence[NewMessage]) -> None:
+        kinds = collections.Counter(self._kinds.get(m.subscription_ids[0]) for m in messages)
+        for kind, count in kinds.items():
+            self.metrics.inc("deliveries_enqueued", count, kind=kind or "function")
 
     def _enqueued_events(self, messages: list[NewMessage]) -> list[dict[str, Any]]:
         return [
@@ -421,7 +427,7 @@ class Broker:
         ]
         # checked, not fresh: topic or content may have delivered this publication already
         added = await self._committer.submit(self.store.enqueue_op(messages)) if messages else 0
-        self.metrics.inc("deliveries_enqueued_total", added)
+        self.metrics.inc("deliveries_enqueued", added, kind="function")
         if self.eventlog is not None:
             self.eventlog.delivery_events(self._enqueued_events(messages))
         self.signals.notify(matched)
@@ -437,6 +443,8 @@ class Broker:
         )
         if count >= self.settings.functions.failures_to_suspend:
             reason = f"{count} consecutive failures; last: {outcome.error}"
+            log.warning("function subscription %s suspended: %s", outcome.subscription_id, reason)
+            self.metrics.inc("function_suspensions")
             await self._set_status(outcome.subscription_id, "suspended", reason)
 
     # ---------------------------------------------------------------- receiving
@@ -468,18 +476,24 @@ class Broker:
             await self.signals.wait(subscriber_id, min(remaining, 1.0))
 
     def _leased(self, leased: list[Message]) -> None:
+        if not leased:
+            return
         self.metrics.inc("deliveries_leased_total", len(leased))
-        if self.eventlog is not None and leased:
-            self.leases.remember(leased)
-            now = self.clock()
+        self.leases.remember(leased)  # an ack then knows when its publication was enqueued
+        now = self.clock()
+        for m in leased:
+            self.metrics.publish_to_delivery.observe(max(0.0, now - m.enqueued_at))
+        if self.eventlog is not None:
             self.eventlog.delivery_events(delivery_event(m, "delivered", now) for m in leased)
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         result = await self._committer.submit(self.store.ack_op(subscriber_id, receipts))
         self.metrics.inc("deliveries_acked_total", len(result.acked))
         settled = self.leases.settle(result.acked)
+        now = self.clock()
+        for m in settled:
+            self.metrics.publish_to_ack.observe(max(0.0, now - m.enqueued_at))
         if self.eventlog is not None and settled:
-            now = self.clock()
             self.eventlog.delivery_events(delivery_event(m, "acked", now) for m in settled)
         return result
 
@@ -490,6 +504,7 @@ class Broker:
             self.store.nack, subscriber_id, receipts, self.clock(), delay_s
         )
         self.leases.settle(result.acked)
+        self.metrics.inc("deliveries_nacked", len(result.acked))
         self.signals.notify([subscriber_id])
         return result
 
@@ -515,10 +530,21 @@ class Broker:
         self.signals.notify([subscriber_id])
         return moved
 
-    async def gauges(self) -> dict[str, float]:
-        depth = await asyncio.to_thread(self.store.total_depth)
-        return {
-            "queued_messages": depth,
-            "subscriptions": len(self._kinds),
-            "subscribers": await asyncio.to_thread(self.store.count_subscribers),
-        }
+    async def gauges(self) -> Snapshot:
+        """The gauges for a metrics scrape: the subscriptions held here, and the queues."""
+        now = self.clock()
+        cap = self.metrics.per_subscriber_cap
+        totals, oldest = await asyncio.to_thread(self.store.queue_totals, now)
+        deepest = await asyncio.to_thread(self.store.deepest_queues, now, cap)
+        return Snapshot(
+            subscribers=await asyncio.to_thread(self.store.count_subscribers),
+            subscriptions=dict(collections.Counter(self._kinds.values())),
+            ready=totals.ready,
+            leased=totals.leased,
+            dead=totals.dead,
+            oldest_age_s=0.0 if oldest is None else max(0.0, now - oldest),
+            queues=[
+                QueueGauge(q.subscriber_id, q.ready, q.leased, max(0.0, now - q.oldest_enqueued_at))
+                for q in deepest
+            ],
+        )

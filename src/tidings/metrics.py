@@ -1,47 +1,168 @@
-"""Counters and a timing summary, rendered in the Prometheus text format."""
+"""The broker's metrics through prometheus-client: every family declared at start, with
+its help text, so a scrape shows all of them from the first second; rendered in the
+Prometheus text format (docs/operations.md lists them).
+
+Each broker has its own registry (tests run several brokers in one process). Counters and
+histograms are fed by the broker and the web layer as things happen; gauges (queue depths,
+subscriptions, subscribers) are read from a `Snapshot` taken at scrape time.
+"""
 
 from __future__ import annotations
 
-import bisect
-from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0)
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series beside every counter
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+MATCHING_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0)
+KINDS = ("topic", "content", "function")
+
+# name (exposed as tidings_<name>_total) -> (help, label names)
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "publications": ("Publications accepted.", ()),
+    "deliveries_enqueued": ("Deliveries enqueued, by the kind of subscription matched.", ("kind",)),
+    "deliveries_leased": ("Deliveries handed to a subscriber (pulled or pushed).", ()),
+    "deliveries_acked": ("Deliveries acknowledged.", ()),
+    "deliveries_nacked": ("Deliveries handed back for redelivery.", ()),
+    "expired": ("Messages moved to dead letters by the retention.", ()),
+    "function_calls": ("Function subscription evaluations.", ()),
+    "function_failures": ("Function evaluations that failed (error, time or memory).", ()),
+    "function_suspensions": ("Function subscriptions suspended after repeated failures.", ()),
+    "subscribers_registered": ("Subscribers registered.", ()),
+    "background_errors": ("Background tasks that failed.", ()),
+    "http_requests": ("HTTP requests, by route template, method and status.",
+                      ("route", "method", "status")),
+}  # fmt: skip
 
 
-@dataclass
-class Histogram:
-    counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS_S) + 1))
-    total: float = 0.0
-    n: int = 0
+@dataclass(frozen=True, slots=True)
+class QueueGauge:
+    subscriber_id: str
+    ready: int
+    leased: int
+    oldest_age_s: float
 
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(BUCKETS_S, seconds)] += 1
-        self.total += seconds
-        self.n += 1
 
-    def render(self, name: str) -> list[str]:
-        lines, running = [f"# TYPE {name} histogram"], 0
-        for bound, count in zip(BUCKETS_S, self.counts, strict=False):
-            running += count
-            lines.append(f'{name}_bucket{{le="{bound}"}} {running}')
-        lines.append(f'{name}_bucket{{le="+Inf"}} {self.n}')
-        return [*lines, f"{name}_sum {self.total}", f"{name}_count {self.n}"]
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The gauges at one scrape."""
+
+    subscribers: int = 0
+    subscriptions: dict[str, int] = field(default_factory=dict)  # kind -> count
+    ready: int = 0
+    leased: int = 0
+    dead: int = 0
+    oldest_age_s: float = 0.0
+    queues: list[QueueGauge] = field(default_factory=list)  # the deepest, at most a cap
 
 
 class Metrics:
+    def __init__(self, per_subscriber_cap: int = 100) -> None:
+        self.registry = CollectorRegistry()
+        self.per_subscriber_cap = per_subscriber_cap
+        self._counters = {
+            name: Counter(f"tidings_{name}", text, labels, registry=self.registry)
+            for name, (text, labels) in COUNTERS.items()
+        }
+        for kind in KINDS:  # present at zero from the start
+            self._counters["deliveries_enqueued"].labels(kind=kind)
+        self.matching = self._histogram(
+            "matching_seconds", "Matching time per publication.", MATCHING_BUCKETS_S
+        )
+        self.publish_to_delivery = self._histogram(
+            "publish_to_delivery_seconds",
+            "From a publication's enqueueing to its delivery to a subscriber.",
+            LATENCY_BUCKETS_S,
+        )
+        self.publish_to_ack = self._histogram(
+            "publish_to_ack_seconds",
+            "From a publication's enqueueing to its acknowledgement (leased by this broker).",
+            LATENCY_BUCKETS_S,
+        )
+        self.http = Histogram(
+            "tidings_http_request_seconds",
+            "HTTP request time, by route template and method.",
+            ("route", "method"),
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._gauges = _Gauges()
+        self.registry.register(self._gauges)
+        prometheus_client.ProcessCollector(registry=self.registry)
+        prometheus_client.PlatformCollector(registry=self.registry)
+
+    def _histogram(self, name: str, text: str, buckets: tuple[float, ...]) -> Histogram:
+        return Histogram(f"tidings_{name}", text, buckets=buckets, registry=self.registry)
+
+    def inc(self, name: str, by: float = 1.0, **labels: str) -> None:
+        """Add to the counter `name` (`publications_total` or `publications`)."""
+        counter = self._counters[name.removesuffix("_total")]
+        (counter.labels(**labels) if labels else counter).inc(by)
+
+    def value(self, name: str, **labels: str) -> float:
+        """A counter's current value (for tests and the console)."""
+        sample = f"tidings_{name.removesuffix('_total')}_total"
+        return self.registry.get_sample_value(sample, labels) or 0.0
+
+    def render(self, snapshot: Snapshot) -> bytes:
+        self._gauges.snapshot = snapshot
+        return prometheus_client.generate_latest(self.registry)
+
+
+class _Gauges(Collector):
+    """The gauges of the latest `Snapshot`, as prometheus-client families."""
+
     def __init__(self) -> None:
-        self.counters: dict[str, float] = defaultdict(float)
-        self.matching = Histogram()
+        self.snapshot = Snapshot()
 
-    def inc(self, name: str, by: float = 1.0) -> None:
-        self.counters[name] += by
+    def describe(self) -> list[Metric]:
+        return list(self.collect())
 
-    def render(self, gauges: dict[str, float]) -> str:
-        lines: list[str] = []
-        for name, value in sorted(self.counters.items()):
-            lines += [f"# TYPE tidings_{name} counter", f"tidings_{name} {value:g}"]
-        for name, value in sorted(gauges.items()):
-            lines += [f"# TYPE tidings_{name} gauge", f"tidings_{name} {value:g}"]
-        lines += self.matching.render("tidings_matching_seconds")
-        return "\n".join(lines) + "\n"
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot
+        yield _gauge("subscribers", "Registered subscribers.", s.subscribers)
+        kinds = GaugeMetricFamily(
+            "tidings_subscriptions", "Subscriptions held, by kind.", labels=["kind"]
+        )
+        for kind in KINDS:
+            kinds.add_metric([kind], s.subscriptions.get(kind, 0))
+        yield kinds
+        states = GaugeMetricFamily(
+            "tidings_queued_messages", "Messages in all queues, by state.", labels=["state"]
+        )
+        for state, count in (("ready", s.ready), ("leased", s.leased), ("dead", s.dead)):
+            states.add_metric([state], count)
+        yield states
+        yield _gauge(
+            "oldest_message_age_seconds", "Age of the oldest queued message.", s.oldest_age_s
+        )
+        yield from _per_subscriber(s.queues)
+
+
+def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"tidings_{name}", text, value=value)
+
+
+def _per_subscriber(queues: list[QueueGauge]) -> Iterator[Metric]:
+    depth = GaugeMetricFamily(
+        "tidings_subscriber_queued_messages",
+        "Messages queued per subscriber, by state (the deepest queues only: a capped set).",
+        labels=["subscriber", "state"],
+    )
+    age = GaugeMetricFamily(
+        "tidings_subscriber_oldest_message_age_seconds",
+        "Age of the oldest message per subscriber (the deepest queues only).",
+        labels=["subscriber"],
+    )
+    for q in queues:
+        depth.add_metric([q.subscriber_id, "ready"], q.ready)
+        depth.add_metric([q.subscriber_id, "leased"], q.leased)
+        age.add_metric([q.subscriber_id], q.oldest_age_s)
+    yield depth
+    yield age

@@ -315,3 +315,25 @@ def test_a_key_repeated_within_one_batch_is_enqueued_once_at_its_first_place(
     assert store.enqueue([msg("p2"), msg("p1"), msg("p2", at=T0 + 1), msg("p3")]) == 3
     got = lease(store, now=T0 + 1)
     assert [(m.publication_id, m.enqueued_at) for m in got] == [("p2", T0), ("p1", T0), ("p3", T0)]
+
+
+def test_queue_totals_count_every_state_and_name_the_oldest_message(store: SQLStore) -> None:
+    subscriber(store), subscriber(store, "s2")
+    store.enqueue([msg("p1", at=T0 - 5), msg("p2"), msg("q1", owner="s2", at=T0 - 9)])
+    assert store.queue_totals(T0) == (QueueDepth(3, 0, 0), T0 - 9)
+    lease(store, n=1)
+    assert store.queue_totals(T0)[0] == QueueDepth(2, 1, 0)
+
+
+def test_an_empty_store_has_no_oldest_message(store: SQLStore) -> None:
+    assert store.queue_totals(T0) == (QueueDepth(0, 0, 0), None)
+
+
+def test_the_deepest_queues_come_first_and_no_more_than_asked(store: SQLStore) -> None:
+    for sid, n in (("a", 1), ("b", 3), ("c", 2)):
+        subscriber(store, sid)
+        store.enqueue([msg(f"{sid}{i}", owner=sid, at=T0 - i) for i in range(n)])
+    lease(store, n=1, owner="b")
+    deepest = store.deepest_queues(T0, 2)
+    assert [(q.subscriber_id, q.ready, q.leased) for q in deepest] == [("b", 2, 1), ("c", 2, 0)]
+    assert deepest[0].oldest_enqueued_at == T0 - 2

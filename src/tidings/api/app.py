@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.api import compat, functions, openapi, v1
+from tidings.api import compat, functions, metrics, openapi, v1
 from tidings.api.errors import HANDLERS
 from tidings.api.io import JSONResponse
 from tidings.broker import Broker
@@ -28,20 +29,13 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ready"})
 
 
-async def metrics(request: Request) -> Response:
-    """Prometheus metrics: publications, deliveries, queue depths, matching time."""
-    broker: Broker = request.app.state.broker
-    text = broker.metrics.render(await broker.gauges())
-    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
-
-
 def create_app(broker: Broker) -> Starlette:
     """The app around a broker that is not yet started; the app's lifespan starts and
     closes it."""
     ops: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        Route("/metrics", metrics.metrics, methods=["GET"]),
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),
     ]
@@ -55,7 +49,12 @@ def create_app(broker: Broker) -> Starlette:
         finally:
             await broker.close()
 
-    app = Starlette(routes=routes, exception_handlers=dict(HANDLERS), lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        exception_handlers=dict(HANDLERS),
+        lifespan=lifespan,
+        middleware=[Middleware(metrics.HTTPMetrics, metrics=broker.metrics)],
+    )
     app.state.broker = broker
     app.state.openapi = openapi.document([r for r in routes if isinstance(r, Route)])
     return app

@@ -76,6 +76,16 @@ class QueueDepth:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One subscriber's queue, for the metrics: counts and its oldest message."""
+
+    subscriber_id: str
+    ready: int
+    leased: int
+    oldest_enqueued_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class AckResult:
     acked: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # never issued, stale, or already acked
@@ -148,6 +158,14 @@ class Store(Protocol):
     ) -> AckResult: ...
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth: ...
+    def queue_totals(self, now: float) -> tuple[QueueDepth, float | None]:
+        """Every queue together, and the oldest message's enqueueing time (None if empty)."""
+        ...
+
+    def deepest_queues(self, now: float, limit: int) -> list[QueueStats]:
+        """The `limit` subscribers with the most queued messages, deepest first."""
+        ...
+
     def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]: ...
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
         """Move dead letters (all, or the given ids) back to the queue with attempt 0."""

@@ -19,7 +19,15 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from tidings.model import Subscriber, Subscription, subscription_from_json
-from tidings.store.base import AckResult, Change, DeadLetter, Message, NewMessage, QueueDepth
+from tidings.store.base import (
+    AckResult,
+    Change,
+    DeadLetter,
+    Message,
+    NewMessage,
+    QueueDepth,
+    QueueStats,
+)
 
 
 class Cursor(Protocol):
@@ -501,10 +509,36 @@ class SQLStore:
             dead = cur.fetchone()[0]
         return QueueDepth(int(ready), int(leased), int(dead))
 
-    def total_depth(self) -> int:
+    def queue_totals(self, now: float) -> tuple[QueueDepth, float | None]:
         with self._read() as cur:
-            cur.execute("SELECT COUNT(*) FROM messages")
-            return int(cur.fetchone()[0])
+            cur.execute(
+                self._q(
+                    "SELECT COALESCE(SUM(CASE WHEN visible_at <= ? THEN 1 ELSE 0 END), 0), "
+                    "COALESCE(SUM(CASE WHEN visible_at > ? THEN 1 ELSE 0 END), 0), "
+                    "MIN(enqueued_at) FROM messages"
+                ),
+                (now, now),
+            )
+            ready, leased, oldest = cur.fetchone()
+            cur.execute("SELECT COUNT(*) FROM dead_letters")
+            dead = cur.fetchone()[0]
+        depth = QueueDepth(int(ready), int(leased), int(dead))
+        return depth, None if oldest is None else float(oldest)
+
+    def deepest_queues(self, now: float, limit: int) -> list[QueueStats]:
+        with self._read() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT subscriber_id, "
+                    "SUM(CASE WHEN visible_at <= ? THEN 1 ELSE 0 END), "
+                    "SUM(CASE WHEN visible_at > ? THEN 1 ELSE 0 END), MIN(enqueued_at) "
+                    "FROM messages GROUP BY subscriber_id "
+                    "ORDER BY COUNT(*) DESC, subscriber_id LIMIT ?"
+                ),
+                (now, now, limit),
+            )
+            rows = cur.fetchall()
+        return [QueueStats(r[0], int(r[1]), int(r[2]), float(r[3])) for r in rows]
 
     def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]:
         with self._read() as cur:
