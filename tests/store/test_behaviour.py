@@ -337,3 +337,37 @@ def test_the_deepest_queues_come_first_and_no_more_than_asked(store: SQLStore) -
     deepest = store.deepest_queues(T0, 2)
     assert [(q.subscriber_id, q.ready, q.leased) for q in deepest] == [("b", 2, 1), ("c", 2, 0)]
     assert deepest[0].oldest_enqueued_at == T0 - 2
+
+
+def test_a_subscriber_is_seen_when_made_and_later_times_win(store: SQLStore) -> None:
+    subscriber(store)
+    store.touch({"s1": T0 + 10})
+    store.touch({"s1": T0 + 5})  # an older report from a slower broker changes nothing
+    [record] = store.subscribers_page("", 10)
+    assert (record.id, record.created_at, record.last_seen) == ("s1", T0, T0 + 10)
+    assert record.ephemeral is False
+
+
+def test_subscribers_are_listed_page_by_page_in_id_order(store: SQLStore) -> None:
+    for sid in ("c", "a", "b"):
+        subscriber(store, sid)
+    first = store.subscribers_page("", 2)
+    rest = store.subscribers_page(first[-1].id, 2)
+    assert [r.id for r in first + rest] == ["a", "b", "c"]
+
+
+def test_idle_and_forsaken_ephemeral_subscribers_are_found(store: SQLStore) -> None:
+    store.add_subscriber(Subscriber("old", "h", T0))
+    store.add_subscriber(Subscriber("busy", "h", T0))
+    store.add_subscriber(Subscriber("gone", "h", T0 + 50), ephemeral=True)
+    store.touch({"busy": T0 + 100})
+    assert store.idle_subscribers(T0 + 60, 0.0) == ["gone", "old"]
+    assert store.idle_subscribers(0.0, T0 + 60) == ["gone"]
+    assert store.idle_subscribers(0.0, 0.0) == []
+
+
+def test_a_removed_subscriber_leaves_no_presence_behind(store: SQLStore) -> None:
+    store.add_subscriber(Subscriber("e", "h", T0), ephemeral=True)
+    store.remove_subscriber("e")
+    assert store.subscribers_page("", 10) == []
+    assert store.idle_subscribers(T0 + 1, T0 + 1) == []

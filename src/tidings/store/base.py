@@ -21,7 +21,7 @@ Queue semantics (peek-lock, as SQS or Service Bus):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -76,6 +76,16 @@ class QueueDepth:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriberRecord:
+    """A subscriber as the admin sees it: no token, and when it was last seen."""
+
+    id: str
+    created_at: float
+    last_seen: float  # its last pull, acknowledgement, subscription or open stream
+    ephemeral: bool
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
     """One subscriber's queue, for the metrics: counts and its oldest message."""
 
@@ -105,13 +115,28 @@ class Change:
 
 class Store(Protocol):
     # ---- subscribers
-    def add_subscriber(self, subscriber: Subscriber) -> None: ...
+    def add_subscriber(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
+        """Store it, seen now; an `ephemeral` one is deleted when its streams are gone."""
+        ...
+
     def get_subscriber(self, subscriber_id: str) -> Subscriber | None: ...
     def remove_subscriber(self, subscriber_id: str) -> bool:
         """Delete the subscriber, its subscriptions, queue and dead letters; False if absent."""
         ...
 
     def count_subscribers(self) -> int: ...
+    def touch(self, seen: Mapping[str, float]) -> None:
+        """Record when these subscribers were last seen (a later time wins)."""
+        ...
+
+    def subscribers_page(self, after: str, limit: int) -> list[SubscriberRecord]:
+        """Up to `limit` subscribers with ids after `after`, in id order."""
+        ...
+
+    def idle_subscribers(self, idle_before: float, ephemeral_before: float) -> list[str]:
+        """Subscribers last seen before `idle_before`, and ephemeral ones last seen before
+        `ephemeral_before`."""
+        ...
 
     # ---- subscriptions
     def add_subscription(self, subscription: Subscription) -> None: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -27,6 +27,7 @@ from tidings.store.base import (
     NewMessage,
     QueueDepth,
     QueueStats,
+    SubscriberRecord,
 )
 
 
@@ -78,8 +79,17 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     subscription_ids TEXT NOT NULL, body TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
     attempt INTEGER NOT NULL, reason TEXT NOT NULL, dead_at DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS dead_letters_owner ON dead_letters (subscriber_id, id);
+CREATE TABLE IF NOT EXISTS presence (
+    subscriber_id TEXT PRIMARY KEY, last_seen DOUBLE PRECISION NOT NULL,
+    ephemeral INTEGER NOT NULL DEFAULT 0);
 """
 
+# a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
+PRESENT = (
+    "SELECT s.id, s.created_at, COALESCE(p.last_seen, s.created_at) AS last_seen, "
+    "COALESCE(p.ephemeral, 0) AS ephemeral "
+    "FROM subscribers s LEFT JOIN presence p ON p.subscriber_id = s.id"
+)
 MESSAGE_COLUMNS = "seq, subscriber_id, publication_id, subscription_ids, body, enqueued_at, attempt"
 
 
@@ -166,11 +176,15 @@ class SQLStore:
 
     # ---------------------------------------------------------------- subscribers
 
-    def add_subscriber(self, subscriber: Subscriber) -> None:
+    def add_subscriber(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
         with self._tx() as cur:
             cur.execute(
                 self._q("INSERT INTO subscribers VALUES (?, ?, ?)"),
                 (subscriber.id, subscriber.token_hash, subscriber.created_at),
+            )
+            cur.execute(
+                self._q("INSERT INTO presence VALUES (?, ?, ?)"),
+                (subscriber.id, subscriber.created_at, int(ephemeral)),
             )
 
     def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
@@ -189,6 +203,7 @@ class SQLStore:
                 ("messages", "subscriber_id"),
                 ("dead_letters", "subscriber_id"),
                 ("dedup", "subscriber_id"),
+                ("presence", "subscriber_id"),
             ):
                 cur.execute(self._q(f"DELETE FROM {table} WHERE {column} = ?"), (subscriber_id,))
                 if table == "subscriptions" and cur.rowcount:
@@ -203,6 +218,37 @@ class SQLStore:
         with self._read() as cur:
             cur.execute("SELECT COUNT(*) FROM subscribers")
             return int(cur.fetchone()[0])
+
+    def touch(self, seen: Mapping[str, float]) -> None:
+        with self._tx() as cur:
+            cur.executemany(
+                self._q(
+                    "INSERT INTO presence VALUES (?, ?, 0) ON CONFLICT (subscriber_id) "
+                    "DO UPDATE SET last_seen = excluded.last_seen "
+                    "WHERE presence.last_seen < excluded.last_seen"
+                ),
+                sorted(seen.items()),  # one lock order whoever writes: no deadlocks
+            )
+
+    def subscribers_page(self, after: str, limit: int) -> list[SubscriberRecord]:
+        with self._read() as cur:
+            cur.execute(
+                self._q(f"{PRESENT} WHERE s.id > ? ORDER BY s.id LIMIT ?"),
+                (after, limit),
+            )
+            rows = cur.fetchall()
+        return [SubscriberRecord(r[0], float(r[1]), float(r[2]), bool(r[3])) for r in rows]
+
+    def idle_subscribers(self, idle_before: float, ephemeral_before: float) -> list[str]:
+        with self._read() as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT id FROM ({PRESENT}) AS p "
+                    "WHERE last_seen < ? OR (ephemeral = 1 AND last_seen < ?) ORDER BY id"
+                ),
+                (idle_before, ephemeral_before),
+            )
+            return [r[0] for r in cur.fetchall()]
 
     # ---------------------------------------------------------------- subscriptions
 
