@@ -22,6 +22,7 @@ from tidings import heap
 from tidings.config import Settings
 from tidings.delivery.committer import Committer
 from tidings.delivery.leases import Leases, delivery_event
+from tidings.delivery.presence import Presence
 from tidings.delivery.signals import Revocations, Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
@@ -79,6 +80,7 @@ class Broker:
         self.metrics = Metrics()
         self.signals = Signals()
         self.revocations = Revocations()
+        self.presence = Presence(settings.subscribers)
         self.leases = Leases()
         self._matcher = Matcher()
         self._kinds: dict[str, SubscriptionKind] = {}
@@ -175,15 +177,18 @@ class Broker:
             self._settled = count
 
     async def _housekeeping(self) -> None:
-        """Retention and (with a shared store) other brokers' subscription changes."""
+        """Retention, presence and (with a shared store) other brokers' subscription changes."""
         shared = self.settings.resolved_store_url.startswith("postgres")
-        last_expire = 0.0
+        last_expire = last_presence = 0.0
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 1.0)
+                await asyncio.wait_for(self._changed.wait(), min(1.0, self.presence.every_s))
             self._changed.clear()
             now = self.clock()
             self._settle_when_grown()
+            if now - last_presence >= self.presence.every_s:
+                await self._keep_presence(now)
+                last_presence = now
             if now - last_expire >= 60:
                 moved = await asyncio.to_thread(
                     self.store.expire, now, self.settings.queues.retention_s
@@ -196,12 +201,27 @@ class Broker:
             ):
                 await self._reload()
 
+    async def _keep_presence(self, now: float) -> None:
+        """Report who was seen; delete the subscribers that are gone (delivery.presence)."""
+        streaming = self.revocations.streaming()
+        seen = self.presence.report(streaming, now)
+        if seen:
+            await asyncio.to_thread(self.store.touch, seen)
+        candidates = await asyncio.to_thread(
+            self.store.idle_subscribers, *self.presence.bounds(now)
+        )
+        for subscriber_id in self.presence.expired(candidates, streaming):
+            with contextlib.suppress(TidingsError):  # another broker was quicker
+                await self.unregister(subscriber_id)
+                self.metrics.inc("subscribers_expired")
+                log.info("subscriber %s expired (ephemeral, or idle too long)", subscriber_id)
+
     # ---------------------------------------------------------------- subscribers
 
-    async def register(self) -> tuple[Subscriber, str]:
+    async def register(self, ephemeral: bool = False) -> tuple[Subscriber, str]:
         token = new_token()
         subscriber = Subscriber(new_id(), hash_token(token), self.clock())
-        await asyncio.to_thread(self.store.add_subscriber, subscriber)
+        await asyncio.to_thread(self.store.add_subscriber, subscriber, ephemeral)
         self._tokens[subscriber.id] = subscriber.token_hash
         self.metrics.inc("subscribers_registered_total")
         return subscriber, token
@@ -220,6 +240,7 @@ class Broker:
         # an unknown id costs the same comparison as a known one
         if not hmac.compare_digest(expected or NO_SUBSCRIBER, hash_token(token)) or not expected:
             raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
+        self.presence.saw(subscriber_id, self.clock())
 
     async def subscriber(self, subscriber_id: str) -> Subscriber:
         found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)

@@ -60,6 +60,14 @@ class FunctionSettings:
     failures_to_suspend: int = 5
 
 
+@dataclass(frozen=True, slots=True)
+class SubscriberSettings:
+    """How long subscribers live unseen (tidings.delivery.presence)."""
+
+    idle_expiry_s: float = 0.0  # 0: never; else delete subscribers unseen for this long
+    ephemeral_grace_s: float = 30.0  # an ephemeral one without a stream or a call, deleted
+
+
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 
@@ -88,6 +96,7 @@ class Settings:
     queues: QueueSettings = field(default_factory=QueueSettings)
     functions: FunctionSettings = field(default_factory=FunctionSettings)
     logs: LogSettings = field(default_factory=LogSettings)
+    subscribers: SubscriberSettings = field(default_factory=SubscriberSettings)
 
     @property
     def resolved_store_url(self) -> str:
@@ -146,7 +155,23 @@ def load_settings(
             ErrorCode.CONFIG_INVALID, field="port", detail=f"port {settings.port} is not 1-65535"
         )
     _check_logs(settings.logs)
+    _check_subscribers(settings.subscribers)
     return settings  # type: ignore[no-any-return]
+
+
+def _check_subscribers(subscribers: SubscriberSettings) -> None:
+    if subscribers.ephemeral_grace_s <= 0:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="subscribers__ephemeral_grace_s",
+            detail="the grace of ephemeral subscribers must be above 0 seconds",
+        )
+    if subscribers.idle_expiry_s < 0:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="subscribers__idle_expiry_s",
+            detail="idle expiry is 0 (off) or a number of seconds",
+        )
 
 
 def _check_logs(logs: LogSettings) -> None:

@@ -35,6 +35,7 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "function_failures": ("Function evaluations that failed (error, time or memory).", ()),
     "function_suspensions": ("Function subscriptions suspended after repeated failures.", ()),
     "subscribers_registered": ("Subscribers registered.", ()),
+    "subscribers_expired": ("Subscribers deleted as ephemeral or idle.", ()),
     "background_errors": ("Background tasks that failed.", ()),
     "http_requests": ("HTTP requests, by route template, method and status.",
                       ("route", "method", "status")),

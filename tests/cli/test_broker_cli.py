@@ -8,8 +8,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tidings.cli.broker import _pretty, predicate
 from tidings.client import Client, Message
@@ -201,3 +203,26 @@ def test_serve_says_in_one_line_that_its_port_is_taken(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert f"127.0.0.1:{port} is in use" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("where", "needle"),
+    [("temp >> 30", "--where"), ("temp > abc", "quote a string")],
+)
+def test_a_bad_where_registers_nothing_and_exits_2(url: str, where: str, needle: str) -> None:
+    before = subscribers(url)
+    result = tidings("subscribe", "--url", url, "-w", where)
+    assert result.returncode == 2 and needle in result.stderr
+    assert "Traceback" not in result.stderr
+    assert subscribers(url) == before
+
+
+def subscribers(url: str) -> float:
+    """The broker's count of subscribers, from its metrics."""
+    text = httpx.get(f"{url}/metrics").text
+    [family] = [f for f in text_string_to_metric_families(text) if f.name == "tidings_subscribers"]
+    return family.samples[0].value
+
+
+def test_a_quoted_word_compares_as_a_string() -> None:
+    assert predicate('name > "abc"') == {"key": "name", "op": ">", "value": "abc"}

@@ -80,8 +80,11 @@ def ack_json(result: AckResult) -> dict[str, Any]:
 
 
 async def register(request: Request) -> Response:
-    await json_body(request, SMALL_BODY, allow_empty=True)
-    subscriber, token = await broker_of(request).register()
+    body = await json_body(request, SMALL_BODY, allow_empty=True)
+    ephemeral = body.get("ephemeral", False) if isinstance(body, dict) else False
+    if not isinstance(ephemeral, bool):
+        raise invalid("ephemeral", "expected true or false")
+    subscriber, token = await broker_of(request).register(ephemeral)
     return JSONResponse(
         {"id": subscriber.id, "token": token, "queue_url": queue_url(request, subscriber.id)},
         status_code=201,

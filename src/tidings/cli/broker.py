@@ -6,30 +6,35 @@ import asyncio
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import orjson
 import typer
 
 from tidings.client import AsyncClient, Client, Message, TidingsClientError
-from tidings.config import load_settings
+from tidings.config import Limits, load_settings
+from tidings.errors import TidingsError
+from tidings.model import parse_subscription_body
 
 URL = typer.Option("--url", envvar="TIDINGS_URL", help="The broker's base URL.")
 DEFAULT_URL = "http://127.0.0.1:8080"
+ORDERING = ("<", "<=", ">", ">=")
 
 
-def fail(message: str) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr; exit 2 for bad input (the default), 1 for anything else."""
     typer.echo(f"tidings: {message}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
 def scalar(text: str) -> Any:
-    """`21.5` -> 21.5, `true` -> True, anything else stays a string."""
+    """`21.5` -> 21.5, `true` -> True, `"21"` -> "21" (quoted: a string), anything else stays
+    a string."""
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
-    return value if isinstance(value, int | float | bool) else text
+    return value if isinstance(value, int | float | bool | str) else text
 
 
 def pairs(items: list[str], what: str) -> dict[str, Any]:
@@ -49,7 +54,13 @@ def predicate(text: str) -> dict[str, Any]:
     if len(parts) != 3:
         fail(f"--where {text!r} is not 'key op value' (e.g. 'temp > 20')")
     key, op, value = parts
-    return {"key": key, "op": op, "value": choices(value) if op == "in" else scalar(value)}
+    parsed = choices(value) if op == "in" else scalar(value)
+    if op in ORDERING and isinstance(parsed, str) and not value.startswith('"'):
+        fail(
+            f"--where {text!r} compares with the word {value!r}: give a number, or quote a "
+            f"string to compare strings ('{key} {op} \"{value}\"')"
+        )
+    return {"key": key, "op": op, "value": parsed}
 
 
 def choices(text: str) -> Any:
@@ -134,49 +145,68 @@ def subscribe(
     param: Annotated[list[str], typer.Option("--param", help="k=v for --builtin.")] = [],  # noqa: B006
     subscriber_id: Annotated[str | None, typer.Option("--id", help="Reuse a subscriber.")] = None,
     token: Annotated[str | None, typer.Option(help="Its token, with --id.")] = None,
+    durable: Annotated[
+        bool, typer.Option(help="Keep the new subscriber after this command ends.")
+    ] = False,
     count: Annotated[int, typer.Option(help="Stop after this many deliveries (0: never).")] = 0,
     url: Annotated[str, URL] = DEFAULT_URL,
 ) -> None:
-    """Register (or reuse) a subscriber, subscribe, print deliveries as JSON lines, ack them."""
-    asyncio.run(
-        _subscribe(url, topic, where, builtin, function_type, param, subscriber_id, token, count)
-    )
+    """Register (or reuse) a subscriber, subscribe, print deliveries as JSON lines, ack them.
+
+    A new subscriber is ephemeral unless --durable: the broker deletes it, with its queue,
+    a while after this command ends."""
+    bodies = _subscription_bodies(topic, where, builtin, function_type, param)
+    asyncio.run(_subscribe(url, bodies, subscriber_id, token, durable, count))
 
 
-async def _subscribe(
-    url: str,
-    topics: list[str],
-    where: list[str],
-    builtin: str | None,
-    ftype: str | None,
-    params: list[str],
-    sid: str | None,
-    token: str | None,
-    count: int,
-) -> None:
-    bodies: list[dict[str, Any]] = []  # checked before anything is registered
+def _subscription_bodies(
+    topics: list[str], where: list[str], builtin: str | None, ftype: str | None, params: list[str]
+) -> list[dict[str, Any]]:
+    """The subscriptions asked for, checked as the broker would before anything is
+    registered, so that a mistake leaves nothing behind."""
+    bodies: list[dict[str, Any]] = []
     if topics:
         bodies.append({"topics": topics})
     if where:
         bodies.append({"predicates": [predicate(w) for w in where]})
     if builtin:
-        bodies.append(
-            {
-                "function": {
-                    "function_type": ftype or builtin,
-                    "builtin": builtin,
-                    "params": pairs(params, "--param"),
-                }
-            }
-        )
+        function = {"function_type": ftype or builtin, "builtin": builtin}
+        bodies.append({"function": function | {"params": pairs(params, "--param")}})
+    for body in bodies:
+        try:
+            parse_subscription_body(body, Limits())
+        except TidingsError as exc:
+            fail(f"{exc.message} ({_flag(exc.field)})")
+    return bodies
+
+
+def _flag(field: str | None) -> str:
+    """The option a model field came from: `predicates[0].op` -> `--where`."""
+    head = (field or "").split("[", 1)[0].split(".", 1)[0]
+    return {"predicates": "--where", "topics": "--topic", "function": "--builtin"}.get(head, head)
+
+
+async def _subscribe(
+    url: str,
+    bodies: list[dict[str, Any]],
+    sid: str | None,
+    token: str | None,
+    durable: bool,
+    count: int,
+) -> None:
     async with AsyncClient(url) as client:
         if sid and token:
             me = client.subscriber(sid, token)
         else:
-            me = await client.register()
+            me = await client.register(ephemeral=not durable)
             typer.echo(orjson.dumps({"subscriber": me.id, "token": me.token}).decode(), err=True)
-        for body in bodies:
-            await me.subscribe(**body)
+        try:
+            for body in bodies:
+                await me.subscribe(**body)
+        except TidingsClientError:
+            if not sid:  # refused after all: the subscriber made for it goes too
+                await me.unregister()
+            raise
         await _print_deliveries(me, count)
 
 
@@ -265,7 +295,8 @@ def _friendly(command: Any) -> Any:
                 return command(*args, **kwargs)
         except TidingsClientError as exc:
             field = f" ({exc.field})" if exc.field else ""
-            fail(f"{exc.message}{field}" if exc.status else exc.message)
+            refused = 400 <= exc.status < 500  # the input was wrong; else the broker or network
+            fail(f"{exc.message}{field}" if exc.status else exc.message, 2 if refused else 1)
         return None
 
     return wrapper

@@ -57,8 +57,10 @@ class AsyncClient:
             raise t.unreachable(self.url, exc) from None
         return call.parse(t.checked(response))
 
-    async def register(self) -> AsyncSubscriberHandle:
-        return AsyncSubscriberHandle(self, await self.run(calls.register()))
+    async def register(self, ephemeral: bool = False) -> AsyncSubscriberHandle:
+        """A new subscriber; an `ephemeral` one is deleted by the broker once it has had no
+        stream open and made no call for a while (docs/api.md)."""
+        return AsyncSubscriberHandle(self, await self.run(calls.register(ephemeral)))
 
     def subscriber(self, subscriber_id: str, token: str) -> AsyncSubscriberHandle:
         return AsyncSubscriberHandle(self, t.Registration(subscriber_id, token, ""))

@@ -21,11 +21,12 @@ class Call:
     auth: bool = True
 
 
-def register() -> Call:
+def register(ephemeral: bool = False) -> Call:
     return Call(
         "POST",
         "/v1/subscribers",
         lambda r: t.Registration(r["id"], r["token"], r["queue_url"]),
+        json={"ephemeral": True} if ephemeral else None,
         auth=False,
     )
 

@@ -48,8 +48,10 @@ class Client:
             raise t.unreachable(self.url, exc) from None
         return call.parse(t.checked(response))
 
-    def register(self) -> SubscriberHandle:
-        return SubscriberHandle(self, self.run(calls.register()))
+    def register(self, ephemeral: bool = False) -> SubscriberHandle:
+        """A new subscriber; an `ephemeral` one is deleted by the broker once it has had no
+        stream open and made no call for a while (docs/api.md)."""
+        return SubscriberHandle(self, self.run(calls.register(ephemeral)))
 
     def subscriber(self, subscriber_id: str, token: str) -> SubscriberHandle:
         """A handle on an existing subscriber."""

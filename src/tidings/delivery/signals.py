@@ -45,6 +45,10 @@ class Revocations:
             if not streams:
                 self._streams.pop(subscriber_id, None)
 
+    def streaming(self) -> set[str]:
+        """The subscribers with a stream open here."""
+        return set(self._streams)
+
     def revoke(self, subscriber_id: str) -> None:
         for event in self._streams.get(subscriber_id, ()):
             event.set()
