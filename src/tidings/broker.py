@@ -41,7 +41,15 @@ from tidings.model import (
     SubscriptionKind,
 )
 from tidings.sandbox import FunctionOutcome, FunctionRunner
-from tidings.store.base import AckResult, Change, DeadLetter, Message, NewMessage, QueueDepth
+from tidings.store.base import (
+    AckResult,
+    Change,
+    DeadLetter,
+    Message,
+    NewMessage,
+    QueueDepth,
+    SubscriberRecord,
+)
 from tidings.store.sql import SQLStore
 
 log = logging.getLogger("tidings.broker")
@@ -71,12 +79,14 @@ class Broker:
         runner: FunctionRunner | None = None,
         eventlog: EventLog | None = None,
         clock: Callable[[], float] = time.time,
+        admin_token_hash: str = "",
     ) -> None:
         self.settings = settings
         self.store = store
         self.runner = runner
         self.eventlog = eventlog
         self.clock = clock
+        self.admin_token_hash = admin_token_hash  # empty: no admin calls
         self.metrics = Metrics()
         self.signals = Signals()
         self.revocations = Revocations()
@@ -85,6 +95,7 @@ class Broker:
         self._matcher = Matcher()
         self._kinds: dict[str, SubscriptionKind] = {}
         self._functions: dict[str, dict[str, Subscription]] = {}  # type -> id -> sub
+        self._suspended: dict[str, Subscription] = {}  # function subscriptions, by id
         self._failures: dict[str, int] = {}
         self._tokens: dict[str, str] = {}
         self._committer = Committer(store.batch)
@@ -156,6 +167,7 @@ class Broker:
         """Rebuild the derived state from the store's subscriptions."""
         version, subscriptions = await asyncio.to_thread(self.store.snapshot)
         self._matcher, self._kinds, self._functions = Matcher(), {}, {}
+        self._suspended = {}
         content = [s for s in subscriptions if s.kind == "content"]
         for sub in subscriptions:
             if sub.kind != "content":
@@ -242,6 +254,14 @@ class Broker:
             raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
         self.presence.saw(subscriber_id, self.clock())
 
+    def authenticate_admin(self, token: str | None) -> None:
+        """401 without a token, 403 for any token but the admin's."""
+        if not token:
+            raise TidingsError(ErrorCode.UNAUTHORIZED)
+        expected = self.admin_token_hash or NO_SUBSCRIBER
+        if not hmac.compare_digest(expected, hash_token(token)) or not self.admin_token_hash:
+            raise TidingsError(ErrorCode.FORBIDDEN, resource="the admin calls")
+
     async def subscriber(self, subscriber_id: str) -> Subscriber:
         found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)
         if found is None:
@@ -324,8 +344,11 @@ class Broker:
             self._matcher.add_content(sub.id, sub.subscriber_id, sub.predicates)
         elif sub.function is not None and sub.status == "active":
             self._functions.setdefault(sub.function.function_type, {})[sub.id] = sub
+        elif sub.function is not None:
+            self._suspended[sub.id] = sub
 
     def _unindex(self, subscription_id: str) -> None:
+        self._suspended.pop(subscription_id, None)
         kind = self._kinds.pop(subscription_id, None)
         if kind in ("topic", "content"):
             self._matcher.remove(subscription_id)
@@ -529,6 +552,23 @@ class Broker:
         self.signals.notify([subscriber_id])
         return result
 
+    async def subscribers_page(
+        self, after: str, limit: int
+    ) -> list[tuple[SubscriberRecord, QueueDepth]]:
+        """For the admin: a page of subscribers, each with its queue's depth."""
+        page = await asyncio.to_thread(self.store.subscribers_page, after, limit)
+        now = self.clock()
+        depths = [await asyncio.to_thread(self.store.depth, r.id, now) for r in page]
+        return list(zip(page, depths, strict=True))
+
+    def suspended(self) -> list[Subscription]:
+        """The function subscriptions suspended after repeated failures, with their reasons."""
+        return sorted(self._suspended.values(), key=lambda s: s.id)
+
+    def subscription_counts(self) -> dict[str, int]:
+        """Subscriptions held by this broker, by kind."""
+        return dict(collections.Counter(self._kinds.values()))
+
     async def check_store(self, timeout_s: float) -> None:
         """UNAVAILABLE unless the store answers a read within `timeout_s`."""
         try:
@@ -559,7 +599,7 @@ class Broker:
         deepest = await asyncio.to_thread(self.store.deepest_queues, now, cap)
         return Snapshot(
             subscribers=await asyncio.to_thread(self.store.count_subscribers),
-            subscriptions=dict(collections.Counter(self._kinds.values())),
+            subscriptions=self.subscription_counts(),
             ready=totals.ready,
             leased=totals.leased,
             dead=totals.dead,

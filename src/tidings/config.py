@@ -92,6 +92,7 @@ class Settings:
     log_rotate_bytes: int = 16 * 1024 * 1024
     log_rotate_s: float = 60.0
     public_url: str = ""  # base URL used in queue URLs; empty: derived from the request
+    admin_token: str = ""  # empty: made at the first start, kept in data_dir (tidings.admin)
     limits: Limits = field(default_factory=Limits)
     queues: QueueSettings = field(default_factory=QueueSettings)
     functions: FunctionSettings = field(default_factory=FunctionSettings)

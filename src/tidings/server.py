@@ -19,11 +19,13 @@ import httpx
 import uvicorn
 
 from tidings import logs
+from tidings.admin import admin_token
 from tidings.api.app import create_app
 from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
+from tidings.ids import hash_token
 from tidings.sandbox.runner import create_runner
 from tidings.store import open_store
 
@@ -36,7 +38,14 @@ def build_broker(settings: Settings) -> Broker:
         if settings.event_log
         else None
     )
-    return Broker(settings, store, runner=create_runner(settings.functions), eventlog=log)
+    token, _ = admin_token(settings.admin_token, settings.data_dir)
+    return Broker(
+        settings,
+        store,
+        runner=create_runner(settings.functions),
+        eventlog=log,
+        admin_token_hash=hash_token(token),
+    )
 
 
 def _config(settings: Settings, broker: Broker) -> uvicorn.Config:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from tidings.api import compat, functions, metrics, openapi, v1
+from tidings.api import admin, compat, functions, metrics, openapi, v1
 from tidings.api.errors import HANDLERS
 from tidings.api.io import JSONResponse
 from tidings.broker import Broker
@@ -39,7 +39,7 @@ def create_app(broker: Broker) -> Starlette:
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),
     ]
-    routes = [*ops, *v1.routes, *compat.routes, *functions.routes]
+    routes = [*ops, *v1.routes, *admin.routes, *compat.routes, *functions.routes]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

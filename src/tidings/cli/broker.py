@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 import orjson
 import typer
 
+from tidings.admin import admin_token
 from tidings.client import AsyncClient, Client, Message, TidingsClientError
 from tidings.config import Limits, load_settings
 from tidings.errors import TidingsError
@@ -113,8 +114,13 @@ def serve(
     )
     base = f"http://{settings.host}:{settings.port}"
     typer.echo(
-        f"Tidings on {base}  (API {base}/v1, docs {base}/docs, store {settings.resolved_store_url})"
+        f"Tidings on {base}  (API {base}/v1, console {base}/ui, docs {base}/docs, "
+        f"store {settings.resolved_store_url})"
     )
+    token, made = admin_token(settings.admin_token, settings.data_dir)
+    if made:
+        path = settings.data_dir / "admin-token"
+        typer.echo(f"Admin token (shown once, kept in {path}): {token}")
     run(settings)
 
 

@@ -1,0 +1,110 @@
+"""The admin calls under /v1/admin, guarded by the admin token (tidings.admin): the
+broker's overview, the subscribers with their queues and last activity, and deletion."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tidings.api.io import JSONResponse, bearer, query_number
+from tidings.broker import Broker
+from tidings.config import Settings
+from tidings.environment import machine, versions
+
+PAGE = 100
+VERSIONS = ("starlette", "uvicorn", "orjson", "numpy", "psycopg", "prometheus-client")
+
+
+def admin(request: Request) -> Broker:
+    broker: Broker = request.app.state.broker
+    broker.authenticate_admin(bearer(request))
+    return broker
+
+
+async def overview(request: Request) -> Response:
+    broker = admin(request)
+    snapshot = await broker.gauges()
+    counters = ("publications", "deliveries_leased", "deliveries_acked", "function_calls")
+    totals = {name: broker.metrics.value(name) for name in counters}
+    totals["deliveries_enqueued"] = sum(
+        broker.metrics.value("deliveries_enqueued", kind=kind)
+        for kind in ("topic", "content", "function")
+    )
+    return JSONResponse(
+        {
+            "subscribers": snapshot.subscribers,
+            "subscriptions": snapshot.subscriptions,
+            "queues": {"ready": snapshot.ready, "leased": snapshot.leased, "dead": snapshot.dead},
+            "oldest_message_age_s": snapshot.oldest_age_s,
+            "suspended": [
+                {
+                    "id": s.id,
+                    "subscriber_id": s.subscriber_id,
+                    "function_type": s.function.function_type if s.function else None,
+                    "reason": s.status_reason,
+                }
+                for s in broker.suspended()
+            ],
+            "counters": totals,
+            "settings": shown_settings(broker.settings),
+            "versions": versions(*VERSIONS),
+            "machine": machine(),
+        }
+    )
+
+
+def shown_settings(settings: Settings) -> dict[str, Any]:
+    """The settings, minus the admin token and any password in the store URL."""
+    shown = dataclasses.asdict(settings)
+    shown.pop("admin_token")
+    shown["data_dir"] = str(settings.data_dir)
+    shown["store_url"] = without_password(settings.resolved_store_url)
+    return shown
+
+
+def without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def subscribers(request: Request) -> Response:
+    broker = admin(request)
+    limit = int(query_number(request, "limit", PAGE, 1, 1000))
+    after = request.query_params.get("after", "")
+    page = await broker.subscribers_page(after, limit)
+    return JSONResponse(
+        {
+            "subscribers": [
+                {
+                    "id": record.id,
+                    "created_at": record.created_at,
+                    "last_seen": record.last_seen,
+                    "ephemeral": record.ephemeral,
+                    "depth": dataclasses.asdict(depth),
+                }
+                for record, depth in page
+            ],
+            "next": page[-1][0].id if len(page) == limit else None,
+        }
+    )
+
+
+async def delete_subscriber(request: Request) -> Response:
+    broker = admin(request)
+    await broker.unregister(request.path_params["subscriber_id"])  # 404 if there is none
+    return Response(status_code=204)
+
+
+routes = [
+    Route("/v1/admin/overview", overview, methods=["GET"]),
+    Route("/v1/admin/subscribers", subscribers, methods=["GET"]),
+    Route("/v1/admin/subscribers/{subscriber_id}", delete_subscriber, methods=["DELETE"]),
+]

@@ -1,0 +1,104 @@
+"""The admin calls: guarded by the admin token; the overview, subscribers page by page,
+deletion."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.api.conftest import Sub
+
+from tidings.admin import admin_token
+from tidings.api.admin import without_password
+from tidings.server import EmbeddedServer
+
+
+@pytest.fixture
+def admin(server: EmbeddedServer) -> dict[str, str]:
+    token, _ = admin_token("", server.settings.data_dir)  # the one the broker made
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_admin_calls_need_the_admin_token(http: httpx.Client, sub: Sub) -> None:
+    assert http.get("/v1/admin/overview").status_code == 401
+    assert http.get("/v1/admin/overview", headers=sub.auth).status_code == 403
+
+
+def test_the_overview_counts_subscribers_subscriptions_and_queues(
+    http: httpx.Client, sub: Sub, admin: dict[str, str]
+) -> None:
+    sub.subscribe(topics=["overview"])
+    http.post("/v1/publications", json={"topics": ["overview"]})
+    seen = http.get("/v1/admin/overview", headers=admin).json()
+    assert seen["subscribers"] >= 1 and seen["subscriptions"]["topic"] >= 1
+    assert seen["queues"]["ready"] >= 1 and seen["counters"]["publications"] >= 1
+    assert "admin_token" not in seen["settings"]
+    assert seen["versions"]["tidings"]
+    sub.drain()
+
+
+def test_a_suspended_function_is_listed_with_its_reason(
+    http: httpx.Client, sub: Sub, admin: dict[str, str]
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    function = {"function_type": "doomed", "url": f"http://127.0.0.1:{port}/match"}
+    made = sub.subscribe(function=function)
+    for _ in range(5):
+        http.post("/v1/publications", json={"function_types": ["doomed"]})
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        suspended = http.get("/v1/admin/overview", headers=admin).json()["suspended"]
+        if any(s["id"] == made["id"] for s in suspended):
+            break
+        time.sleep(0.2)
+    [mine] = [s for s in suspended if s["id"] == made["id"]]
+    assert mine["function_type"] == "doomed" and "consecutive failures" in mine["reason"]
+
+
+def test_subscribers_come_page_by_page_with_depth_and_last_activity(
+    http: httpx.Client, admin: dict[str, str]
+) -> None:
+    made = {Sub(http).id for _ in range(3)}
+    listed: list[dict[str, object]] = []
+    after = ""
+    while True:
+        page = http.get(
+            "/v1/admin/subscribers", params={"limit": 2, "after": after}, headers=admin
+        ).json()
+        listed += page["subscribers"]
+        if page["next"] is None:
+            break
+        after = page["next"]
+    ids = [s["id"] for s in listed]
+    assert made <= set(ids) and ids == sorted(ids)
+    one = next(s for s in listed if s["id"] in made)
+    assert one["depth"] == {"ready": 0, "leased": 0, "dead": 0}
+    assert one["last_seen"] >= one["created_at"] and one["ephemeral"] is False
+
+
+def test_the_admin_deletes_a_subscriber_and_its_token_dies(
+    http: httpx.Client, sub: Sub, admin: dict[str, str]
+) -> None:
+    assert http.delete(f"/v1/admin/subscribers/{sub.id}", headers=admin).status_code == 204
+    assert sub.get("/messages").status_code == 403
+    gone = http.delete(f"/v1/admin/subscribers/{sub.id}", headers=admin)
+    assert gone.json()["error"]["code"] == "subscriber_not_found"
+
+
+def test_a_store_password_is_never_shown() -> None:
+    assert without_password("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert without_password("sqlite:///x/tidings.db") == "sqlite:///x/tidings.db"
+
+
+def test_a_made_admin_token_is_kept_and_a_configured_one_wins(tmp_path: Path) -> None:
+    directory = tmp_path
+    made, fresh = admin_token("", directory)
+    again, fresh_again = admin_token("", directory)
+    assert (fresh, fresh_again, again) == (True, False, made)
+    assert (directory / "admin-token").stat().st_mode & 0o077 == 0
+    assert admin_token("mine", directory) == ("mine", False)
