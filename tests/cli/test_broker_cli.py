@@ -226,3 +226,16 @@ def subscribers(url: str) -> float:
 
 def test_a_quoted_word_compares_as_a_string() -> None:
     assert predicate('name > "abc"') == {"key": "name", "op": ">", "value": "abc"}
+
+
+def test_subscribers_lists_them_and_deletes_one_with_the_admin_token(tmp_path: Path) -> None:
+    with broker_process(tmp_path) as (_, url):
+        token = (tmp_path / "admin-token").read_text().strip()
+        made = Client(url).register()
+        listed = tidings("subscribers", "--url", url, "--admin-token", token)
+        [line] = [orjson.loads(x) for x in listed.stdout.splitlines()]
+        assert (line["id"], line["depth"]) == (made.id, {"ready": 0, "leased": 0, "dead": 0})
+        deleted = tidings("subscribers", "--url", url, "--admin-token", token, "--delete", made.id)
+        assert orjson.loads(deleted.stdout) == {"deleted": made.id}
+        refused = tidings("subscribers", "--url", url, "--admin-token", "wrong")
+    assert refused.returncode == 2 and "admin calls" in refused.stderr

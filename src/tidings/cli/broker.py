@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -285,8 +286,31 @@ def queue(
         )
 
 
+def subscribers(
+    admin_token: Annotated[
+        str, typer.Option(envvar="TIDINGS_ADMIN_TOKEN", help="The broker's admin token.")
+    ],
+    delete: Annotated[
+        list[str], typer.Option("--delete", help="Delete this subscriber (repeatable).")
+    ] = [],  # noqa: B006
+    url: Annotated[str, URL] = DEFAULT_URL,
+) -> None:
+    """List subscribers (one JSON line each: id, created, last seen, ephemeral, depth), or
+    delete some."""
+    with Client(url) as client:
+        admin = client.admin(admin_token)
+        for subscriber_id in delete:
+            admin.delete_subscriber(subscriber_id)
+            typer.echo(orjson.dumps({"deleted": subscriber_id}).decode())
+        if delete:
+            return
+        for record in admin.subscribers():
+            line = dataclasses.asdict(record)
+            typer.echo(orjson.dumps(line).decode())
+
+
 def register(app: typer.Typer) -> None:
-    for command in (serve, publish, subscribe, queue):
+    for command in (serve, publish, subscribe, queue, subscribers):
         app.command()(_friendly(command))
 
 

@@ -131,3 +131,21 @@ def redrive(base: str, ids: list[int] | None) -> Call:
 
 def unregister(base: str) -> Call:
     return Call("DELETE", base)
+
+
+def admin_overview() -> Call:
+    return Call("GET", "/v1/admin/overview", lambda r: r)
+
+
+def admin_subscribers(after: str, limit: int) -> Call:
+    """A page: (records, the id to continue after, or None at the end)."""
+    return Call(
+        "GET",
+        "/v1/admin/subscribers",
+        lambda r: ([t.subscriber_record(s) for s in r["subscribers"]], r["next"]),
+        params={"after": after, "limit": limit},
+    )
+
+
+def admin_delete(subscriber_id: str) -> Call:
+    return Call("DELETE", f"/v1/admin/subscribers/{subscriber_id}", lambda r: None)

@@ -53,6 +53,10 @@ class Client:
         stream open and made no call for a while (docs/api.md)."""
         return SubscriberHandle(self, self.run(calls.register(ephemeral)))
 
+    def admin(self, token: str) -> AdminHandle:
+        """The admin calls, with the broker's admin token."""
+        return AdminHandle(self, token)
+
     def subscriber(self, subscriber_id: str, token: str) -> SubscriberHandle:
         """A handle on an existing subscriber."""
         return SubscriberHandle(self, t.Registration(subscriber_id, token, ""))
@@ -214,3 +218,21 @@ class Consumer:
         except Exception:
             log.exception("the callback failed on message %s: nacked", message.id)
             message.nack()
+
+
+class AdminHandle:
+    def __init__(self, client: Client, token: str) -> None:
+        self.client, self.token = client, token
+
+    def overview(self) -> dict[str, Any]:
+        return self.client.run(calls.admin_overview(), self.token)  # type: ignore[no-any-return]
+
+    def subscribers(self, page: int = 100) -> Iterator[t.SubscriberRecord]:
+        """Every subscriber, in id order, fetched `page` at a time."""
+        after: str | None = ""
+        while after is not None:
+            records, after = self.client.run(calls.admin_subscribers(after, page), self.token)
+            yield from records
+
+    def delete_subscriber(self, subscriber_id: str) -> None:
+        self.client.run(calls.admin_delete(subscriber_id), self.token)

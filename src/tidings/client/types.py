@@ -105,6 +105,17 @@ class Subscription:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriberRecord:
+    """A subscriber as the admin sees it."""
+
+    id: str
+    created_at: float
+    last_seen: float
+    ephemeral: bool
+    depth: Depth
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     id: int
     publication_id: str
@@ -117,6 +128,11 @@ class DeadLetter:
 def message(raw: dict[str, Any], settler: Settler[S] | None = None) -> Message[S]:
     fields = ("id", "receipt", "attempt", "publication_id", "subscription_ids", "enqueued_at")
     return Message(**{k: raw[k] for k in fields}, body=raw["body"], settler=settler)
+
+
+def subscriber_record(raw: dict[str, Any]) -> SubscriberRecord:
+    keys = ("id", "created_at", "last_seen", "ephemeral")
+    return SubscriberRecord(**{k: raw[k] for k in keys}, depth=Depth(**raw["depth"]))
 
 
 def subscriber_info(raw: dict[str, Any]) -> SubscriberInfo:
