@@ -32,6 +32,7 @@ class ErrorCode(StrEnum):
     FUNCTION_FORBIDDEN = "function_forbidden"
     FUNCTION_UNKNOWN = "function_unknown"
     CONFIG_INVALID = "config_invalid"
+    CONFLICT = "conflict"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -57,6 +58,7 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.FUNCTION_FORBIDDEN: (422, "{detail}"),
     ErrorCode.FUNCTION_UNKNOWN: (422, "unknown function {name!r}; known: {known}"),
     ErrorCode.CONFIG_INVALID: (422, "{detail}"),
+    ErrorCode.CONFLICT: (409, "{detail}"),
     ErrorCode.UNAVAILABLE: (503, "{detail}"),
     ErrorCode.INTERNAL: (500, "internal error"),
 }

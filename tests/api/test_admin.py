@@ -102,3 +102,41 @@ def test_a_made_admin_token_is_kept_and_a_configured_one_wins(tmp_path: Path) ->
     assert (fresh, fresh_again, again) == (True, False, made)
     assert (directory / "admin-token").stat().st_mode & 0o077 == 0
     assert admin_token("mine", directory) == ("mine", False)
+
+
+SMALL_RUN = {
+    "name": "console-run",
+    "duration": 1,
+    "drain": 5,
+    "quiet": 0.5,
+    "subscribers": [{"count": 2, "topics": ["sim/#"]}],
+    "publishers": [{"rate": 10, "topics": ["sim/a"]}],
+}
+
+
+def test_a_simulation_runs_against_this_broker_and_reports_as_it_goes(
+    http: httpx.Client, admin: dict[str, str]
+) -> None:
+    started = http.post("/v1/admin/simulations", json={"config": SMALL_RUN}, headers=admin)
+    assert started.status_code == 202, started.text
+    run = started.json()
+    again = http.post("/v1/admin/simulations", json={"config": SMALL_RUN}, headers=admin)
+    assert again.status_code == 409  # one at a time
+    deadline = time.monotonic() + 90
+    state = run
+    while state["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        state = http.get(f"/v1/admin/simulations/{run['id']}", headers=admin).json()
+    assert state["status"] == "done", state["error"]
+    assert state["progress"]["delivered"] == state["summary"]["deliveries"] > 0
+    assert state["progress"]["p99_ms"] is not None
+    kept = http.get(f"/v1/admin/simulations/{run['id']}/summary", headers=admin)
+    assert kept.headers["content-disposition"].startswith("attachment")
+    assert kept.json() == state["summary"]
+
+
+def test_a_bad_simulation_config_names_its_field(http: httpx.Client, admin: dict[str, str]) -> None:
+    bad = {"config": SMALL_RUN | {"duration": -1}}
+    refused = http.post("/v1/admin/simulations", json=bad, headers=admin)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"] == "duration"

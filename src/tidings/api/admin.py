@@ -1,5 +1,6 @@
 """The admin calls under /v1/admin, guarded by the admin token (tidings.admin): the
-broker's overview, the subscribers with their queues and last activity, and deletion."""
+broker's overview, the subscribers with their queues and last activity, deletion, and
+simulations run against this broker (tidings.sim.background)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api.io import JSONResponse, bearer, query_number
+from tidings.api.io import JSONResponse, base_url, bearer, json_body, query_number
 from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.environment import machine, versions
+from tidings.errors import ErrorCode, TidingsError
+from tidings.sim.background import Simulations
+from tidings.sim.config import parse_config
 
 PAGE = 100
+CONFIG_LIMIT = 1024 * 1024
 VERSIONS = ("starlette", "uvicorn", "orjson", "numpy", "psycopg", "prometheus-client")
 
 
@@ -103,8 +108,42 @@ async def delete_subscriber(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def start_simulation(request: Request) -> Response:
+    """Run a simulator configuration (native or the thesis's) against this broker."""
+    admin(request)
+    raw = await json_body(request, CONFIG_LIMIT)
+    config = parse_config(raw.get("config") if isinstance(raw, dict) else None)
+    own_url = base_url(request, "")  # the broker the console is talking to, whatever it said
+    simulation = simulations_of(request).start(config, own_url)
+    return JSONResponse(simulation.state(), status_code=202)
+
+
+async def simulation(request: Request) -> Response:
+    admin(request)
+    found = simulations_of(request).get(request.path_params["simulation_id"])
+    return JSONResponse(found.state())
+
+
+async def simulation_summary(request: Request) -> Response:
+    """The finished run's summary, as a file to keep."""
+    admin(request)
+    found = simulations_of(request).get(request.path_params["simulation_id"])
+    summary = found.summary()
+    if summary is None:
+        raise TidingsError(ErrorCode.NOT_FOUND, detail="the simulation has no summary yet")
+    disposition = f'attachment; filename="simulation-{found.id}.json"'
+    return JSONResponse(summary, headers={"Content-Disposition": disposition})
+
+
+def simulations_of(request: Request) -> Simulations:
+    return request.app.state.simulations  # type: ignore[no-any-return]
+
+
 routes = [
     Route("/v1/admin/overview", overview, methods=["GET"]),
     Route("/v1/admin/subscribers", subscribers, methods=["GET"]),
     Route("/v1/admin/subscribers/{subscriber_id}", delete_subscriber, methods=["DELETE"]),
+    Route("/v1/admin/simulations", start_simulation, methods=["POST"]),
+    Route("/v1/admin/simulations/{simulation_id}", simulation, methods=["GET"]),
+    Route("/v1/admin/simulations/{simulation_id}/summary", simulation_summary, methods=["GET"]),
 ]

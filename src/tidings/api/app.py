@@ -15,6 +15,7 @@ from tidings.api import admin, compat, functions, metrics, openapi, v1
 from tidings.api.errors import HANDLERS
 from tidings.api.io import JSONResponse
 from tidings.broker import Broker
+from tidings.sim.background import Simulations
 
 
 async def healthz(request: Request) -> Response:
@@ -41,12 +42,15 @@ def create_app(broker: Broker) -> Starlette:
     ]
     routes = [*ops, *v1.routes, *admin.routes, *compat.routes, *functions.routes]
 
+    simulations = Simulations(broker.settings.data_dir / "simulations")
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await broker.start()
         try:
             yield
         finally:
+            simulations.close()
             await broker.close()
 
     app = Starlette(
@@ -56,5 +60,6 @@ def create_app(broker: Broker) -> Starlette:
         middleware=[Middleware(metrics.HTTPMetrics, metrics=broker.metrics)],
     )
     app.state.broker = broker
+    app.state.simulations = simulations
     app.state.openapi = openapi.document([r for r in routes if isinstance(r, Route)])
     return app

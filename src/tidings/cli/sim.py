@@ -26,6 +26,9 @@ def sim(
     duration: Annotated[float | None, typer.Option(help="Override the config's duration.")] = None,
     runs: Runs = Path("runs"),
     no_progress: Quiet = False,
+    progress_file: Annotated[
+        Path | None, typer.Option(help="Also write the live progress to this JSON file.")
+    ] = None,
 ) -> None:
     """Run subscribers and publishers against a broker and record every delivery."""
     import msgspec
@@ -40,7 +43,7 @@ def sim(
     if duration is not None:
         settings = check(msgspec.structs.replace(settings, duration=duration))
     run_dir = rundir.create(runs, settings.name)
-    outcome = run(settings, run_dir, Options(url, processes, not no_progress))
+    outcome = run(settings, run_dir, Options(url, processes, not no_progress, progress_file))
     print_summary(outcome.summary, run_dir)
 
 

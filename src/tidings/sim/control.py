@@ -12,6 +12,7 @@ from tidings.errors import ErrorCode, TidingsError
 
 SPAWN = multiprocessing.get_context("spawn")
 POLL_S = 0.05
+RECENT = 2048  # deliveries whose latency the live progress reads
 
 
 class Control:
@@ -22,6 +23,7 @@ class Control:
         self.start_value: Any = SPAWN.Value("d", 0.0)
         self.delivered_value: Any = SPAWN.Value("q", 0)
         self.last_value: Any = SPAWN.Value("d", 0.0)
+        self.recent: Any = SPAWN.Array("d", RECENT)  # latencies, a ring written in turn
 
     @property
     def start(self) -> float:
@@ -30,10 +32,17 @@ class Control:
     def begin(self, at: float) -> None:
         self.start_value.value = at
 
-    def delivered(self, n: int, at: float) -> None:
+    def delivered(self, n: int, at: float, latency_s: float = 0.0) -> None:
         with self.delivered_value.get_lock():
             self.delivered_value.value += n
+            self.recent[self.delivered_value.value % RECENT] = latency_s
         self.last_value.value = at
+
+    def recent_latencies(self) -> list[float]:
+        """The latencies of the last deliveries (up to `RECENT`), for the live progress."""
+        count = min(self.delivered_count, RECENT)
+        with self.delivered_value.get_lock():
+            return list(self.recent[:count])
 
     @property
     def delivered_count(self) -> int:

@@ -1,10 +1,14 @@
-"""The live line: publications sent of planned, deliveries and their rate, ETA."""
+"""The live line: publications sent of planned, deliveries and their rate, ETA; and the
+same as a JSON file rewritten as it goes, for a watcher in another process (the console)."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from types import TracebackType
 
+import orjson
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -58,3 +62,45 @@ class Line:
                 delivered=delivered,
                 rate=self._rate,
             )
+
+
+class ProgressFile:
+    """`{"phase", "published", "planned", "delivered", "delivered_per_s", "p50_ms", "p99_ms",
+    "at"}` at `path`, replaced whole (write, then rename) at most twice a second."""
+
+    EVERY_S = 0.5
+
+    def __init__(self, path: Path | None, planned: int) -> None:
+        self.path, self.planned = path, planned
+        self._written = 0.0
+        self._last = (time.monotonic(), 0)
+        self._rate = 0.0
+
+    def update(
+        self, published: int, delivered: int, phase: str, latencies: list[float], final: bool
+    ) -> None:
+        now = time.monotonic()
+        if self.path is None or (now - self._written < self.EVERY_S and not final):
+            return
+        then, before = self._last
+        if now > then:
+            self._rate, self._last = (delivered - before) / (now - then), (now, delivered)
+        ordered = sorted(latencies)
+
+        def ms(q: float) -> float | None:
+            return round(ordered[int(q * (len(ordered) - 1))] * 1000, 2) if ordered else None
+
+        state = {
+            "phase": phase,
+            "published": published,
+            "planned": self.planned,
+            "delivered": delivered,
+            "delivered_per_s": round(self._rate, 1),
+            "p50_ms": ms(0.5),
+            "p99_ms": ms(0.99),
+            "at": time.time(),
+        }
+        partial = self.path.with_suffix(".tmp")
+        partial.write_bytes(orjson.dumps(state))
+        os.replace(partial, self.path)
+        self._written = now

@@ -11,7 +11,7 @@ import contextlib
 import queue as queue_module
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.sim import events, rundir
 from tidings.sim.config import SimConfig
 from tidings.sim.control import SPAWN, Control, check_broker
-from tidings.sim.progress import Line
+from tidings.sim.progress import Line, ProgressFile
 from tidings.sim.publishers import Counter, publish_all, total_planned, warm_up
 from tidings.sim.subscribers import Spec, run_part, specs
 
@@ -42,6 +42,7 @@ class Options:
     url: str | None = None
     processes: int = 1
     progress: bool = True
+    progress_file: Path | None = None  # rewritten as the run goes (sim.progress.ProgressFile)
 
 
 def run(config: SimConfig, run_dir: Path, options: Options) -> Outcome:
@@ -145,11 +146,21 @@ async def _publish_and_drain(
     state.started = time.time()
     control.begin(state.started)
     publishing = asyncio.create_task(publish_all(client, config, control, writer, counter))
+    planned = total_planned(config)
+    progress = ProgressFile(options.progress_file, planned)
+
+    def report(phase: str, final: bool = False) -> None:
+        delivered = control.delivered_count
+        line.update(counter.published, delivered, phase)
+        recent = control.recent_latencies()
+        progress.update(counter.published, delivered, phase, recent, final)
+
     try:
-        with Line(total_planned(config), options.progress) as line:
-            await _watch(publishing, control, counter, line)
-            await _drain(config, control, counter, line)
+        with Line(planned, options.progress) as line:
+            await _watch(publishing, control, report)
+            await _drain(config, control, report)
     finally:
+        report("finishing", final=True)
         state.ended = time.time()
         control.stop()
         publishing.cancel()
@@ -158,15 +169,17 @@ async def _publish_and_drain(
         writer.close()
 
 
-async def _watch(publishing: asyncio.Task[None], control: Control, c: Counter, line: Line) -> None:
+async def _watch(
+    publishing: asyncio.Task[None], control: Control, report: Callable[[str], None]
+) -> None:
     while not publishing.done() and not control.stopped:
-        line.update(c.published, control.delivered_count, "publishing")
+        report("publishing")
         await asyncio.wait({publishing}, timeout=0.25)
     if publishing.done():
         publishing.result()
 
 
-async def _drain(config: SimConfig, control: Control, c: Counter, line: Line) -> None:
+async def _drain(config: SimConfig, control: Control, report: Callable[[str], None]) -> None:
     """Wait until every offline period is over and nothing arrived for `quiet` seconds."""
     back = max(
         (control.start + w.at + w.seconds for g in config.subscribers for w in g.offline),
@@ -180,7 +193,7 @@ async def _drain(config: SimConfig, control: Control, c: Counter, line: Line) ->
         # nothing delivered yet may be a cold start (function workers): wait for the deadline
         if now >= back and quiet and control.delivered_count:
             return
-        line.update(c.published, control.delivered_count, "draining")
+        report("draining")
         await asyncio.sleep(0.05)
 
 

@@ -92,7 +92,7 @@ class Recorder:
                 "at": at,
             }
         )
-        self.control.delivered(1, at)
+        self.control.delivered(1, at, max(0.0, at - message.enqueued_at))
 
     def presence(self, sim: Sim, event: str) -> None:
         self.writer.write({"event": event, "subscriber_id": sim.handle.id, "at": time.time()})
