@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from tidings import console
 from tidings.api import admin, compat, functions, metrics, openapi, v1
 from tidings.api.errors import HANDLERS
 from tidings.api.io import JSONResponse
@@ -40,7 +41,8 @@ def create_app(broker: Broker) -> Starlette:
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),
     ]
-    routes = [*ops, *v1.routes, *admin.routes, *compat.routes, *functions.routes]
+    api = [*v1.routes, *admin.routes, *compat.routes, *functions.routes]
+    routes = [*ops, *api, *console.routes()]
 
     simulations = Simulations(broker.settings.data_dir / "simulations")
 
@@ -61,5 +63,5 @@ def create_app(broker: Broker) -> Starlette:
     )
     app.state.broker = broker
     app.state.simulations = simulations
-    app.state.openapi = openapi.document([r for r in routes if isinstance(r, Route)])
+    app.state.openapi = openapi.document([r for r in [*ops, *api] if isinstance(r, Route)])
     return app

@@ -1,0 +1,117 @@
+// Overview (admin): the broker's numbers, live rates, suspended functions, subscribers,
+// settings and versions; everything read from /v1/admin with the admin token.
+import { call, describe, saved } from "../api.js";
+import { LineChart } from "../chart.js";
+import { h, section, when } from "../dom.js";
+
+export function adminTokenBox(onChange) {
+  const input = h("input", { type: "password", id: "admin-token", placeholder: "admin token",
+    value: saved.get("adminToken") || "" });
+  const save = () => { saved.set("adminToken", input.value.trim() || null); onChange(); };
+  return section("Admin token",
+    h("p", { class: "muted" }, "Printed once by the broker at its first start, and kept in ",
+      h("code", {}, "<data-dir>/admin-token"), "."),
+    h("div", { class: "row" }, input, h("button", { onclick: save, id: "admin-save" }, "Use")));
+}
+
+export function render(root) {
+  const status = h("p", { class: "muted" }, "Enter the admin token to see the broker.");
+  const cards = h("div", { class: "cards" });
+  const rates = new LineChart(h("canvas", { class: "chart", id: "rates" }),
+    [{ label: "publications/s", color: "#2e5bff" }, { label: "deliveries/s", color: "#027a48" }]);
+  const suspended = h("div");
+  const subscribers = h("div");
+  const details = h("div");
+  root.append(adminTokenBox(refresh), status,
+    section("Broker", cards),
+    section("Live rates", rates.canvas, rates.legend(h)),
+    section("Suspended functions", suspended),
+    section("Subscribers", subscribers),
+    details);
+  let last = null;
+  const timer = setInterval(refresh, 2000);
+  refresh();
+
+  async function refresh() {
+    const token = saved.get("adminToken");
+    if (!token) return;
+    try {
+      const seen = await call("GET", "/v1/admin/overview", { token });
+      const page = await call("GET", "/v1/admin/subscribers", { token, query: { limit: 50 } });
+      status.textContent = `Updated ${new Date().toLocaleTimeString()}`;
+      status.className = "ok";
+      showCards(cards, seen);
+      showRates(rates, seen, last);
+      last = { at: Date.now(), counters: seen.counters };
+      showSuspended(suspended, seen.suspended);
+      showSubscribers(subscribers, page, token, refresh);
+      showDetails(details, seen);
+    } catch (error) {
+      status.textContent = describe(error);
+      status.className = "error";
+    }
+  }
+  return () => clearInterval(timer);
+}
+
+function card(label, value) {
+  return h("div", { class: "card" }, h("div", { class: "value" }, value),
+    h("div", { class: "label" }, label));
+}
+
+function showCards(cards, seen) {
+  const kinds = seen.subscriptions;
+  cards.replaceChildren(
+    card("subscribers", seen.subscribers),
+    card("topic subscriptions", kinds.topic || 0),
+    card("content subscriptions", kinds.content || 0),
+    card("function subscriptions", kinds.function || 0),
+    card("ready", seen.queues.ready),
+    card("leased", seen.queues.leased),
+    card("dead letters", seen.queues.dead),
+    card("oldest message (s)", seen.oldest_message_age_s.toFixed(1)),
+    card("publications", seen.counters.publications),
+    card("deliveries", seen.counters.deliveries_enqueued),
+  );
+}
+
+function showRates(chart, seen, last) {
+  if (!last) return;
+  const seconds = (Date.now() - last.at) / 1000;
+  const rate = (name) => (seen.counters[name] - last.counters[name]) / seconds;
+  chart.push(rate("publications"), rate("deliveries_enqueued"));
+}
+
+function showSuspended(root, suspended) {
+  if (!suspended.length) { root.replaceChildren(h("p", { class: "muted" }, "None.")); return; }
+  root.replaceChildren(h("table", {},
+    h("tr", {}, h("th", {}, "subscription"), h("th", {}, "subscriber"), h("th", {}, "type"),
+      h("th", {}, "reason")),
+    suspended.map((s) => h("tr", {}, h("td", {}, s.id), h("td", {}, s.subscriber_id),
+      h("td", {}, s.function_type), h("td", { class: "error" }, s.reason)))));
+}
+
+function showSubscribers(root, page, token, refresh) {
+  const remove = (id) => async () => {
+    await call("DELETE", `/v1/admin/subscribers/${id}`, { token });
+    refresh();
+  };
+  const note = page.next ? h("p", { class: "muted" }, "The first 50 are shown.") : "";
+  root.replaceChildren(h("table", {},
+    h("tr", {}, h("th", {}, "id"), h("th", {}, "created"), h("th", {}, "last seen"),
+      h("th", {}, "ready / leased / dead"), h("th", {}, "")),
+    page.subscribers.map((s) => h("tr", {},
+      h("td", {}, s.id, s.ephemeral ? h("span", { class: "muted" }, " (ephemeral)") : null),
+      h("td", {}, when(s.created_at)), h("td", {}, when(s.last_seen)),
+      h("td", {}, `${s.depth.ready} / ${s.depth.leased} / ${s.depth.dead}`),
+      h("td", {}, h("button", { class: "danger", onclick: remove(s.id) }, "Delete"))))),
+  note);
+}
+
+function showDetails(root, seen) {
+  if (root.childElementCount) return; // once: a refresh would fold what the reader opened
+  root.replaceChildren(section("Settings and versions",
+    h("details", {}, h("summary", {}, "Settings"), h("pre", {}, JSON.stringify(seen.settings, null, 2))),
+    h("details", {}, h("summary", {}, "Versions and machine"),
+      h("pre", {}, JSON.stringify({ ...seen.versions, machine: seen.machine }, null, 2)))));
+}
