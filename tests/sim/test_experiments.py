@@ -40,3 +40,18 @@ def test_an_unknown_experiment_is_refused_naming_it() -> None:
     with pytest.raises(TidingsError) as caught:
         experiment("latency")
     assert caught.value.code == ErrorCode.INVALID_FIELD and caught.value.field == "NAME"
+
+
+def test_the_printed_table_is_rounded_and_sorted_by_the_swept_number(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tidings.cli.sim import print_latency
+
+    rows = [
+        {"matching": "topic", "publications_per_s": 20.0, "p50_ms": 5.6868791580200195},
+        {"matching": "topic", "publications_per_s": 5.0, "p50_ms": 412.3456, "count": 12345},
+    ]
+    print_latency(rows, "publications_per_s")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "topic" in line]
+    assert ["412.3" in lines[0], "5.69" in lines[1]] == [True, True]
+    assert "12,345" in lines[0] and "5.6868" not in "".join(lines)

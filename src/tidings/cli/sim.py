@@ -174,13 +174,30 @@ def experiment(
 
 
 def print_latency(rows: list[dict[str, Any]], x: str) -> None:
+    """The experiment's table, by matching kind and then by the swept value as a number."""
     table = Table(title="publish to delivery (ms)", show_edge=False)
     for column in ("matching", x, "subscribers", "count", "p50", "p95", "p99", "max"):
         table.add_column(column, justify="right")
     keys = ("matching", x, "subscribers", "count", "p50_ms", "p95_ms", "p99_ms", "max_ms")
-    for row in rows:
-        table.add_row(*("-" if row.get(k) is None else str(row.get(k)) for k in keys))
+    for row in sorted(rows, key=lambda r: (str(r.get("matching")), _number(r.get(x)))):
+        table.add_row(*(cell(row.get(k)) for k in keys))
     Console().print(table)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("inf")
+
+
+def cell(value: Any) -> str:
+    """A number as a person reads it: 5.69, 412.3, 12,345; whole numbers without a point."""
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.1f}"
+    return f"{int(value):,}" if isinstance(value, int | float) else str(value)
 
 
 def register(app: typer.Typer) -> None:

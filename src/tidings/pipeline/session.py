@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidings.errors import ErrorCode, TidingsError
@@ -51,6 +52,27 @@ def check_java() -> None:
         )
 
 
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def session_options(master: str, shuffle_partitions: int, interactive: bool) -> dict[str, str]:
+    """The session's settings: quiet logs, a local driver bound to loopback, Spark's own
+    progress bar on a terminal."""
+    options = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "true" if interactive else "false",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
+    }
+    if master.startswith("local"):  # nothing listens beyond this machine
+        options |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    return options
+
+
 def build_session(
     master: str = "local[2]", app_name: str = "tidings-pipeline", shuffle_partitions: int = 4
 ) -> SparkSession:
@@ -59,19 +81,12 @@ def build_session(
     # PySpark starts local Python workers with $PYSPARK_PYTHON (default `python3`), not the
     # `spark.pyspark.python` setting: without this they cannot import tidings from a venv.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to loopback" line
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config(map=RAW_LOCAL_FILES)
-        .getOrCreate()
-    )
+    options = session_options(master, shuffle_partitions, sys.stderr.isatty())
+    builder = SparkSession.builder.master(master).appName(app_name)
+    session = builder.config(map={**options, **RAW_LOCAL_FILES}).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
