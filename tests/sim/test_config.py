@@ -122,3 +122,21 @@ def test_the_example_configs_validate() -> None:
 
     assert load_config(EXAMPLES / "native.json").subscriber_count == 35
     assert load_config(EXAMPLES / "thesis.json").subscriber_count == 10
+
+
+def test_a_url_function_given_as_a_path_is_the_brokers_own() -> None:
+    from tidings.sim.subscribers import on_broker
+
+    relative = {"function_type": "text", "url": "/api/DetectLanguages"}
+    absolute = {"function_type": "text", "url": "http://elsewhere/f"}
+    assert on_broker(relative, "http://127.0.0.1:9000/")["url"] == (
+        "http://127.0.0.1:9000/api/DetectLanguages"
+    )
+    assert on_broker(absolute, "http://127.0.0.1:9000") == absolute
+
+
+def test_the_thesis_example_calls_its_function_on_whatever_broker_it_runs_against() -> None:
+    [functions] = [
+        g.functions for g in load_config(EXAMPLES / "thesis.json").subscribers if g.functions
+    ]
+    assert functions[0]["url"] == "/api/DetectLanguages"

@@ -248,8 +248,8 @@ def check_thesis(config: ThesisConfig) -> None:
 
 
 def _check_thesis_function(fn: ThesisFunction, at: str) -> None:
-    if fn.function_type == "url":
-        check_url(fn.matching_function, f"{at}.matchingFunction")
+    if fn.function_type == "url" and not fn.matching_function.startswith("/"):
+        check_url(fn.matching_function, f"{at}.matchingFunction")  # a path: the broker's own
     if not fn.matching_function.strip():
         raise config_error(f"{at}.matchingFunction", "must not be empty")
     if not fn.subscription_topic.strip():

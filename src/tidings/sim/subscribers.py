@@ -54,8 +54,17 @@ async def _subscribe(handle: AsyncSubscriberHandle, group: SubscriberGroup) -> d
     if group.predicates:
         made.append(await handle.subscribe(predicates=list(group.predicates)))
     for function in group.functions:
-        made.append(await handle.subscribe(function=dict(function)))
+        made.append(await handle.subscribe(function=on_broker(dict(function), handle.client.url)))
     return {s.id: s.kind for s in made}
+
+
+def on_broker(function: dict[str, Any], broker_url: str) -> dict[str, Any]:
+    """A URL function given as a path (`/api/DetectLanguages`) is served by the broker the
+    simulator runs against, wherever that is."""
+    url = function.get("url")
+    if isinstance(url, str) and url.startswith("/"):
+        return function | {"url": broker_url.rstrip("/") + url}
+    return function
 
 
 async def setup(client: AsyncClient, parts: list[Spec]) -> list[Sim]:
