@@ -125,7 +125,7 @@ def test_the_example_configs_validate() -> None:
 
 
 def test_a_url_function_given_as_a_path_is_the_brokers_own() -> None:
-    from tidings.sim.subscribers import on_broker
+    from tidings.sim.config import on_broker
 
     relative = {"function_type": "text", "url": "/api/DetectLanguages"}
     absolute = {"function_type": "text", "url": "http://elsewhere/f"}
@@ -136,7 +136,8 @@ def test_a_url_function_given_as_a_path_is_the_brokers_own() -> None:
 
 
 def test_the_thesis_example_calls_its_function_on_whatever_broker_it_runs_against() -> None:
-    [functions] = [
-        g.functions for g in load_config(EXAMPLES / "thesis.json").subscribers if g.functions
-    ]
+    from tidings.sim.config import load_config
+
+    groups = load_config(EXAMPLES / "thesis.json").subscribers
+    [functions] = [g.functions for g in groups if g.functions]
     assert functions[0]["url"] == "/api/DetectLanguages"

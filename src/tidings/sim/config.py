@@ -181,6 +181,15 @@ def check(config: SimConfig) -> SimConfig:
     return config
 
 
+def on_broker(function: dict[str, Any], broker_url: str) -> dict[str, Any]:
+    """A URL function given as a path (`/api/DetectLanguages`) is served by the broker the
+    simulator runs against, wherever that is."""
+    url = function.get("url")
+    if isinstance(url, str) and url.startswith("/"):
+        return function | {"url": broker_url.rstrip("/") + url}
+    return function
+
+
 def _check_subscribers(group: SubscriberGroup, at: str) -> None:
     _positive(group.count, f"{at}.count")
     try:
@@ -189,7 +198,8 @@ def _check_subscribers(group: SubscriberGroup, at: str) -> None:
         if group.predicates is not None:
             parse_predicates(group.predicates, LIMITS, f"{at}.predicates")
         for j, function in enumerate(group.functions):
-            parse_function_spec(function, f"{at}.functions[{j}]", LIMITS)
+            somewhere = on_broker(dict(function), "http://broker")  # a path checks as a URL
+            parse_function_spec(somewhere, f"{at}.functions[{j}]", LIMITS)
     except TidingsError as exc:
         raise config_error(exc.field or at, exc.message) from None
     for j, window in enumerate(group.offline):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tidings.client import AsyncClient, AsyncSubscriberHandle, Message, TidingsClientError
-from tidings.sim.config import Offline, SimConfig, SubscriberGroup
+from tidings.sim.config import Offline, SimConfig, SubscriberGroup, on_broker
 from tidings.sim.control import Control
 from tidings.sim.events import EventWriter
 
@@ -56,15 +56,6 @@ async def _subscribe(handle: AsyncSubscriberHandle, group: SubscriberGroup) -> d
     for function in group.functions:
         made.append(await handle.subscribe(function=on_broker(dict(function), handle.client.url)))
     return {s.id: s.kind for s in made}
-
-
-def on_broker(function: dict[str, Any], broker_url: str) -> dict[str, Any]:
-    """A URL function given as a path (`/api/DetectLanguages`) is served by the broker the
-    simulator runs against, wherever that is."""
-    url = function.get("url")
-    if isinstance(url, str) and url.startswith("/"):
-        return function | {"url": broker_url.rstrip("/") + url}
-    return function
 
 
 async def setup(client: AsyncClient, parts: list[Spec]) -> list[Sim]:
