@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tidings.config import Settings, load_settings
+from tidings.config import HTTPSettings, Settings, load_settings
 from tidings.errors import TidingsError
 from tidings.server import EmbeddedServer, bind, free_port
 
@@ -78,3 +79,28 @@ def test_a_port_in_use_is_reported_in_tidings_words() -> None:
             bind("127.0.0.1", port)
     assert refused.value.field == "port"
     assert "is in use" in refused.value.message
+
+
+def idle_connection_survives(url: str, idle_s: float) -> bool:
+    """One request on a raw socket, `idle_s` of silence, another on the same socket."""
+    host, port = url.removeprefix("http://").split(":")
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(request)
+        assert b"200 OK" in conn.recv(4096)
+        time.sleep(idle_s)
+        try:
+            conn.sendall(request)
+            return b"200 OK" in conn.recv(4096)
+        except OSError:
+            return False
+
+
+def test_an_idle_kept_alive_connection_lasts_as_long_as_the_setting_says(tmp_path: Path) -> None:
+    settings = settings_in(tmp_path)
+    assert settings.http.keep_alive_s >= 60  # uvicorn's own 5 s dropped pausing clients
+    with EmbeddedServer(settings) as default:
+        assert idle_connection_survives(default.url, 1.5)
+    short = dataclasses.replace(settings, http=HTTPSettings(keep_alive_s=1))
+    with EmbeddedServer(short) as server:
+        assert not idle_connection_survives(server.url, 1.5)

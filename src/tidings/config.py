@@ -61,6 +61,16 @@ class FunctionSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class HTTPSettings:
+    """Connections: how long an idle kept-alive one stays open (uvicorn's 5 s default drops
+    clients that pause between requests), and the WebSocket keep-alive pings."""
+
+    keep_alive_s: int = 75  # as nginx's default; longer than most clients' idle pools
+    ws_ping_interval_s: float = 20.0
+    ws_ping_timeout_s: float = 20.0
+
+
+@dataclass(frozen=True, slots=True)
 class SubscriberSettings:
     """How long subscribers live unseen (tidings.delivery.presence)."""
 
@@ -98,6 +108,7 @@ class Settings:
     functions: FunctionSettings = field(default_factory=FunctionSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     subscribers: SubscriberSettings = field(default_factory=SubscriberSettings)
+    http: HTTPSettings = field(default_factory=HTTPSettings)
 
     @property
     def resolved_store_url(self) -> str:

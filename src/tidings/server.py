@@ -59,6 +59,9 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
         ws="websockets-sansio",
         lifespan="on",
         timeout_graceful_shutdown=5,
+        timeout_keep_alive=settings.http.keep_alive_s,
+        ws_ping_interval=settings.http.ws_ping_interval_s,
+        ws_ping_timeout=settings.http.ws_ping_timeout_s,
     )
 
 
