@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./.tidings
 
-.PHONY: run test lint typecheck bench clean prereqs
+.PHONY: run test lint typecheck bench clean prereqs constraints
 
 run: $(STAMP)
 	$(BIN)/tidings serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
@@ -25,12 +25,19 @@ typecheck: $(STAMP)
 prereqs:
 	@scripts/check-prereqs.sh
 
-$(STAMP): pyproject.toml scripts/check-prereqs.sh
+# Everything (every extra and the dev tools) at the exact versions of constraints.txt.
+$(STAMP): pyproject.toml constraints.txt scripts/check-prereqs.sh
 	@scripts/check-prereqs.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[all,dev]'
 	touch $(STAMP)
+
+# After changing a range in pyproject.toml: resolve again, then review the diff.
+constraints:
+	$(BIN)/python -m pip install -q --upgrade -e '.[all,dev]'
+	@{ sed -n '1,2p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable \
+	  | LC_ALL=C sort -f; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

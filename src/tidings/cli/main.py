@@ -8,6 +8,7 @@ import sys
 import typer
 
 from tidings.errors import ErrorCode, TidingsError
+from tidings.extras import extra_for, hint
 
 app = typer.Typer(
     name="tidings",
@@ -41,6 +42,13 @@ def main() -> None:
         field = f" ({exc.field})" if exc.field else ""
         typer.echo(f"tidings: {exc.message}{field}", err=True)
         sys.exit(1 if exc.code is ErrorCode.UNAVAILABLE else 2)
+    except ModuleNotFoundError as exc:  # an optional part that is not installed
+        extra = extra_for(exc)
+        if extra is None:
+            raise
+        command = " ".join(sys.argv[1:3]) or "this command"
+        typer.echo(f"tidings: {hint(extra, repr(command))}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

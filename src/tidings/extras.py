@@ -1,0 +1,37 @@
+"""What each optional part of Tidings needs, and the one line that says how to get it.
+
+`pip install tidings` gives the broker and the client; the extras add the rest:
+`[spark]` (the data pipeline, reports, plots), `[vision]` and `[text]` (the function
+library), `[perf]` (the load tool's other brokers), `[all]` (everything). `make run` and
+`make test` install all of them.
+"""
+
+from __future__ import annotations
+
+# top-level import name -> the extra that installs it
+EXTRAS: dict[str, str] = {
+    "pyspark": "spark",
+    "pandas": "spark",
+    "pyarrow": "spark",
+    "matplotlib": "spark",
+    "skimage": "vision",
+    "PIL": "vision",
+    "pytesseract": "vision",
+    "langdetect": "text",
+    "vaderSentiment": "text",
+    "yake": "text",
+    "aio_pika": "perf",
+    "nats": "perf",
+    "paho": "perf",
+    "redis": "perf",
+}
+
+
+def extra_for(missing: ModuleNotFoundError) -> str | None:
+    """The extra that would install the module an import did not find, if it is one."""
+    top = (missing.name or "").split(".", 1)[0]
+    return EXTRAS.get(top)
+
+
+def hint(extra: str, what: str) -> str:
+    return f"{what} needs the {extra!r} extra: pip install 'tidings[{extra}]'"
