@@ -371,3 +371,10 @@ def test_a_removed_subscriber_leaves_no_presence_behind(store: SQLStore) -> None
     store.remove_subscriber("e")
     assert store.subscribers_page("", 10) == []
     assert store.idle_subscribers(T0 + 1, T0 + 1) == []
+
+
+def test_a_report_about_a_deleted_subscriber_brings_nothing_back(store: SQLStore) -> None:
+    store.add_subscriber(Subscriber("e", "h", T0), ephemeral=True)
+    store.remove_subscriber("e")
+    store.touch({"e": T0 + 5})  # a broker that saw it just before the deletion
+    assert store.idle_subscribers(T0 + 10, T0 + 10) == []
