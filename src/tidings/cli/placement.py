@@ -56,6 +56,36 @@ def solve(
     typer.echo(orjson.dumps(result).decode())
 
 
+def experiment(
+    number: Annotated[int, typer.Argument(help="1, 2, 3 or 4 (section V's experiments).")],
+    out: Annotated[
+        Path | None, typer.Option(help="The run directory (default: runs/placement-N-<time>).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seeds the clients' cities.")] = 1,
+    reduced: Annotated[
+        bool, typer.Option("--reduced", help="Few clients and bounds: a smoke run.")
+    ] = False,
+) -> None:
+    """Reproduce one of the paper's experiments on the model data: CSV/JSON and PNG plots."""
+    from tidings.placement.experiments import EXPERIMENTS, FULL, REDUCED, savings
+    from tidings.placement.report import write
+    from tidings.sim import rundir
+
+    if number not in EXPERIMENTS:
+        raise invalid("NUMBER", "expected 1, 2, 3 or 4")
+    size = REDUCED if reduced else FULL
+    run_dir = out or rundir.create(Path("runs"), f"placement-{number}")
+    rows = EXPERIMENTS[number](size, seed)
+    settings = {"experiment": number, "seed": seed, "reduced": reduced}
+    written = write(run_dir, number, rows, settings)
+    for line in savings(rows):
+        typer.echo(
+            f"{line['case']}: {line['savings_percent']:.1f} % saved against "
+            f"{line['baseline']} (paper: {line['paper_percent']:.0f} %)"
+        )
+    typer.echo(f"tables and plots: {run_dir} ({len(written)} files)")
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="placement",
@@ -63,4 +93,5 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     group.command()(solve)
+    group.command()(experiment)
     app.add_typer(group)
