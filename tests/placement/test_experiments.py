@@ -44,7 +44,7 @@ def test_the_tightest_bound_is_served_routed_and_the_loosest_direct(
 
 def test_direct_only_and_routed_only_are_never_cheaper_when_both_meet() -> None:
     rows = experiment_2(REDUCED, seed=1)
-    for max_ms in sorted({float(r["max_ms"]) for r in rows}):  # type: ignore[arg-type]
+    for max_ms in sorted({float(r["max_ms"]) for r in rows}):
         at = {r["series"]: r for r in rows if r["max_ms"] == max_ms}
         if at["MultiPub"]["meets"]:
             for restricted in ("MultiPub-D", "MultiPub-R"):

@@ -86,6 +86,42 @@ def experiment(
     typer.echo(f"tables and plots: {run_dir} ({len(written)} files)")
 
 
+def solve_topics(
+    table: Annotated[Path, typer.Argument(help="Topics: Parquet or JSON Lines, one per row.")],
+    world: Annotated[Path, typer.Option(help="Regions, L, LR, alpha, beta (JSON).")],
+    out: Annotated[Path, typer.Option(help="Where to write one answer row per topic.")],
+    output_format: Annotated[
+        str, typer.Option("--format", help="parquet or json (JSON Lines).")
+    ] = "parquet",
+    master: Annotated[str, typer.Option(help="Spark master.")] = "local[2]",
+    partitions: Annotated[
+        int, typer.Option(help="Partitions (one Python worker each); 0: the master's cores.")
+    ] = 0,
+) -> None:
+    """Solve many topics in parallel on Spark, with the same solver as `solve`."""
+    from tidings.pipeline.session import build_session
+    from tidings.placement.files import load_world
+    from tidings.placement.topics import read_topics, solve_topics, write_answers
+
+    if output_format not in ("parquet", "json"):
+        raise invalid("--format", "expected parquet or json")
+    if partitions < 0:
+        raise invalid("--partitions", "must be 0 or more")
+    loaded = load_world(world)
+    spark = build_session(master, "tidings-placement")
+    frame = read_topics(spark, table)
+    started = time.perf_counter()
+    answers = solve_topics(frame, loaded, partitions or spark.sparkContext.defaultParallelism)
+    answers.cache()
+    count = answers.count()
+    seconds = time.perf_counter() - started
+    failed = answers.filter("error IS NOT NULL").count()
+    write_answers(answers, out, output_format)
+    summary: dict[str, Any] = {"topics": count, "failed": failed, "seconds": round(seconds, 3)}
+    summary["topics_per_s"] = round(count / seconds, 2) if seconds > 0 else None
+    typer.echo(orjson.dumps(summary | {"out": str(out)}).decode())
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="placement",
@@ -93,5 +129,6 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     group.command()(solve)
+    group.command("solve-topics")(solve_topics)
     group.command()(experiment)
     app.add_typer(group)

@@ -107,3 +107,32 @@ def localised(region_name: str, clients: int, seed: int) -> Scenario:
     region = data.ec2_regions().names.index(region_name)
     near = [(clients, near_region(region))]
     return build(f"local-{region_name}", near, near, 95.0, seed)
+
+
+def random_topics(
+    clients: int, count: int, publishers: int, subscribers: int, seed: int, messages: int = 10
+) -> list[dict[str, object]]:
+    """`count` topic rows for `solve-topics`: clients drawn from a world's `clients` rows.
+
+    Each topic has its own clients, a bound of 100-200 ms and a ratio of 75, 90 or 95 %.
+    """
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, object]] = []
+    for t in range(count):
+        chosen = rng.choice(clients, size=publishers + subscribers, replace=False).tolist()
+        sizes = [MESSAGE_BYTES] * messages
+        rows.append({
+            "topic": f"t{t}",
+            "publishers": [{"client": c, "sizes": sizes} for c in chosen[:publishers]],
+            "subscribers": chosen[publishers:],
+            "ratio": float(rng.choice([75.0, 90.0, 95.0])),
+            "max_ms": float(rng.integers(100, 201)),
+            "modes": None,
+        })  # fmt: skip
+    return rows
+
+
+def world_of_cities(clients: int, seed: int) -> World:
+    """A world of `clients` clients at cities anywhere, by population."""
+    lat, lon = cities.sample(np.random.default_rng(seed), clients)
+    return data.world(lat, lon)
