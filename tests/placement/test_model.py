@@ -118,3 +118,11 @@ def test_when_nothing_meets_the_bound_the_lowest_percentile_wins_whatever_its_co
 @pytest.mark.parametrize("bound", [2.0, 3.0])
 def test_meeting_is_the_percentile_within_max_ms_inclusive(bound: float) -> None:
     assert evaluate(two_regions(max_ms=bound), Configuration((0,), D)).meets is (bound >= 3.0)
+
+
+def test_the_configuration_count_agrees_with_the_listing() -> None:
+    from tidings.placement.model import configuration_count
+
+    for n in range(1, 7):
+        for modes in [(D, R), (D,), (R,)]:
+            assert configuration_count(n, modes) == len(configurations(n, modes))

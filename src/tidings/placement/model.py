@@ -128,6 +128,12 @@ def configurations(regions: int, modes: Sequence[Mode]) -> list[Configuration]:
     return found
 
 
+def configuration_count(regions: int, modes: Sequence[Mode]) -> int:
+    """len(configurations(regions, modes)), without listing them."""
+    sets = (1 << regions) - 1
+    return sets + (sets - regions) * (len(set(modes)) - 1) if modes else 0
+
+
 def closest(latencies: Floats, regions: Sequence[int]) -> Ints:
     """Per row, the selected region with the least latency; ties go to the lowest index."""
     selected = np.asarray(regions, dtype=np.int64)

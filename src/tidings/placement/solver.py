@@ -30,14 +30,15 @@ from tidings.placement.model import (
     Instance,
     Ints,
     Mode,
-    configurations,
+    configuration_count,
     cost,
     percentile,
 )
 
 Bools = np.ndarray[tuple[int], np.dtype[np.bool_]]
-Hits = np.ndarray[tuple[int, int], np.dtype[np.bool_]]
+Hits = np.ndarray[tuple[int, ...], np.dtype[np.bool_]]
 GATHER_CHUNK = 4_000_000  # elements per gather of the routed count table
+PAIR_CHUNK = 4_000_000  # delivery times compared at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,32 +108,34 @@ class Solver:
 
     # -- counts of (message, subscriber) pairs within a threshold ---------------------------
 
-    def _per_group(self, hit: Hits) -> Ints:
-        """publishers x subscribers hits -> publisher groups x subscriber groups, weighted."""
-        by_sub: Ints = np.add.reduceat(hit, self.subs.starts, axis=1, dtype=np.int64)
+    def _per_group(self, hits: Hits) -> Ints:
+        """... x publishers x subscribers hits -> ... x publisher groups x subscriber groups."""
+        by_sub: Ints = np.add.reduceat(hits, self.subs.starts, axis=-1, dtype=np.int64)
         weighted = by_sub * self.weights[:, None]
-        grouped: Ints = np.add.reduceat(weighted, self.pubs.starts, axis=0)
+        grouped: Ints = np.add.reduceat(weighted, self.pubs.starts, axis=-2)
         return grouped
 
     def direct_counts(self, ks: Ints, threshold: float, strict: bool) -> Ints:
         L_p, L_s = self.pubs.rows, self.subs.rows
-        table = np.zeros((len(self.subs.sizes), self.instance.regions), dtype=np.int64)
-        for r in np.unique(self.subs.region[ks]).tolist():
-            hit = _within(L_p[:, r][:, None] + L_s[:, r][None, :], threshold, strict)
-            table[:, r] = self._per_group(hit).sum(axis=0)
+        table = np.zeros((self.instance.regions, len(self.subs.sizes)), dtype=np.int64)
+        for rs in self._chunks(_used(self.subs.region[ks], self.instance.regions)):
+            times = L_p[:, rs].T[:, :, None] + L_s[:, rs].T[:, None, :]  # regions x P x S
+            table[rs] = self._per_group(_within(times, threshold, strict)).sum(axis=1)
         groups = np.arange(len(self.subs.sizes))
-        found: Ints = table[groups[None, :], self.subs.region[ks]].sum(axis=1)
+        found: Ints = table[self.subs.region[ks], groups[None, :]].sum(axis=1)
         return found
 
     def routed_counts(self, ks: Ints, threshold: float, strict: bool) -> Ints:
         L_p, L_s, LR = self.pubs.rows, self.subs.rows, self.instance.LR
         H, G, N = len(self.pubs.sizes), len(self.subs.sizes), self.instance.regions
         table = np.zeros((H, N, G, N), dtype=np.int64)
-        for q in np.unique(self.pubs.region[ks]).tolist():
-            for r in np.unique(self.subs.region[ks]).tolist():
-                first = L_p[:, q] + LR[q, r]
-                hit = _within(first[:, None] + L_s[:, r][None, :], threshold, strict)
-                table[:, q, :, r] = self._per_group(hit)
+        serving = _used(self.subs.region[ks], N)
+        for q in _used(self.pubs.region[ks], N).tolist():
+            for rs in self._chunks(serving):
+                first = L_p[:, q][None, :] + LR[q, rs][:, None]  # regions x P
+                times = first[:, :, None] + L_s[:, rs].T[:, None, :]  # regions x P x S
+                per_group = self._per_group(_within(times, threshold, strict))  # regions x H x G
+                table[:, q][:, :, rs] = per_group.transpose(1, 2, 0)
         found = np.empty(len(ks), dtype=np.int64)
         step = max(1, GATHER_CHUNK // max(1, H * G))
         h, g = np.arange(H)[None, :, None], np.arange(G)[None, None, :]
@@ -141,6 +144,12 @@ class Solver:
             q_of, r_of = self.pubs.region[part][:, :, None], self.subs.region[part][:, None, :]
             found[at : at + step] = table[h, q_of, g, r_of].sum(axis=(1, 2))
         return found
+
+    def _chunks(self, regions: Ints) -> list[Ints]:
+        """Regions in groups small enough that a regions x P x S block stays modest."""
+        pairs = max(1, len(self.pubs.rows) * len(self.subs.rows))
+        size = max(1, PAIR_CHUNK // pairs)
+        return [regions[at : at + size] for at in range(0, len(regions), size)]
 
     def counts(self, ks: Ints, routed: Bools, threshold: float, strict: bool) -> Ints:
         found = np.zeros(len(ks), dtype=np.int64)
@@ -195,7 +204,7 @@ class Solver:
     def solve(self) -> Choice:
         instance = self.instance
         ks, routed, costs = self.candidates()
-        total = len(configurations(instance.regions, instance.modes))
+        total = configuration_count(instance.regions, instance.modes)
         if self.n == 0:  # no deliveries: nothing can be late, every configuration meets
             return self._pick(0.0, *self._cheapest(ks, routed, costs), total, meets=True)
         within = np.zeros(len(ks), dtype=np.int64)
@@ -232,6 +241,12 @@ class Solver:
             chosen, best, cost(self.instance, chosen), best <= self.instance.max_ms
         )
         return Choice(evaluation, total)
+
+
+def _used(regions: Ints, count: int) -> Ints:
+    """The distinct regions in an array of region indices, ascending."""
+    used: Ints = np.flatnonzero(np.bincount(regions.ravel(), minlength=count))
+    return used
 
 
 def _same(costs: Floats, reference: float) -> Bools:
