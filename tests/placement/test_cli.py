@@ -123,3 +123,23 @@ def test_a_bad_file_is_one_line_on_stderr_and_exit_status_2(tmp_path: Path) -> N
 def test_a_missing_file_is_refused_naming_it(app: typer.Typer, tmp_path: Path) -> None:
     _, _, exc = solve(app, tmp_path / "absent.json")
     assert isinstance(exc, TidingsError) and exc.field == str(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--region", "a=http://127.0.0.1:1", "--topic", "t"], "--topic"),
+        (["--region", "a=http://127.0.0.1:1", "--topic", "t=101:5"], "--topic"),
+        (["--region", "b=http://127.0.0.1:1", "--topic", "t=75:5"], "--region"),
+        (["--region", "a=127.0.0.1", "--topic", "t=75:5"], "--region"),
+    ],
+)
+def test_the_controller_refuses_bad_regions_and_topics_naming_the_option(
+    app: typer.Typer, tmp_path: Path, args: list[str], field: str
+) -> None:
+    world = {k: v for k, v in instance(regions=["a"], L=[[1.0]], LR=[[0.0]], alpha=[0.0],
+             beta=[0.0]).items() if k in ("regions", "L", "LR", "alpha", "beta")}  # fmt: skip
+    path = tmp_path / "world.json"
+    path.write_bytes(orjson.dumps(world))
+    result = CliRunner().invoke(app, ["placement", "controller", "--world", str(path), *args])
+    assert isinstance(result.exception, TidingsError) and result.exception.field == field

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -122,6 +123,107 @@ def solve_topics(
     typer.echo(orjson.dumps(summary | {"out": str(out)}).decode())
 
 
+def controller(
+    world: Annotated[Path, typer.Option(help="Regions, clients' L, LR, alpha, beta (JSON).")],
+    region: Annotated[
+        list[str], typer.Option(help="NAME=URL of a region's broker, in the world's order.")
+    ],
+    topic: Annotated[list[str], typer.Option(help="TOPIC=RATIO:MAX_MS (repeatable).")],
+    interval: Annotated[float, typer.Option(help="Observation interval, seconds.")] = 10.0,
+) -> None:
+    """Region managers beside each broker and the controller: collect, solve, deploy; forever."""
+    from tidings.placement.files import load_world
+
+    loaded = load_world(world)
+    urls = _regions(region, loaded.regions)
+    constraints = {name: _constraint(name, value) for name, value in map(_pair, topic)}
+    if interval <= 0:
+        raise invalid("--interval", "must be positive")
+    asyncio.run(_control(loaded, urls, constraints, interval))
+
+
+def _pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise invalid("--topic", f"expected TOPIC=RATIO:MAX_MS, got {text!r}")
+    return name, value
+
+
+def _constraint(name: str, value: str) -> Any:
+    from tidings.placement.controller import Constraint
+
+    ratio, sep, max_ms = value.partition(":")
+    try:
+        parsed = Constraint(float(ratio), float(max_ms))
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or not 0 < parsed.ratio <= 100 or parsed.max_ms < 0:
+        raise invalid("--topic", f"{name}: expected RATIO:MAX_MS with 0 < RATIO <= 100")
+    return parsed
+
+
+def _regions(given: list[str], names: list[str]) -> list[str]:
+    urls = dict(_pair_region(g) for g in given)
+    missing = [n for n in names if n not in urls]
+    if missing or len(urls) != len(names):
+        raise invalid("--region", f"give NAME=URL for exactly the world's regions: {names}")
+    return [urls[n] for n in names]
+
+
+def _pair_region(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not url.startswith(("http://", "https://")):
+        raise invalid("--region", f"expected NAME=http://HOST:PORT, got {text!r}")
+    return name, url
+
+
+async def _control(world: Any, urls: list[str], constraints: Any, interval: float) -> None:
+    import numpy as np
+
+    from tidings.placement.controller import Controller
+    from tidings.placement.regions import RegionManager
+
+    peers = {r: u for r, u in enumerate(urls)}
+    managers = [
+        RegionManager(q, url, {r: u for r, u in peers.items() if r != q})
+        for q, url in enumerate(urls)
+    ]
+    for m in managers:
+        await m.start()
+    L, LR, alpha, beta = (
+        np.array(x, dtype=np.float64) for x in (world.L, world.LR, world.alpha, world.beta)
+    )
+    control = Controller(managers, L, LR, alpha, beta, constraints)
+    try:
+        while True:
+            await asyncio.sleep(interval)
+            for name, choice in (await control.step()).items():
+                deployed = control.deployed[name]
+                line = answer(choice, 0.0) | {"topic": name, "version": deployed.version}
+                typer.echo(orjson.dumps(line).decode())
+    finally:
+        for m in managers:
+            await m.close()
+
+
+def emulate(
+    seed: Annotated[int, typer.Option(help="Seeds the clients' cities.")] = 1,
+    per_side: Annotated[int, typer.Option(help="Publishers (and subscribers) per continent.")] = 2,
+    dilation: Annotated[float, typer.Option(help="Multiply every latency by this.")] = 4.0,
+    interval: Annotated[float, typer.Option(help="Observation interval, seconds.")] = 2.0,
+) -> None:
+    """The live system on this machine: a topic spreads from America to Europe; print the report."""
+    import dataclasses
+
+    from tidings.placement.emulation import Timing, run_spread
+
+    if per_side < 1 or dilation <= 0 or interval <= 0:
+        raise invalid("--per-side", "--per-side >= 1, --dilation and --interval > 0")
+    report = asyncio.run(run_spread(seed, per_side, dilation, Timing(interval, 0.25, 2.0)))
+    body = dataclasses.asdict(report) | {"relative_error": round(report.relative_error, 4)}
+    typer.echo(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode())
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="placement",
@@ -131,4 +233,6 @@ def register(app: typer.Typer) -> None:
     group.command()(solve)
     group.command("solve-topics")(solve_topics)
     group.command()(experiment)
+    group.command()(controller)
+    group.command()(emulate)
     app.add_typer(group)
