@@ -1,11 +1,11 @@
-"""`tidings placement solve | solve-topics | experiment`: MultiPub topic placement."""
+"""`tidings placement solve | solve-topics | experiment | controller | emulate`: MultiPub."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -15,6 +15,10 @@ from tidings.placement.files import load_instance
 from tidings.placement.highlatency import force_regions
 from tidings.placement.model import Choice, evaluate
 from tidings.placement.solver import solve as solve_instance
+
+if TYPE_CHECKING:
+    from tidings.placement.controller import Constraint
+    from tidings.placement.files import World
 
 HighLatency = Annotated[
     bool, typer.Option("--high-latency", help="Apply section IV-D's rule to the choice.")
@@ -149,7 +153,7 @@ def _pair(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _constraint(name: str, value: str) -> Any:
+def _constraint(name: str, value: str) -> Constraint:
     from tidings.placement.controller import Constraint
 
     ratio, sep, max_ms = value.partition(":")
@@ -177,15 +181,16 @@ def _pair_region(text: str) -> tuple[str, str]:
     return name, url
 
 
-async def _control(world: Any, urls: list[str], constraints: Any, interval: float) -> None:
+async def _control(
+    world: World, urls: list[str], constraints: dict[str, Constraint], interval: float
+) -> None:
     import numpy as np
 
     from tidings.placement.controller import Controller
     from tidings.placement.regions import RegionManager
 
-    peers = {r: u for r, u in enumerate(urls)}
     managers = [
-        RegionManager(q, url, {r: u for r, u in peers.items() if r != q})
+        RegionManager(q, url, {r: u for r, u in enumerate(urls) if r != q})
         for q, url in enumerate(urls)
     ]
     for m in managers:
@@ -217,8 +222,10 @@ def emulate(
 
     from tidings.placement.emulation import Timing, run_spread
 
-    if per_side < 1 or dilation <= 0 or interval <= 0:
-        raise invalid("--per-side", "--per-side >= 1, --dilation and --interval > 0")
+    for name, value, least in (("--per-side", per_side, 1), ("--dilation", dilation, 1e-9),
+                               ("--interval", interval, 1e-9)):  # fmt: skip
+        if value < least:
+            raise invalid(name, "must be positive")
     report = asyncio.run(run_spread(seed, per_side, dilation, Timing(interval, 0.25, 2.0)))
     body = dataclasses.asdict(report) | {"relative_error": round(report.relative_error, 4)}
     typer.echo(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode())
