@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -143,7 +144,8 @@ def controller(
     constraints = {name: _constraint(name, value) for name, value in map(_pair, topic)}
     if interval <= 0:
         raise invalid("--interval", "must be positive")
-    asyncio.run(_control(loaded, urls, constraints, interval))
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
+        asyncio.run(_control(loaded, urls, constraints, interval))
 
 
 def _pair(text: str) -> tuple[str, str]:

@@ -56,12 +56,13 @@ class Controller:
     def instance(
         self, publishers: dict[int, list[float]], subscribers: set[int], constraint: Constraint
     ) -> Instance:
-        clients = sorted(publishers)
+        known = range(len(self.L))  # a client without latencies cannot be placed: left out
+        clients = sorted(c for c in publishers if c in known)
         return Instance(
             self.L, self.LR, self.alpha, self.beta,
             np.array(clients, dtype=np.int64),
             tuple(np.array(publishers[c], dtype=np.float64) for c in clients),
-            np.array(sorted(subscribers), dtype=np.int64),
+            np.array(sorted(c for c in subscribers if c in known), dtype=np.int64),
             constraint.ratio, constraint.max_ms,
         )  # fmt: skip
 
