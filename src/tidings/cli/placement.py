@@ -206,7 +206,8 @@ async def _control(
             await asyncio.sleep(interval)
             for name, choice in (await control.step()).items():
                 deployed = control.deployed[name]
-                line = answer(choice, 0.0) | {"topic": name, "version": deployed.version}
+                line = {"topic": name, "version": deployed.version} | answer(choice, 0.0)
+                del line["seconds"]  # not timed here
                 typer.echo(orjson.dumps(line).decode())
     finally:
         for m in managers:
