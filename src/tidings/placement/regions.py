@@ -1,0 +1,119 @@
+"""A region manager: beside one region's broker, it counts and it forwards (section III-A.3).
+
+It subscribes to everything (`#`) at its broker. Per topic and observation interval it counts
+each publisher's messages and their bytes (publications marked `placement_count`, so a direct
+publication sent to several regions is counted once, at the publisher's home), and it keeps
+the topic's subscribers from their presence announcements. In routed mode it forwards the
+publications its publishers send it to the other selected regions, over its links to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from dataclasses import dataclass
+
+import orjson
+
+from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
+from tidings.client.multiregion import CONFIG_TOPIC, PRESENCE_TOPIC, Placement, retrying
+from tidings.client.types import Message
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCounts:
+    """One topic at one region over one interval."""
+
+    publishers: dict[int, list[float]]  # client -> sizes of the messages it sent here
+    subscribers: frozenset[int]
+
+
+class RegionManager:
+    """`manager = RegionManager(0, url, links); await manager.start()`; `counts()` per interval."""
+
+    def __init__(self, region: int, url: str, links: dict[int, str]) -> None:
+        self.region = region
+        self.url = url  # this region's broker, co-located (no delay)
+        self.links = {r: AsyncClient(u) for r, u in links.items()}  # to the other regions
+        self.placements: dict[str, Placement] = {}
+        self.forwarded = 0
+        self._sizes: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self._subscribers: dict[str, set[int]] = defaultdict(set)
+        self._client = AsyncClient(url)
+        self._handle: AsyncSubscriberHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._forwarding: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._handle = await self._client.register()
+        await self._handle.subscribe(topics=["#"])
+        ready = asyncio.Event()
+        self._task = asyncio.create_task(self._listen(self._handle, ready))
+        await ready.wait()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._handle is not None:
+            with contextlib.suppress(Exception):
+                await self._handle.unregister()
+        for c in (self._client, *self.links.values()):
+            await c.aclose()
+
+    def counts(self) -> dict[str, TopicCounts]:
+        """This interval's counts per topic; the message counts start again from zero."""
+        topics = set(self._sizes) | set(self._subscribers)
+        found = {
+            t: TopicCounts(
+                {c: list(s) for c, s in self._sizes.get(t, {}).items()},
+                frozenset(self._subscribers.get(t, set())),
+            )
+            for t in topics
+        }
+        self._sizes.clear()
+        return found
+
+    async def _listen(self, handle: AsyncSubscriberHandle, ready: asyncio.Event) -> None:
+        async with handle.stream(prefetch=1000) as stream:
+            ready.set()
+            async for message in stream:
+                await self._receive(message, stream)
+
+    async def _receive(self, message: Message, stream: Stream) -> None:
+        await stream.ack([message.receipt])
+        topics = message.body.get("topics", [])
+        attributes = message.body.get("attributes", {})
+        if CONFIG_TOPIC in topics:
+            self.placements[str(attributes["topic"])] = Placement.from_json(message.data)
+        elif PRESENCE_TOPIC in topics:
+            subscribers = self._subscribers[str(attributes["topic"])]
+            client = int(attributes["client"])
+            (subscribers.add if attributes["event"] == "join" else subscribers.discard)(client)
+        elif "placement_id" in attributes:
+            for topic in topics:
+                await self._publication(topic, message, attributes)
+
+    async def _publication(
+        self, topic: str, message: Message, attributes: dict[str, object]
+    ) -> None:
+        if attributes.get("placement_count"):
+            size = float(len(orjson.dumps(message.data)))
+            self._sizes[topic][int(attributes["placement_client"])].append(size)  # type: ignore[call-overload]
+        placement = self.placements.get(topic)
+        if not attributes.get("placement_forward") or placement is None:
+            return
+        others = [r for r in placement.regions if r != self.region and r in self.links]
+        copy = {**attributes, "placement_forward": 0, "placement_count": 0}
+        for r in others:  # not awaited here: the next publication must not wait a round trip
+            task = asyncio.create_task(self._forward(r, topic, message.data, copy))
+            self._forwarding.add(task)
+            task.add_done_callback(self._forwarding.discard)
+
+    async def _forward(
+        self, region: int, topic: str, data: object, attributes: dict[str, object]
+    ) -> None:
+        await retrying(self.links[region], data, [topic], attributes)
+        self.forwarded += 1
