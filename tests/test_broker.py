@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -309,3 +310,18 @@ async def test_leases_and_acknowledgements_are_logged(tmp_path: Path) -> None:
     assert [(r["event"], r["publication_id"]) for r in logged] == [
         (event, published.publication.id) for event in ("enqueued", "delivered", "acked")
     ]
+
+
+async def test_a_burst_of_dead_letters_is_a_warning_in_the_log(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("poison",))
+    await broker.publish_batch([PublicationInput(None, ("poison",))] * 12)
+    await broker._expire(broker.clock())  # the first look only counts
+    for _ in range(broker.settings.queues.max_attempts):  # never acknowledged
+        await broker.pull(me.id, 100, wait_s=0, visibility_s=0)
+    await broker.pull(me.id, 100, wait_s=0)  # the expired leases move to dead letters
+    with caplog.at_level(logging.WARNING, logger="tidings.broker"):
+        await broker._expire(broker.clock())
+    assert "12 messages were dead-lettered in the last minute" in caplog.text

@@ -54,6 +54,7 @@ from tidings.store.sql import SQLStore
 
 log = logging.getLogger("tidings.broker")
 NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
+DEAD_LETTER_BURST = 10  # dead letters in a minute worth a warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class Broker:
         self._settled = 0  # subscriptions at the last settle of the heap
         self._changed = asyncio.Event()  # another broker deleted a subscriber: reload now
         self._unwatch: Callable[[], None] = lambda: None
+        self._dead_seen: int | None = None  # dead letters at the last look (housekeeping)
 
     # ---------------------------------------------------------------- life cycle
 
@@ -202,16 +204,28 @@ class Broker:
                 await self._keep_presence(now)
                 last_presence = now
             if now - last_expire >= 60:
-                moved = await asyncio.to_thread(
-                    self.store.expire, now, self.settings.queues.retention_s
-                )
-                self.metrics.inc("expired_total", moved)
+                await self._expire(now)
                 last_expire = now
             if (
                 shared
                 and await asyncio.to_thread(self.store.subscriptions_version) != self._version
             ):
                 await self._reload()
+
+    async def _expire(self, now: float) -> None:
+        """Retention, once a minute; and a warning when dead letters grew by a burst since
+        the last look (a poison message, a subscriber that never acknowledges)."""
+        moved = await asyncio.to_thread(self.store.expire, now, self.settings.queues.retention_s)
+        self.metrics.inc("expired_total", moved)
+        dead = (await asyncio.to_thread(self.store.queue_totals, now))[0].dead
+        if self._dead_seen is not None and dead - self._dead_seen >= DEAD_LETTER_BURST:
+            log.warning(
+                "%d messages were dead-lettered in the last minute (%d in all); "
+                "GET /v1/admin/overview or a subscriber's dead-letters say whose",
+                dead - self._dead_seen,
+                dead,
+            )
+        self._dead_seen = dead
 
     async def _keep_presence(self, now: float) -> None:
         """Report who was seen; delete the subscribers that are gone (delivery.presence)."""
