@@ -6,21 +6,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tidings.api import compat, functions, openapi, v1
-from tidings.api.errors import HANDLERS
+from tidings.api import schemas as t
+from tidings.api.errors import HANDLERS, Internal
 from tidings.api.io import JSONResponse
+from tidings.api.schemas import Operation, described
 from tidings.broker import Broker
 
 
+@described(Operation(answer=t.Health))
 async def healthz(request: Request) -> Response:
     """Liveness: the broker answers."""
     return JSONResponse({"status": "ok"})
 
 
+@described(Operation(media="text/plain"))
 async def metrics(request: Request) -> Response:
     """Prometheus metrics: publications, deliveries, queue depths, matching time."""
     broker: Broker = request.app.state.broker
@@ -47,7 +52,13 @@ def create_app(broker: Broker) -> Starlette:
         finally:
             await broker.close()
 
-    app = Starlette(routes=routes, exception_handlers=dict(HANDLERS), lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        exception_handlers=dict(HANDLERS),
+        middleware=[Middleware(Internal)],
+        lifespan=lifespan,
+    )
     app.state.broker = broker
-    app.state.openapi = openapi.document([r for r in routes if isinstance(r, Route)])
+    described = [r for r in routes if isinstance(r, Route)]
+    app.state.openapi = openapi.document(described, broker.settings)
     return app

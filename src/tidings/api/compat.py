@@ -8,19 +8,25 @@ per (subscriber, matching topic); a content subscription's entries form one conj
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api.io import JSONResponse, base_url, bearer, json_body, query_number
-from tidings.api.v1 import SMALL_BODY, broker_of, settings_of
+from tidings.api import schemas as t
+from tidings.api.io import JSONResponse, base_url, bearer, body_as, json_body, query_as
+from tidings.api.schemas import Operation, described
+from tidings.api.serve import servable
+from tidings.api.v1 import RECEIPTS_BODY, broker_of, settings_of
 from tidings.broker import Broker, PublicationInput
-from tidings.errors import ErrorCode, TidingsError, invalid
+from tidings.errors import TidingsError, invalid
 from tidings.model import (
     JSON,
     Scalar,
+    check_depth,
+    check_receipts,
+    convert,
     is_scalar,
     parse_attributes,
     parse_function_spec,
@@ -49,27 +55,35 @@ def numeric(value: JSON) -> JSON:
     )
 
 
-async def body(request: Request) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+async def body(request: Request, into: type[T]) -> dict[str, Any]:
+    """The body as a JSON object, once `into` has validated its shape."""
     raw = await json_body(request, settings_of(request).limits.max_publication_bytes)
-    if not isinstance(raw, dict):
-        raise invalid("$", "expected a JSON object")
-    return raw
+    convert(raw, into)
+    return raw  # type: ignore[no-any-return]
 
 
-async def subscriber_of(request: Request, raw: dict[str, Any]) -> tuple[Broker, str]:
-    sid = required(raw, "subscriberId")
-    if not isinstance(sid, str):
-        raise invalid("subscriberId", "expected a string")
+async def owned(request: Request, into: type[T]) -> tuple[Broker, str, dict[str, Any]]:
+    """The broker, the body's subscriberId and the body, the token checked before the
+    body's shape (as the native API checks it before reading the body)."""
+    raw = await json_body(request, settings_of(request).limits.max_publication_bytes)
+    sid = raw.get("subscriberId") if isinstance(raw, dict) else None
     broker = broker_of(request)
-    await broker.authenticate(sid, bearer(request))
-    return broker, sid
+    if isinstance(sid, str):
+        await broker.authenticate(sid, bearer(request))
+    convert(raw, into)
+    return broker, raw["subscriberId"], raw
 
 
 def compat_queue_url(request: Request, subscriber_id: str) -> str:
     return f"{base_url(request, settings_of(request).public_url)}/api/queues/{subscriber_id}"
 
 
+@described(Operation(answer=t.CompatRegistered))
 async def register_subscriber(request: Request) -> Response:
+    """Register a subscriber (takes no body): its id, queue and token."""
     subscriber, token = await broker_of(request).register()
     url = compat_queue_url(request, subscriber.id)
     return JSONResponse(
@@ -83,9 +97,10 @@ async def register_subscriber(request: Request) -> Response:
     )
 
 
+@described(Operation(t.UnregisterBody, answer=t.CompatUnregistered, token=True))
 async def unregister_subscriber(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Unregister a subscriber."""
+    broker, sid, raw = await owned(request, t.UnregisterBody)
     queue = raw.get("queueUrl")
     if queue is not None and queue not in (sid, compat_queue_url(request, sid)):
         raise invalid("queueUrl", "this is not the subscriber's queue")
@@ -93,9 +108,10 @@ async def unregister_subscriber(request: Request) -> Response:
     return JSONResponse({"subscriberId": sid, "unregistered": True})
 
 
+@described(Operation(t.SubscribeTopicsBody, answer=t.CompatSubscribed, token=True))
 async def subscribe_topics(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Subscribe to topics."""
+    broker, sid, raw = await owned(request, t.SubscribeTopicsBody)
     topics = parse_topic_filters(required(raw, "topics"), broker.settings.limits)
     sub = await broker.subscribe(sid, "topic", topics=topics)
     return JSONResponse({"subscriberId": sid, "subscriptionId": sub.id, "topics": list(topics)})
@@ -123,9 +139,10 @@ def predicates_of(content: JSON, broker: Broker) -> Any:
         raise
 
 
+@described(Operation(t.SubscribeContentBody, answer=t.CompatSubscribed, token=True))
 async def subscribe_content(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Subscribe by content: one conjunction of conditions on attributes."""
+    broker, sid, raw = await owned(request, t.SubscribeContentBody)
     predicates = predicates_of(required(raw, "content"), broker)
     sub = await broker.subscribe(sid, "content", predicates=predicates)
     return JSONResponse(
@@ -137,9 +154,10 @@ async def subscribe_content(request: Request) -> Response:
     )
 
 
+@described(Operation(t.SubscribeFunctionBody, answer=t.CompatSubscribed, token=True))
 async def subscribe_function(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Subscribe by a matching function (url, code or builtin) for a subscription topic."""
+    broker, sid, raw = await owned(request, t.SubscribeFunctionBody)
     kind = required(raw, "functionType")
     if kind not in ("url", "code", "builtin"):
         raise invalid("functionType", "functionType is url, code or builtin")
@@ -174,17 +192,19 @@ def _thesis_field(field: str | None) -> str | None:
         "function.code": "matchingFunction",
         "function.builtin": "matchingFunction",
     }
+    if field and field.startswith("function.params."):
+        return "parameters." + field.removeprefix("function.params.")
     return names.get(field or "", field)
 
 
-def _message(raw: dict[str, Any]) -> JSON:
-    if "message" not in raw:
-        raise TidingsError(ErrorCode.MISSING_FIELD, field="message")
-    return raw["message"]
+def _message(raw: dict[str, Any], request: Request) -> JSON:
+    return check_depth(raw["message"], "message", settings_of(request).limits)
 
 
+@described(Operation(t.PublishTopicsBody, answer=t.CompatPublished))
 async def publish_topics(request: Request) -> Response:
-    raw = await body(request)
+    """Publish to topics: one message per (subscriber, matching topic)."""
+    raw = await body(request, t.PublishTopicsBody)
     limits = settings_of(request).limits
     topics = required(raw, "topics")
     if not isinstance(topics, list) or not topics:
@@ -194,7 +214,7 @@ async def publish_topics(request: Request) -> Response:
             validate_topic(t, f"topics[{i}]", limits, pattern=False) for i, t in enumerate(topics)
         )
     )
-    result = await broker_of(request).publish_per_topic(_message(raw), checked)
+    result = await broker_of(request).publish_per_topic(_message(raw, request), checked)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
 
@@ -212,19 +232,24 @@ def attributes_of(content: JSON, request: Request) -> dict[str, Scalar]:
     return parse_attributes(attrs, settings_of(request).limits, "content")
 
 
+@described(Operation(t.PublishContentBody, answer=t.CompatPublished))
 async def publish_content(request: Request) -> Response:
-    raw = await body(request)
+    """Publish with content: attributes as {key, value} entries."""
+    raw = await body(request, t.PublishContentBody)
     attrs = attributes_of(required(raw, "content"), request)
-    result = await broker_of(request).publish(PublicationInput(_message(raw), attributes=attrs))
+    item = PublicationInput(_message(raw, request), attributes=attrs)
+    result = await broker_of(request).publish(item)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
 
+@described(Operation(t.PublishFunctionsBody, answer=t.CompatPublished))
 async def publish_functions(request: Request) -> Response:
-    raw = await body(request)
+    """Publish to the function subscriptions of the given subscription topics."""
+    raw = await body(request, t.PublishFunctionsBody)
     types = required(raw, "subscriptionTopics")
     if not isinstance(types, list) or not types or not all(isinstance(t, str) and t for t in types):
         raise invalid("subscriptionTopics", "expected a non-empty array of strings")
-    item = PublicationInput(_message(raw), function_types=tuple(dict.fromkeys(types)))
+    item = PublicationInput(_message(raw, request), function_types=tuple(dict.fromkeys(types)))
     result = await broker_of(request).publish(item)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
@@ -244,24 +269,24 @@ def compat_message(m: Message) -> dict[str, Any]:
     return {"id": m.id, "receipt": m.receipt, "attempt": m.attempt, "body": inner}
 
 
+@described(Operation(query=t.compat_pull_query, answer=t.CompatMessages, token=True))
 async def read_queue(request: Request) -> Response:
+    """Lease up to `max` messages of the queue, waiting up to `wait` seconds."""
     broker, sid = broker_of(request), request.path_params["subscriber_id"]
     await broker.authenticate(sid, bearer(request))
-    q = broker.settings.queues
-    max_n = int(query_number(request, "max", 10, 1, q.max_pull))
-    wait = query_number(request, "wait", 0, 0, q.max_wait_s)
-    messages = await broker.pull(sid, max_n, wait)
-    return JSONResponse({"messages": [compat_message(m) for m in messages]})
+    q = query_as(request, t.compat_pull_query(broker.settings.queues))
+    messages = await broker.pull(sid, q.max, q.wait)
+    served = await servable(broker, sid, messages, compat_message)
+    return JSONResponse({"messages": list(served.values())})
 
 
+@described(Operation(t.AckBody, answer=t.Settled, token=True))
 async def ack_queue(request: Request) -> Response:
+    """Acknowledge (delete) leased messages by their receipts."""
     broker, sid = broker_of(request), request.path_params["subscriber_id"]
     await broker.authenticate(sid, bearer(request))
-    raw = await json_body(request, SMALL_BODY * 16)
-    receipts = raw.get("receipts") if isinstance(raw, dict) else None
-    if not isinstance(receipts, list) or not all(isinstance(r, str) for r in receipts):
-        raise invalid("receipts", "expected an array of receipt strings")
-    result = await broker.ack(sid, receipts)
+    _, raw = await body_as(request, t.AckBody, RECEIPTS_BODY)
+    result = await broker.ack(sid, check_receipts(raw.receipts))
     return JSONResponse({"acked": result.acked, "unknown": result.unknown})
 
 
