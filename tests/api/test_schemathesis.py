@@ -24,13 +24,19 @@ CHECKS = [
     checks.status_code_conformance,
     checks.content_type_conformance,
 ]
-OPERATIONS = sorted(
-    (method, route.path)
-    for route in [*v1.routes, *compat.routes, *functions.routes]
-    if isinstance(route, Route)
-    for method in route.methods or ()
-    if method != "HEAD"
-) + [("GET", "/healthz"), ("GET", "/metrics"), ("GET", "/openapi.json")]
+ROUTES = [*v1.routes, *compat.routes, *functions.routes]
+OPERATIONS = [
+    *sorted(
+        (method, route.path)
+        for route in ROUTES
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    ),
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+]
 
 
 @pytest.fixture(scope="module")
