@@ -117,3 +117,25 @@ def test_after_a_500_the_same_connection_serves_the_next_request(
     ok = conn.getresponse()
     assert (ok.status, ok.read(), conn.sock) == (200, b'{"status":"ok"}', socket_used)
     conn.close()
+
+
+def test_builtin_parameters_of_the_wrong_type_are_refused_at_subscribe_time(
+    http: httpx.Client, sub: Sub
+) -> None:
+    function = {"function_type": "lang", "builtin": "detect_language", "params": {}}
+    function["params"] = {"language": {"x": 1}}
+    response = sub.post("/subscriptions", {"function": function})
+    error = response.json()["error"]
+    assert (response.status_code, error["field"]) == (422, "function.params.language")
+    thesis = {
+        "subscriberId": sub.id,
+        "functionType": "builtin",
+        "subscriptionTopic": "lang",
+        "matchingFunction": "detect_language",
+        "parameters": {"language": 7},
+    }
+    response = http.post("/api/SubscribeFunction", json=thesis, headers=sub.auth)
+    assert (response.status_code, response.json()["error"]["field"]) == (
+        422,
+        "parameters.language",
+    )

@@ -118,3 +118,19 @@ def test_the_thesis_queue_and_the_stream_skip_an_unservable_message_too(
     assert response.status_code == 200
     assert [m["body"]["message"] for m in response.json()["messages"]] == ["good"]
     assert sub.get("/dead-letters").status_code == 200
+
+
+async def test_the_stream_skips_an_unservable_message_and_delivers_the_next(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    from tests.api.test_ws import frames, ws_url
+    from websockets.asyncio.client import connect
+
+    sub.subscribe(topics=["ws/mixed"])
+    stored(server, sub, {"data": nested(253)})
+    async with connect(ws_url(server, sub), additional_headers=sub.auth) as ws:
+        http.post("/v1/publications", json={"topics": ["ws/mixed"], "data": "good"})
+        [message] = await frames(ws, 1)
+        assert message["body"]["data"] == "good"  # type: ignore[index]
+    [letter] = sub.get("/dead-letters").json()["dead_letters"]
+    assert letter["reason"].startswith("unservable")

@@ -90,8 +90,8 @@ async def _send(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
             await flow.room.wait()
             continue
         batch = await broker.pull(sid, min(flow.free(), 500), wait_s=5.0)
-        if batch:  # one frame per leased batch: frames, not messages, cost the most
-            served = await servable(broker, sid, batch, message_json)
+        served = await servable(broker, sid, batch, message_json)
+        if served:  # one frame per leased batch: frames, not messages, cost the most
             flow.inflight.update(served)
             frame = {"type": "messages", "messages": list(served.values())}
             await ws.send_bytes(orjson.dumps(frame))
