@@ -27,7 +27,6 @@ from tidings.model import (
     check_depth,
     check_receipts,
     convert,
-    is_scalar,
     parse_attributes,
     parse_function_spec,
     parse_predicates,
@@ -58,11 +57,10 @@ def numeric(value: JSON) -> JSON:
 T = TypeVar("T")
 
 
-async def body(request: Request, into: type[T]) -> dict[str, Any]:
-    """The body as a JSON object, once `into` has validated its shape."""
-    raw = await json_body(request, settings_of(request).limits.max_publication_bytes)
-    convert(raw, into)
-    return raw  # type: ignore[no-any-return]
+async def body(request: Request, into: type[T]) -> T:
+    """The body as the type that validates it."""
+    _, typed = await body_as(request, into, settings_of(request).limits.max_publication_bytes)
+    return typed
 
 
 async def owned(request: Request, into: type[T]) -> tuple[Broker, str, dict[str, Any]]:
@@ -158,16 +156,14 @@ async def subscribe_content(request: Request) -> Response:
 async def subscribe_function(request: Request) -> Response:
     """Subscribe by a matching function (url, code or builtin) for a subscription topic."""
     broker, sid, raw = await owned(request, t.SubscribeFunctionBody)
-    kind = required(raw, "functionType")
-    if kind not in ("url", "code", "builtin"):
-        raise invalid("functionType", "functionType is url, code or builtin")
-    source = required(raw, "matchingFunction")
-    if kind == "url" and isinstance(source, str) and "://" not in source:
+    fn = convert(raw, t.SubscribeFunctionBody)
+    source = fn.matchingFunction
+    if fn.functionType == "url" and "://" not in source:
         source = f"http://{source}"  # the thesis's samples omit the scheme
     native = {
-        "function_type": required(raw, "subscriptionTopic"),
-        kind: source,
-        "params": raw.get("parameters", {}) or {},
+        "function_type": fn.subscriptionTopic,
+        fn.functionType: source,
+        "params": fn.parameters or {},
     }
     try:
         spec = parse_function_spec(native, "function", broker.settings.limits)
@@ -197,47 +193,36 @@ def _thesis_field(field: str | None) -> str | None:
     return names.get(field or "", field)
 
 
-def _message(raw: dict[str, Any], request: Request) -> JSON:
-    return check_depth(raw["message"], "message", settings_of(request).limits)
+def _message(message: JSON, request: Request) -> JSON:
+    return check_depth(message, "message", settings_of(request).limits)
 
 
 @described(Operation(t.PublishTopicsBody, answer=t.CompatPublished))
 async def publish_topics(request: Request) -> Response:
     """Publish to topics: one message per (subscriber, matching topic)."""
-    raw = await body(request, t.PublishTopicsBody)
+    sent = await body(request, t.PublishTopicsBody)
     limits = settings_of(request).limits
-    topics = required(raw, "topics")
-    if not isinstance(topics, list) or not topics:
-        raise invalid("topics", "expected a non-empty array of topics")
     checked = tuple(
         dict.fromkeys(
-            validate_topic(t, f"topics[{i}]", limits, pattern=False) for i, t in enumerate(topics)
+            validate_topic(topic, f"topics[{i}]", limits, pattern=False)
+            for i, topic in enumerate(sent.topics)
         )
     )
-    result = await broker_of(request).publish_per_topic(_message(raw, request), checked)
+    result = await broker_of(request).publish_per_topic(_message(sent.message, request), checked)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
 
-def attributes_of(content: JSON, request: Request) -> dict[str, Scalar]:
-    if not isinstance(content, list):
-        raise invalid("content", "expected an array of {key, value}")
-    attrs: dict[str, JSON] = {}
-    for i, entry in enumerate(content):
-        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
-            raise invalid(f"content[{i}]", "expected an object {key, value}")
-        value = numeric(required(entry, "value", f"content[{i}]."))
-        if not is_scalar(value):
-            raise invalid(f"content[{i}].value", "a value is a string, number or boolean")
-        attrs[entry["key"]] = value
+def attributes_of(content: list[t.ContentValue], request: Request) -> dict[str, Scalar]:
+    attrs = {entry.key: numeric(entry.value) for entry in content}
     return parse_attributes(attrs, settings_of(request).limits, "content")
 
 
 @described(Operation(t.PublishContentBody, answer=t.CompatPublished))
 async def publish_content(request: Request) -> Response:
     """Publish with content: attributes as {key, value} entries."""
-    raw = await body(request, t.PublishContentBody)
-    attrs = attributes_of(required(raw, "content"), request)
-    item = PublicationInput(_message(raw, request), attributes=attrs)
+    sent = await body(request, t.PublishContentBody)
+    attrs = attributes_of(sent.content, request)
+    item = PublicationInput(_message(sent.message, request), attributes=attrs)
     result = await broker_of(request).publish(item)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
@@ -245,11 +230,9 @@ async def publish_content(request: Request) -> Response:
 @described(Operation(t.PublishFunctionsBody, answer=t.CompatPublished))
 async def publish_functions(request: Request) -> Response:
     """Publish to the function subscriptions of the given subscription topics."""
-    raw = await body(request, t.PublishFunctionsBody)
-    types = required(raw, "subscriptionTopics")
-    if not isinstance(types, list) or not types or not all(isinstance(t, str) and t for t in types):
-        raise invalid("subscriptionTopics", "expected a non-empty array of strings")
-    item = PublicationInput(_message(raw, request), function_types=tuple(dict.fromkeys(types)))
+    sent = await body(request, t.PublishFunctionsBody)
+    types = tuple(dict.fromkeys(sent.subscriptionTopics))
+    item = PublicationInput(_message(sent.message, request), function_types=types)
     result = await broker_of(request).publish(item)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
