@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from tests.api.conftest import Sub
 
+from tidings.config import load_settings
+from tidings.model import JSON_DEPTH_CEILING
 from tidings.server import EmbeddedServer
 from tidings.store.base import NewMessage
 
@@ -134,3 +137,22 @@ async def test_the_stream_skips_an_unservable_message_and_delivers_the_next(
         assert message["body"]["data"] == "good"  # type: ignore[index]
     [letter] = sub.get("/dead-letters").json()["dead_letters"]
     assert letter["reason"].startswith("unservable")
+
+
+def test_whatever_the_setting_a_value_at_the_ceiling_is_served_everywhere(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings({"data_dir": tmp_path, "limits__max_json_depth": 10_000}, env={})
+    with EmbeddedServer(settings) as server, httpx.Client(base_url=server.url) as client:
+        sub = Sub(client)
+        sub.subscribe(topics=["ceiling"])
+        body = {"topics": ["ceiling"], "data": nested(JSON_DEPTH_CEILING)}
+        assert client.post("/v1/publications", json=body).status_code == 201
+        too_deep = {"data": nested(JSON_DEPTH_CEILING + 1)}
+        assert client.post("/v1/publications", json=too_deep).status_code == 422
+        compat = {"message": nested(JSON_DEPTH_CEILING), "topics": ["ceiling"]}
+        assert client.post("/api/PublishTopics", json=compat).status_code == 200
+        [native] = sub.pull(max=1)
+        assert native["body"]["data"] == nested(JSON_DEPTH_CEILING)
+        queue = client.get(f"/api/queues/{sub.id}", headers=sub.auth).json()["messages"]
+        assert [m["body"]["message"] for m in queue] == [nested(JSON_DEPTH_CEILING)]
