@@ -123,3 +123,16 @@ def test_the_limits_follow_the_settings(tmp_path: Any) -> None:
     document = create_app(Broker(settings, open_store("memory://"))).state.openapi
     pull = document["paths"]["/v1/subscribers/{subscriber_id}/messages"]["get"]
     assert {p["name"]: p["schema"].get("maximum") for p in pull["parameters"]}["max"] == 7
+
+
+def test_every_route_declares_the_types_it_reads_and_answers() -> None:
+    from tidings.api import app, openapi
+    from tidings.api.schemas import DESCRIBED
+
+    endpoints = [
+        route.endpoint
+        for route in [*v1.routes, *compat.routes, *functions.routes]
+        if isinstance(route, Route)
+    ]
+    others = [app.healthz, app.metrics, openapi.openapi_json, openapi.docs]
+    assert all(endpoint in DESCRIBED for endpoint in [*endpoints, *others])
