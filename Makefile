@@ -7,13 +7,18 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./.tidings
 
-.PHONY: run test lint typecheck bench clean prereqs constraints
+.PHONY: run test lint typecheck bench clean prereqs constraints fuzz
 
 run: $(STAMP)
 	$(BIN)/tidings serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# schemathesis over every operation of /openapi.json, many examples each (the suite runs 5)
+FUZZ_EXAMPLES ?= 200
+fuzz: $(STAMP)
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/api/test_schemathesis.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

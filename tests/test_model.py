@@ -132,3 +132,47 @@ def test_a_function_url_must_be_http() -> None:
 def test_a_publication_round_trips_through_json() -> None:
     pub = Publication("id1", 1.5, {"a": 1}, ("t",), {"x": 2}, ("f",))
     assert Publication.from_json(pub.to_json()) == pub
+
+
+# ---------------------------------------------------------------- nesting, receipts, types
+
+
+def test_json_depth_counts_containers_and_stops_past_the_limit() -> None:
+    from tidings.model import json_depth
+
+    assert [json_depth(v) for v in (1, [], [[1]], {"a": [{"b": 2}]})] == [0, 1, 2, 3]
+    deep: Any = 1
+    for _ in range(10_000):  # no recursion: as deep as orjson ever decodes, and deeper
+        deep = [deep]
+    assert json_depth(deep, stop=5) == 6
+
+
+def test_receipts_are_ascii_digits_within_64_bits() -> None:
+    from tidings.model import receipt_seq
+
+    assert receipt_seq("12.1.abcdef") == 12
+    assert receipt_seq(f"{2**63 - 1}.1.ab") == 2**63 - 1
+    for bad in ("¹.1.ab", "١.1.ab", f"{2**63}.1.ab", "99999999999999999999.1.x", "1.1.", "x"):
+        assert receipt_seq(bad) is None, bad
+
+
+def test_a_typed_conversion_names_the_path_of_the_mistake() -> None:
+    import msgspec
+
+    from tidings.model import convert
+
+    class Item(msgspec.Struct, forbid_unknown_fields=True):
+        key: str
+        values: dict[str, int] = {}
+
+    cases = [
+        ([{"key": 1}], "invalid_field", "[0].key"),
+        ([{}], "missing_field", "[0].key"),
+        ([{"key": "k", "extra": 1}], "invalid_field", "[0].extra"),
+        ([{"key": "k", "values": {"a": 1, "b": [2]}}], "invalid_field", "[0].values.b"),
+        ({"key": "k"}, "invalid_field", "$"),
+    ]
+    for raw, code, field in cases:
+        with pytest.raises(TidingsError) as caught:
+            convert(raw, list[Item])
+        assert (caught.value.code.value, caught.value.field) == (code, field), raw

@@ -594,6 +594,17 @@ class Broker:
                 ErrorCode.UNAVAILABLE, detail=f"the store does not answer: {exc!r}"[:300]
             ) from None
 
+    async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
+        """Dead-letter one leased message that cannot be served (e.g. its answer does not
+        encode), alone: the rest of its batch is delivered as usual."""
+        moved = await asyncio.to_thread(
+            self.store.reject, subscriber_id, message.receipt, reason, self.clock()
+        )
+        if moved:
+            self.leases.settle([message.receipt])
+            self.metrics.inc("deliveries_rejected_total")
+            log.warning("dead-lettered message %s of %s: %s", message.id, subscriber_id, reason)
+
     async def depth(self, subscriber_id: str) -> QueueDepth:
         return await asyncio.to_thread(self.store.depth, subscriber_id, self.clock())
 

@@ -33,6 +33,9 @@ class Limits:
     max_function_types: int = 16
     max_batch: int = 1000
     max_code_bytes: int = 64 * 1024
+    # nesting of a JSON value a client sends (publication data, parameters); at most
+    # model.JSON_DEPTH_CEILING, so that every answer carrying it can still be encoded
+    max_json_depth: int = 64
 
 
 @dataclass(frozen=True, slots=True)

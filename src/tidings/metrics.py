@@ -30,6 +30,7 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "deliveries_leased": ("Deliveries handed to a subscriber (pulled or pushed).", ()),
     "deliveries_acked": ("Deliveries acknowledged.", ()),
     "deliveries_nacked": ("Deliveries handed back for redelivery.", ()),
+    "deliveries_rejected": ("Leased messages that could not be served, dead-lettered.", ()),
     "expired": ("Messages moved to dead letters by the retention.", ()),
     "function_calls": ("Function subscription evaluations.", ()),
     "function_failures": ("Function evaluations that failed (error, time or memory).", ()),

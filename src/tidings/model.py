@@ -11,13 +11,24 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
+
+import msgspec
 
 from tidings.config import Limits
 from tidings.errors import ErrorCode, TidingsError, invalid
 
 Scalar: TypeAlias = str | int | float | bool
 JSON: TypeAlias = Any
+T = TypeVar("T")
+
+# orjson encodes at most 254 levels and every answer wraps a client's value in a few more
+# (a pull: messages, message, body, data), so no setting lets a value nest deeper than this
+JSON_DEPTH_CEILING = 200
+# ids and the sequence number in a receipt are the store's signed 64-bit integers
+ID_MAX = 2**63 - 1
+RECEIPT_PATTERN = r"^[0-9]{1,19}\.[0-9]{1,10}\.[0-9a-f]{1,64}$"
+_RECEIPT = re.compile(RECEIPT_PATTERN, re.ASCII)
 
 
 class Op(StrEnum):
@@ -220,6 +231,101 @@ def required(raw: Mapping[str, JSON], key: str, prefix: str = "") -> JSON:
     return raw[key]
 
 
+def json_depth(value: JSON, stop: int = JSON_DEPTH_CEILING) -> int:
+    """How deep containers nest in a JSON value (a scalar 0, `[]` 1, `[[1]]` 2), counted
+    without recursion and only up to the first level past `stop`."""
+    deepest, stack = 0, [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        deepest = max(deepest, depth)
+        if depth > stop:
+            return depth
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return deepest
+
+
+def check_depth(value: JSON, field_name: str, limits: Limits) -> JSON:
+    """Refuse a client's value nested deeper than `limits.max_json_depth` (capped at
+    `JSON_DEPTH_CEILING`), so that every answer that carries it can be encoded."""
+    limit = min(limits.max_json_depth, JSON_DEPTH_CEILING)
+    if json_depth(value, limit) > limit:
+        raise invalid(field_name, f"nested more than {limit} levels deep")
+    return value
+
+
+def receipt_seq(receipt: str) -> int | None:
+    """The message sequence number in a receipt `seq.attempt.nonce`, or None when the
+    receipt is malformed: ASCII digits only, within 64 bits."""
+    if not _RECEIPT.match(receipt):
+        return None
+    seq = int(receipt.split(".", 1)[0])
+    return seq if seq <= ID_MAX else None
+
+
+def check_receipts(receipts: list[str], field_name: str = "receipts") -> list[str]:
+    for i, receipt in enumerate(receipts):
+        if receipt_seq(receipt) is None:
+            raise invalid(f"{field_name}[{i}]", "not a receipt this broker issued")
+    return receipts
+
+
+# ---------------------------------------------------------------- typed conversion
+
+_AT = re.compile(r"^(?P<detail>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_NAMED = re.compile(r"^Object (?P<what>missing required|contains unknown) field `(?P<name>.*)`$")
+_SEGMENT_RE = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+
+
+def convert(raw: JSON, into: type[T], *, strict: bool = True) -> T:
+    """`raw` as an instance of the msgspec type `into`, or the house's error naming the
+    path (`predicates[0].op`); a missing field is `missing_field`, the rest `invalid_field`."""
+    try:
+        return msgspec.convert(raw, into, strict=strict)
+    except msgspec.ValidationError as exc:
+        raise validation_error(str(exc), raw) from None
+
+
+def validation_error(text: str, raw: JSON) -> TidingsError:
+    match = _AT.match(text)
+    detail, path = (match["detail"], match["path"] or "") if match else (text, "")
+    segments = _segments(path, raw)
+    named = _NAMED.match(detail)
+    if named:
+        segments.append(named["name"])
+        if named["what"] == "missing required":
+            return TidingsError(ErrorCode.MISSING_FIELD, field=_path(segments))
+        detail = "unknown field"
+    return invalid(_path(segments), detail)
+
+
+def _segments(path: str, raw: JSON) -> list[str | int]:
+    """msgspec's path as keys and indexes; its `[...]` (a map's key) resolved to the first
+    key of that object whose value is not a JSON scalar."""
+    out: list[str | int] = []
+    node = raw
+    for key, index in _SEGMENT_RE.findall(path):
+        step: str | int = key if key else (int(index) if index != "..." else "")
+        if step == "" and isinstance(node, dict):
+            step = next((k for k, v in node.items() if not is_scalar(v)), "...")
+        out.append(step)
+        node = _child(node, step)
+    return out
+
+
+def _child(node: JSON, step: str | int) -> JSON:
+    if isinstance(node, dict):
+        return node.get(step)
+    if isinstance(node, list) and isinstance(step, int) and step < len(node):
+        return node[step]
+    return None
+
+
+def _path(segments: list[str | int]) -> str:
+    text = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in segments)
+    return text.lstrip(".") or "$"
+
+
 # ---------------------------------------------------------------- topics
 
 
@@ -375,6 +481,7 @@ def parse_function_spec(raw: JSON, field_name: str, limits: Limits) -> FunctionS
     params = obj.get("params", {})
     if not isinstance(params, Mapping):
         raise invalid(f"{field_name}.params", f"expected an object, got {_kind(params)}")
+    check_depth(params, f"{field_name}.params", limits)
     fail_open = obj.get("fail_open", False)
     if not isinstance(fail_open, bool):
         raise invalid(f"{field_name}.fail_open", "expected true or false")
@@ -406,7 +513,7 @@ def parse_publication_body(
             _string_list(obj.get("function_types", []), "function_types", limits.max_function_types)
         )
     )
-    return obj.get("data"), topics, attributes, ftypes
+    return check_depth(obj.get("data"), "data", limits), topics, attributes, ftypes
 
 
 def parse_attributes(

@@ -49,8 +49,9 @@ def test_images_are_looked_at(http: httpx.Client) -> None:
         ({"params": {"language": "en"}}, "publication"),
         ({"publication": "text", "params": {"language": "en"}}, "publication"),
         ({"publication": {"data": "x"}, "params": []}, "params"),
-        ({"publication": {"data": "x"}, "params": {}}, "$.params"),
-        ({"publication": {"data": "x"}, "params": {"language": "en", "x": 1}}, "$.params"),
+        ({"publication": {"data": "x"}, "params": {}}, "params.language"),
+        ({"publication": {"data": "x"}, "params": {"language": "en", "x": 1}}, "params.x"),
+        ({"publication": {"data": "x"}, "params": {"language": {"x": 1}}}, "params.language"),
     ],
 )
 def test_bad_bodies_get_a_4xx_naming_the_field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import httpx
@@ -41,7 +42,7 @@ def test_every_operation_said_to_need_a_token_refuses_a_call_without_one(
         if "security" not in op:
             continue
         body = {"subscriberId": me["id"]}
-        url = path.format(subscriber_id=me["id"], subscription_id="x")
+        url = path.format(subscriber_id=me["id"], subscription_id="x", simulation_id="x")
         response = http.request(method, url, json=body if method == "post" else None)
         assert response.status_code == 401, (method, path)
 
@@ -52,8 +53,86 @@ def test_the_pull_parameters_are_documented(spec: dict[str, Any]) -> None:
 
 
 def test_the_documented_operators_are_the_models(spec: dict[str, Any]) -> None:
-    body = spec["paths"]["/v1/subscribers/{subscriber_id}/subscriptions"]["post"]["requestBody"]
-    schema = body["content"]["application/json"]["schema"]
-    [predicates] = [s for s in schema["oneOf"] if "predicates" in s["properties"]]
-    ops = predicates["properties"]["predicates"]["items"]["properties"]["op"]["enum"]
-    assert set(ops) == {op.value for op in Op}
+    predicate = spec["components"]["schemas"]["Predicate"]
+    assert set(predicate["properties"]["op"]["enum"]) >= {op.value for op in Op}
+
+
+def test_every_body_has_a_schema_and_says_whether_it_is_required(spec: dict[str, Any]) -> None:
+    for (method, path), op in operations(spec).items():
+        if method != "post":
+            continue
+        if path.endswith("/resume") or path == "/api/RegisterSubscriber":
+            assert "requestBody" not in op, path  # they read no body
+            continue
+        body = op["requestBody"]
+        assert body["content"]["application/json"]["schema"], path
+        assert body["required"] is (path not in OPTIONAL_BODIES), path
+
+
+OPTIONAL_BODIES = {"/v1/subscribers", "/v1/subscribers/{subscriber_id}/dead-letters/redrive"}
+
+
+def test_every_answer_has_a_schema_and_errors_have_the_error_shape(spec: dict[str, Any]) -> None:
+    error = spec["components"]["schemas"]["ErrorDetail"]
+    assert set(error["required"]) == {"code", "message", "field"}
+    for (method, path), op in operations(spec).items():
+        [success] = [code for code in op["responses"] if code.startswith("2")]
+        if success != "204":
+            assert op["responses"][success]["content"], (method, path)
+        assert op["responses"]["4XX"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorAnswer"
+        }
+
+
+def test_the_limits_are_declared_as_minimum_and_maximum(spec: dict[str, Any]) -> None:
+    pull = spec["paths"]["/v1/subscribers/{subscriber_id}/messages"]["get"]["parameters"]
+    by_name = {p["name"]: p["schema"] for p in pull}
+    limits = {k: by_name["max"][k] for k in ("type", "minimum", "maximum")}
+    assert limits == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert (by_name["wait"]["minimum"], by_name["wait"]["maximum"]) == (0, 20)
+    assert (by_name["visibility"]["minimum"], by_name["visibility"]["maximum"]) == (0, 43200)
+    nack = spec["components"]["schemas"]["NackBody"]["properties"]["delay"]
+    assert (nack["minimum"], nack["maximum"]) == (0, 43200)
+
+
+def test_the_function_routes_describe_their_body(spec: dict[str, Any]) -> None:
+    body = spec["paths"]["/api/DetectLanguages"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/FunctionCallBody"
+    }
+
+
+def test_the_stream_is_described(spec: dict[str, Any]) -> None:
+    stream = spec["x-websockets"]["/v1/subscribers/{subscriber_id}/stream"]
+    assert stream["x-client-frames"] == {"$ref": "#/components/schemas/StreamFrame"}
+
+
+def test_the_interactive_docs_are_served(http: httpx.Client) -> None:
+    response = http.get("/docs")
+    assert response.status_code == 200 and "/openapi.json" in response.text
+
+
+def test_the_limits_follow_the_settings(tmp_path: Any) -> None:
+    from tidings.api.app import create_app
+    from tidings.broker import Broker
+    from tidings.config import QueueSettings, load_settings
+    from tidings.store import open_store
+
+    settings = load_settings({"data_dir": tmp_path}, env={})
+    settings = dataclasses.replace(settings, queues=QueueSettings(max_pull=7))
+    document = create_app(Broker(settings, open_store("memory://"))).state.openapi
+    pull = document["paths"]["/v1/subscribers/{subscriber_id}/messages"]["get"]
+    assert {p["name"]: p["schema"].get("maximum") for p in pull["parameters"]}["max"] == 7
+
+
+def test_every_route_declares_the_types_it_reads_and_answers() -> None:
+    from tidings.api import admin, app, metrics, openapi
+    from tidings.api.schemas import DESCRIBED
+
+    endpoints = [
+        route.endpoint
+        for route in [*v1.routes, *admin.routes, *compat.routes, *functions.routes]
+        if isinstance(route, Route)
+    ]
+    others = [app.healthz, app.readyz, metrics.metrics, openapi.openapi_json, openapi.docs]
+    assert all(endpoint in DESCRIBED for endpoint in [*endpoints, *others])

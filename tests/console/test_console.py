@@ -123,3 +123,10 @@ def test_the_root_leads_to_the_console(context: Any) -> None:
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/ui/$"))
     expect(page.locator("header h1")).to_have_text("Tidings")
+
+
+def test_the_api_docs_render_from_the_package_with_no_internet(context: Any) -> None:
+    page = context.new_page()
+    page.goto("/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Tidings", timeout=TIMEOUT_MS)
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()

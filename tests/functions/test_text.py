@@ -52,4 +52,10 @@ def test_unknown_builtins_and_parameters_are_refused_with_their_field() -> None:
     )
     with pytest.raises(TidingsError) as caught:
         check_builtin("detect_language", {})
-    assert caught.value.field == "function.params"
+    assert caught.value.field == "function.params.language"
+    with pytest.raises(TidingsError) as caught:
+        check_builtin("detect_language", {"language": {"x": 1}})
+    assert (caught.value.code, caught.value.field) == (
+        ErrorCode.FUNCTION_INVALID,
+        "function.params.language",
+    )

@@ -48,7 +48,7 @@ async def ep() -> AsyncIterator[Endpoint]:
         (FunctionSpec("t", "builtin", "read_minds"),
          ErrorCode.FUNCTION_UNKNOWN, "function.builtin"),
         (FunctionSpec("t", "builtin", "detect_language", {}),
-         ErrorCode.FUNCTION_INVALID, "function.params"),
+         ErrorCode.FUNCTION_INVALID, "function.params.language"),
         (FunctionSpec("t", "url", "file:///etc/passwd"),
          ErrorCode.FUNCTION_INVALID, "function.url"),
     ],

@@ -12,7 +12,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api.io import JSONResponse, base_url, bearer, json_body, query_number
+from tidings.api import schemas as t
+from tidings.api.io import JSONResponse, base_url, bearer, body_as, query_as
+from tidings.api.schemas import Operation, described
 from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.environment import machine, versions
@@ -20,7 +22,6 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.sim.background import Simulations
 from tidings.sim.config import parse_config
 
-PAGE = 100
 CONFIG_LIMIT = 1024 * 1024
 VERSIONS = ("starlette", "uvicorn", "orjson", "numpy", "psycopg", "prometheus-client")
 
@@ -31,7 +32,9 @@ def admin(request: Request) -> Broker:
     return broker
 
 
+@described(Operation(answer=t.Overview, token=True))
 async def overview(request: Request) -> Response:
+    """The broker at a glance: subscribers, subscriptions, queues, suspended functions."""
     broker = admin(request)
     snapshot = await broker.gauges()
     counters = ("publications", "deliveries_leased", "deliveries_acked", "function_calls")
@@ -80,11 +83,13 @@ def without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+@described(Operation(query=t.subscribers_query, answer=t.SubscribersPage, token=True))
 async def subscribers(request: Request) -> Response:
+    """Subscribers in id order, a page at a time, with their queues and last activity."""
     broker = admin(request)
-    limit = int(query_number(request, "limit", PAGE, 1, 1000))
-    after = request.query_params.get("after", "")
-    page = await broker.subscribers_page(after, limit)
+    q = query_as(request, t.SubscribersQuery)
+    page = await broker.subscribers_page(q.after, q.limit)
+    limit = q.limit
     return JSONResponse(
         {
             "subscribers": [
@@ -102,28 +107,34 @@ async def subscribers(request: Request) -> Response:
     )
 
 
+@described(Operation(status=204, token=True))
 async def delete_subscriber(request: Request) -> Response:
+    """Delete a subscriber, its subscriptions and its queue."""
     broker = admin(request)
     await broker.unregister(request.path_params["subscriber_id"])  # 404 if there is none
     return Response(status_code=204)
 
 
+@described(Operation(t.SimulationBody, answer=t.Simulation, status=202, token=True))
 async def start_simulation(request: Request) -> Response:
     """Run a simulator configuration (native or the thesis's) against this broker."""
     admin(request)
-    raw = await json_body(request, CONFIG_LIMIT)
-    config = parse_config(raw.get("config") if isinstance(raw, dict) else None)
+    _, body = await body_as(request, t.SimulationBody, CONFIG_LIMIT)
+    config = parse_config(body.config)
     own_url = base_url(request, "")  # the broker the console is talking to, whatever it said
     simulation = simulations_of(request).start(config, own_url)
     return JSONResponse(simulation.state(), status_code=202)
 
 
+@described(Operation(answer=t.Simulation, token=True))
 async def simulation(request: Request) -> Response:
+    """A simulation's state: running, done or failed; its progress and summary."""
     admin(request)
     found = simulations_of(request).get(request.path_params["simulation_id"])
     return JSONResponse(found.state())
 
 
+@described(Operation(answer=dict[str, Any], token=True))
 async def simulation_summary(request: Request) -> Response:
     """The finished run's summary, as a file to keep."""
     admin(request)

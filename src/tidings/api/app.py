@@ -13,17 +13,21 @@ from starlette.routing import BaseRoute, Route
 
 from tidings import console
 from tidings.api import admin, compat, functions, metrics, openapi, v1
-from tidings.api.errors import HANDLERS
+from tidings.api import schemas as t
+from tidings.api.errors import HANDLERS, Internal
 from tidings.api.io import JSONResponse
+from tidings.api.schemas import Operation, described
 from tidings.broker import Broker
 from tidings.sim.background import Simulations
 
 
+@described(Operation(answer=t.Health))
 async def healthz(request: Request) -> Response:
     """Liveness: the broker answers."""
     return JSONResponse({"status": "ok"})
 
 
+@described(Operation(answer=t.Ready))
 async def readyz(request: Request) -> Response:
     """Readiness: the broker answers and its store answers within a second (503 if not)."""
     broker: Broker = request.app.state.broker
@@ -43,7 +47,6 @@ def create_app(broker: Broker) -> Starlette:
     ]
     api = [*v1.routes, *admin.routes, *compat.routes, *functions.routes]
     routes = [*ops, *api, *console.routes()]
-
     simulations = Simulations(broker.settings.data_dir / "simulations")
 
     @asynccontextmanager
@@ -58,10 +61,12 @@ def create_app(broker: Broker) -> Starlette:
     app = Starlette(
         routes=routes,
         exception_handlers=dict(HANDLERS),
+        # outermost first: the metrics count the 500 that `Internal` answers
+        middleware=[Middleware(metrics.HTTPMetrics, metrics=broker.metrics), Middleware(Internal)],
         lifespan=lifespan,
-        middleware=[Middleware(metrics.HTTPMetrics, metrics=broker.metrics)],
     )
     app.state.broker = broker
     app.state.simulations = simulations
-    app.state.openapi = openapi.document([r for r in [*ops, *api] if isinstance(r, Route)])
+    described_routes = [r for r in [*ops, *api] if isinstance(r, Route)]
+    app.state.openapi = openapi.document(described_routes, broker.settings)
     return app

@@ -8,20 +8,25 @@ per (subscriber, matching topic); a content subscription's entries form one conj
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api.io import JSONResponse, base_url, bearer, json_body, query_number
-from tidings.api.v1 import SMALL_BODY, broker_of, settings_of
+from tidings.api import schemas as t
+from tidings.api.io import JSONResponse, base_url, bearer, body_as, json_body, query_as
+from tidings.api.schemas import Operation, described
+from tidings.api.serve import servable
+from tidings.api.v1 import RECEIPTS_BODY, broker_of, settings_of
 from tidings.broker import Broker, PublicationInput
-from tidings.errors import ErrorCode, TidingsError, invalid
+from tidings.errors import TidingsError, invalid
 from tidings.model import (
     JSON,
     Scalar,
-    is_scalar,
+    check_depth,
+    check_receipts,
+    convert,
     parse_attributes,
     parse_function_spec,
     parse_predicates,
@@ -49,27 +54,34 @@ def numeric(value: JSON) -> JSON:
     )
 
 
-async def body(request: Request) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+async def body(request: Request, into: type[T]) -> T:
+    """The body as the type that validates it."""
+    _, typed = await body_as(request, into, settings_of(request).limits.max_publication_bytes)
+    return typed
+
+
+async def owned(request: Request, into: type[T]) -> tuple[Broker, str, dict[str, Any]]:
+    """The broker, the body's subscriberId and the body, the token checked before the
+    body's shape (as the native API checks it before reading the body)."""
     raw = await json_body(request, settings_of(request).limits.max_publication_bytes)
-    if not isinstance(raw, dict):
-        raise invalid("$", "expected a JSON object")
-    return raw
-
-
-async def subscriber_of(request: Request, raw: dict[str, Any]) -> tuple[Broker, str]:
-    sid = required(raw, "subscriberId")
-    if not isinstance(sid, str):
-        raise invalid("subscriberId", "expected a string")
+    sid = raw.get("subscriberId") if isinstance(raw, dict) else None
     broker = broker_of(request)
-    await broker.authenticate(sid, bearer(request))
-    return broker, sid
+    if isinstance(sid, str):
+        await broker.authenticate(sid, bearer(request))
+    convert(raw, into)
+    return broker, raw["subscriberId"], raw
 
 
 def compat_queue_url(request: Request, subscriber_id: str) -> str:
     return f"{base_url(request, settings_of(request).public_url)}/api/queues/{subscriber_id}"
 
 
+@described(Operation(answer=t.CompatRegistered))
 async def register_subscriber(request: Request) -> Response:
+    """Register a subscriber (takes no body): its id, queue and token."""
     subscriber, token = await broker_of(request).register()
     url = compat_queue_url(request, subscriber.id)
     return JSONResponse(
@@ -83,9 +95,10 @@ async def register_subscriber(request: Request) -> Response:
     )
 
 
+@described(Operation(t.UnregisterBody, answer=t.CompatUnregistered, token=True))
 async def unregister_subscriber(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Unregister a subscriber."""
+    broker, sid, raw = await owned(request, t.UnregisterBody)
     queue = raw.get("queueUrl")
     if queue is not None and queue not in (sid, compat_queue_url(request, sid)):
         raise invalid("queueUrl", "this is not the subscriber's queue")
@@ -93,9 +106,10 @@ async def unregister_subscriber(request: Request) -> Response:
     return JSONResponse({"subscriberId": sid, "unregistered": True})
 
 
+@described(Operation(t.SubscribeTopicsBody, answer=t.CompatSubscribed, token=True))
 async def subscribe_topics(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Subscribe to topics."""
+    broker, sid, raw = await owned(request, t.SubscribeTopicsBody)
     topics = parse_topic_filters(required(raw, "topics"), broker.settings.limits)
     sub = await broker.subscribe(sid, "topic", topics=topics)
     return JSONResponse({"subscriberId": sid, "subscriptionId": sub.id, "topics": list(topics)})
@@ -123,9 +137,10 @@ def predicates_of(content: JSON, broker: Broker) -> Any:
         raise
 
 
+@described(Operation(t.SubscribeContentBody, answer=t.CompatSubscribed, token=True))
 async def subscribe_content(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
+    """Subscribe by content: one conjunction of conditions on attributes."""
+    broker, sid, raw = await owned(request, t.SubscribeContentBody)
     predicates = predicates_of(required(raw, "content"), broker)
     sub = await broker.subscribe(sid, "content", predicates=predicates)
     return JSONResponse(
@@ -137,19 +152,18 @@ async def subscribe_content(request: Request) -> Response:
     )
 
 
+@described(Operation(t.SubscribeFunctionBody, answer=t.CompatSubscribed, token=True))
 async def subscribe_function(request: Request) -> Response:
-    raw = await body(request)
-    broker, sid = await subscriber_of(request, raw)
-    kind = required(raw, "functionType")
-    if kind not in ("url", "code", "builtin"):
-        raise invalid("functionType", "functionType is url, code or builtin")
-    source = required(raw, "matchingFunction")
-    if kind == "url" and isinstance(source, str) and "://" not in source:
+    """Subscribe by a matching function (url, code or builtin) for a subscription topic."""
+    broker, sid, raw = await owned(request, t.SubscribeFunctionBody)
+    fn = convert(raw, t.SubscribeFunctionBody)
+    source = fn.matchingFunction
+    if fn.functionType == "url" and "://" not in source:
         source = f"http://{source}"  # the thesis's samples omit the scheme
     native = {
-        "function_type": required(raw, "subscriptionTopic"),
-        kind: source,
-        "params": raw.get("parameters", {}) or {},
+        "function_type": fn.subscriptionTopic,
+        fn.functionType: source,
+        "params": fn.parameters or {},
     }
     try:
         spec = parse_function_spec(native, "function", broker.settings.limits)
@@ -174,57 +188,51 @@ def _thesis_field(field: str | None) -> str | None:
         "function.code": "matchingFunction",
         "function.builtin": "matchingFunction",
     }
+    if field and field.startswith("function.params."):
+        return "parameters." + field.removeprefix("function.params.")
     return names.get(field or "", field)
 
 
-def _message(raw: dict[str, Any]) -> JSON:
-    if "message" not in raw:
-        raise TidingsError(ErrorCode.MISSING_FIELD, field="message")
-    return raw["message"]
+def _message(message: JSON, request: Request) -> JSON:
+    return check_depth(message, "message", settings_of(request).limits)
 
 
+@described(Operation(t.PublishTopicsBody, answer=t.CompatPublished))
 async def publish_topics(request: Request) -> Response:
-    raw = await body(request)
+    """Publish to topics: one message per (subscriber, matching topic)."""
+    sent = await body(request, t.PublishTopicsBody)
     limits = settings_of(request).limits
-    topics = required(raw, "topics")
-    if not isinstance(topics, list) or not topics:
-        raise invalid("topics", "expected a non-empty array of topics")
     checked = tuple(
         dict.fromkeys(
-            validate_topic(t, f"topics[{i}]", limits, pattern=False) for i, t in enumerate(topics)
+            validate_topic(topic, f"topics[{i}]", limits, pattern=False)
+            for i, topic in enumerate(sent.topics)
         )
     )
-    result = await broker_of(request).publish_per_topic(_message(raw), checked)
+    result = await broker_of(request).publish_per_topic(_message(sent.message, request), checked)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
 
-def attributes_of(content: JSON, request: Request) -> dict[str, Scalar]:
-    if not isinstance(content, list):
-        raise invalid("content", "expected an array of {key, value}")
-    attrs: dict[str, JSON] = {}
-    for i, entry in enumerate(content):
-        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
-            raise invalid(f"content[{i}]", "expected an object {key, value}")
-        value = numeric(required(entry, "value", f"content[{i}]."))
-        if not is_scalar(value):
-            raise invalid(f"content[{i}].value", "a value is a string, number or boolean")
-        attrs[entry["key"]] = value
+def attributes_of(content: list[t.ContentValue], request: Request) -> dict[str, Scalar]:
+    attrs = {entry.key: numeric(entry.value) for entry in content}
     return parse_attributes(attrs, settings_of(request).limits, "content")
 
 
+@described(Operation(t.PublishContentBody, answer=t.CompatPublished))
 async def publish_content(request: Request) -> Response:
-    raw = await body(request)
-    attrs = attributes_of(required(raw, "content"), request)
-    result = await broker_of(request).publish(PublicationInput(_message(raw), attributes=attrs))
+    """Publish with content: attributes as {key, value} entries."""
+    sent = await body(request, t.PublishContentBody)
+    attrs = attributes_of(sent.content, request)
+    item = PublicationInput(_message(sent.message, request), attributes=attrs)
+    result = await broker_of(request).publish(item)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
 
+@described(Operation(t.PublishFunctionsBody, answer=t.CompatPublished))
 async def publish_functions(request: Request) -> Response:
-    raw = await body(request)
-    types = required(raw, "subscriptionTopics")
-    if not isinstance(types, list) or not types or not all(isinstance(t, str) and t for t in types):
-        raise invalid("subscriptionTopics", "expected a non-empty array of strings")
-    item = PublicationInput(_message(raw), function_types=tuple(dict.fromkeys(types)))
+    """Publish to the function subscriptions of the given subscription topics."""
+    sent = await body(request, t.PublishFunctionsBody)
+    types = tuple(dict.fromkeys(sent.subscriptionTopics))
+    item = PublicationInput(_message(sent.message, request), function_types=types)
     result = await broker_of(request).publish(item)
     return JSONResponse({"publicationId": result.publication.id, "deliveries": result.deliveries})
 
@@ -244,24 +252,24 @@ def compat_message(m: Message) -> dict[str, Any]:
     return {"id": m.id, "receipt": m.receipt, "attempt": m.attempt, "body": inner}
 
 
+@described(Operation(query=t.compat_pull_query, answer=t.CompatMessages, token=True))
 async def read_queue(request: Request) -> Response:
+    """Lease up to `max` messages of the queue, waiting up to `wait` seconds."""
     broker, sid = broker_of(request), request.path_params["subscriber_id"]
     await broker.authenticate(sid, bearer(request))
-    q = broker.settings.queues
-    max_n = int(query_number(request, "max", 10, 1, q.max_pull))
-    wait = query_number(request, "wait", 0, 0, q.max_wait_s)
-    messages = await broker.pull(sid, max_n, wait)
-    return JSONResponse({"messages": [compat_message(m) for m in messages]})
+    q = query_as(request, t.compat_pull_query(broker.settings.queues))
+    messages = await broker.pull(sid, q.max, q.wait)
+    served = await servable(broker, sid, messages, compat_message)
+    return JSONResponse({"messages": list(served.values())})
 
 
+@described(Operation(t.AckBody, answer=t.Settled, token=True))
 async def ack_queue(request: Request) -> Response:
+    """Acknowledge (delete) leased messages by their receipts."""
     broker, sid = broker_of(request), request.path_params["subscriber_id"]
     await broker.authenticate(sid, bearer(request))
-    raw = await json_body(request, SMALL_BODY * 16)
-    receipts = raw.get("receipts") if isinstance(raw, dict) else None
-    if not isinstance(receipts, list) or not all(isinstance(r, str) for r in receipts):
-        raise invalid("receipts", "expected an array of receipt strings")
-    result = await broker.ack(sid, receipts)
+    _, raw = await body_as(request, t.AckBody, RECEIPTS_BODY)
+    result = await broker.ack(sid, check_receipts(raw.receipts))
     return JSONResponse({"acked": result.acked, "unknown": result.unknown})
 
 

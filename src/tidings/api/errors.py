@@ -7,6 +7,8 @@ import logging
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings.api.io import JSONResponse
 from tidings.errors import ErrorCode, TidingsError
@@ -25,12 +27,48 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = HTTP_CODES.get(exc.status_code, ErrorCode.NOT_FOUND)
     err = TidingsError(code, detail=f"no route for {request.method} {request.url.path}")
-    return JSONResponse(err.to_dict(), status_code=exc.status_code)
+    headers = {"Allow": allowed(request)} if exc.status_code == 405 else None
+    return JSONResponse(err.to_dict(), status_code=exc.status_code, headers=headers)
 
 
-async def server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(TidingsError(ErrorCode.INTERNAL).to_dict(), status_code=500)
+def allowed(request: Request) -> str:
+    """Every method of every route on this path (one Route per method: Starlette's own
+    `Allow` would name only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
-HANDLERS = {TidingsError: tidings_error, HTTPException: http_error, Exception: server_error}
+HANDLERS = {TidingsError: tidings_error, HTTPException: http_error}
+
+
+class Internal:
+    """Answers an unexpected exception with a JSON 500 and keeps the connection: Starlette's
+    outermost handler re-raises after answering, and the server then drops the keep-alive
+    connection, failing the client's next, valid request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if started:  # half an answer sent: only closing the connection can end it
+                raise
+            body = JSONResponse(TidingsError(ErrorCode.INTERNAL).to_dict(), status_code=500)
+            await body(scope, receive, send)

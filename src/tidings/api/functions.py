@@ -14,9 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api.io import JSONResponse, json_body
-from tidings.errors import invalid
+from tidings.api import schemas as t
+from tidings.api.io import JSONResponse, body_as
+from tidings.api.schemas import Operation, described
 from tidings.functions import call_builtin, check_builtin
+from tidings.model import check_depth
 
 ROUTES = {
     "DetectLanguages": "detect_language",
@@ -30,16 +32,14 @@ LIMIT = 8 * 1024 * 1024
 
 
 def endpoint(name: str) -> Any:
+    @described(Operation(t.FunctionCallBody, answer=t.Match))
     async def handle(request: Request) -> Response:
-        raw = await json_body(request, LIMIT)
-        publication = raw.get("publication") if isinstance(raw, dict) else None
-        params = raw.get("params", {}) if isinstance(raw, dict) else None
-        if not isinstance(publication, dict):
-            raise invalid("publication", "expected the publication as an object")
-        if not isinstance(params, dict):
-            raise invalid("params", "expected an object")
-        check_builtin(name, params, field="$")
-        matched = await asyncio.to_thread(call_builtin, name, publication, params)
+        raw, call = await body_as(request, t.FunctionCallBody, LIMIT)
+        limits = request.app.state.broker.settings.limits
+        check_depth(raw["publication"], "publication", limits)
+        check_depth(call.params, "params", limits)
+        check_builtin(name, call.params, field="$")
+        matched = await asyncio.to_thread(call_builtin, name, call.publication, call.params)
         return JSONResponse({"match": matched})
 
     handle.__doc__ = f"The {name} function as a URL function."

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import json
+import re
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tidings.errors import ErrorCode, TidingsError, invalid
+from tidings.errors import ErrorCode, TidingsError
+from tidings.model import convert
+
+T = TypeVar("T")
 
 
 class JSONResponse(Response):
@@ -33,6 +39,8 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def parse_json(body: bytes, *, allow_empty: bool = False) -> Any:
+    """The body as JSON: UTF-8, no duplicate keys (I-JSON, RFC 7493), nothing orjson
+    refuses (NaN, nesting past 1,024 levels)."""
     if not body.strip():
         if allow_empty:
             return {}
@@ -42,9 +50,50 @@ def parse_json(body: bytes, *, allow_empty: bool = False) -> Any:
     except UnicodeDecodeError:
         raise TidingsError(ErrorCode.INVALID_UTF8) from None
     try:
-        return orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise TidingsError(ErrorCode.INVALID_JSON, detail=str(exc)) from None
+    if _keys_written(body) != _keys_kept(value):
+        raise duplicate_key(body)
+    return value
+
+
+# Every string literal in valid JSON, and whether a colon follows it (then it is a key):
+# matched left to right, one literal after another, a quote is never taken for an opening one.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"(\s*:)?')
+
+
+def _keys_written(body: bytes) -> int:
+    found = _STRING.findall(body)
+    return len(found) - found.count(b"")
+
+
+def _keys_kept(value: Any) -> int:
+    """Keys of every object in the decoded value (orjson keeps the last of duplicates)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return count
+
+
+def duplicate_key(body: bytes) -> TidingsError:
+    """The error naming the first duplicated key (read again, slowly: only on this path)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in items]
+        found.extend(k for i, k in enumerate(keys) if k in keys[:i])
+        return dict(items)
+
+    with contextlib.suppress(ValueError, RecursionError):
+        json.loads(body, object_pairs_hook=pairs)
+    key = found[0] if found else "?"
+    return TidingsError(ErrorCode.INVALID_JSON, field=key, detail=f"duplicate key {key!r}")
 
 
 async def json_body(request: Request, limit: int, *, allow_empty: bool = False) -> Any:
@@ -57,17 +106,17 @@ def bearer(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def query_number(request: Request, name: str, default: float, low: float, high: float) -> float:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise invalid(name, f"{name} must be a number") from None
-    if not low <= value <= high:
-        raise invalid(name, f"{name} must be between {low:g} and {high:g}")
-    return value
+async def body_as(
+    request: Request, into: type[T], limit: int, *, allow_empty: bool = False
+) -> tuple[Any, T]:
+    """The body, as decoded JSON and as the type that validates it."""
+    raw = await json_body(request, limit, allow_empty=allow_empty)
+    return raw, convert(raw, into)
+
+
+def query_as(request: Request, into: type[T]) -> T:
+    """The query parameters as the type that validates them (numbers from their text)."""
+    return convert(dict(request.query_params), into, strict=False)
 
 
 def base_url(request: Request, public_url: str) -> str:

@@ -10,12 +10,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tidings.api.schemas import Operation, described
 from tidings.broker import Broker
 from tidings.metrics import Metrics
 
 UNMATCHED = "unmatched"  # requests no route took (404s): one label, whatever their paths
 
 
+@described(Operation(media=CONTENT_TYPE_LATEST.split(";", 1)[0]))
 async def metrics(request: Request) -> Response:
     """Prometheus metrics: publications, deliveries, queues, latencies, HTTP, process."""
     broker: Broker = request.app.state.broker

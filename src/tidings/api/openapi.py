@@ -1,214 +1,155 @@
-"""The OpenAPI document, built from the routes and a few hand-kept body schemas."""
+"""The OpenAPI document, generated from the types the handlers validate requests with
+(`tidings.api.schemas`), so the document and the validation cannot drift."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from tidings import __version__
+from tidings.api import schemas as t
 from tidings.api.io import JSONResponse
-from tidings.model import Op
+from tidings.api.schemas import DESCRIBED, Operation, described
+from tidings.config import Settings
 
-OPS: dict[str, Any] = {"enum": [op.value for op in Op]}
-SCALAR = {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
-PREDICATE = {
-    "type": "object",
-    "required": ["key", "op"],
-    "properties": {
-        "key": {"type": "string"},
-        "op": OPS,
-        "value": {"oneOf": [SCALAR, {"type": "array", "items": SCALAR}]},
-    },
-}
-PUBLICATION = {
-    "type": "object",
-    "properties": {
-        "data": {"description": "any JSON value; binary as base64 text"},
-        "topics": {"type": "array", "items": {"type": "string"}},
-        "attributes": {"type": "object", "additionalProperties": SCALAR},
-        "function_types": {"type": "array", "items": {"type": "string"}},
-    },
-}
-FUNCTION = {
-    "type": "object",
-    "required": ["function_type"],
-    "properties": {
-        "function_type": {"type": "string"},
-        "code": {"type": "string"},
-        "url": {"type": "string"},
-        "builtin": {"type": "string"},
-        "params": {"type": "object"},
-        "fail_open": {"type": "boolean"},
-    },
-}
-SUBSCRIPTION = {
-    "type": "object",
-    "oneOf": [
-        {
-            "required": ["topics"],
-            "properties": {"topics": {"type": "array", "items": {"type": "string"}}},
+REF = "#/components/schemas/{name}"
+ERROR = {"$ref": REF.format(name="ErrorAnswer")}
+
+
+def document(routes: list[Route], settings: Settings) -> dict[str, Any]:
+    """Every route with its path and query parameters, its body, its answers and their types."""
+    described_routes = [(r, DESCRIBED.get(r.endpoint, Operation())) for r in routes]
+    types = _types(described_routes, settings)
+    generated, components = msgspec.json.schema_components(types, ref_template=REF)
+    schema_of = dict(zip(map(id, types), generated, strict=True))
+    paths: dict[str, dict[str, Any]] = {}
+    for route, op in described_routes:
+        for method in sorted((route.methods or set()) - {"HEAD"}):
+            paths.setdefault(route.path, {})[method.lower()] = _operation(
+                route, method, op, settings, schema_of, components
+            )
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Tidings", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
-        {
-            "required": ["predicates"],
-            "properties": {"predicates": {"type": "array", "items": PREDICATE}},
-        },
-        {"required": ["function"], "properties": {"function": FUNCTION}},
-    ],
-}
-RECEIPTS = {
-    "type": "object",
-    "required": ["receipts"],
-    "properties": {
-        "receipts": {"type": "array", "items": {"type": "string"}},
-        "delay": {"type": "number"},
-    },
-}
-ERROR = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "field": {"type": ["string", "null"]},
-            },
-        }
-    },
-}
+        "x-websockets": {"/v1/subscribers/{subscriber_id}/stream": _stream(schema_of)},
+    }
 
 
-def _object(required: list[str], **properties: Any) -> dict[str, Any]:
-    return {"type": "object", "required": required, "properties": properties}
+def _types(routes: list[tuple[Route, Operation]], settings: Settings) -> list[Any]:
+    found: list[Any] = [t.ErrorAnswer, t.StreamFrame, t.Messages]
+    for _, op in routes:
+        found += [x for x in (op.body, op.answer) if x is not None]
+        if op.query is not None:
+            found.append(op.query(settings.queues))
+    return list({id(x): x for x in found}.values())
 
 
-STRINGS = {"type": "array", "items": {"type": "string"}}
-SUBSCRIBER_ID = {"type": "string"}
-COMPAT_CONTENT = {
-    "type": "array",
-    "items": _object(
-        ["key", "value"],
-        key={"type": "string"},
-        value=SCALAR,
-        condition=OPS,
-    ),
-}
-
-BODIES: dict[tuple[str, str], dict[str, Any]] = {
-    ("POST", "/api/UnregisterSubscriber"): _object(
-        ["subscriberId"], subscriberId=SUBSCRIBER_ID, queueUrl={"type": "string"}
-    ),
-    ("POST", "/api/SubscribeTopics"): _object(
-        ["subscriberId", "topics"], subscriberId=SUBSCRIBER_ID, topics=STRINGS
-    ),
-    ("POST", "/api/SubscribeContent"): _object(
-        ["subscriberId", "content"], subscriberId=SUBSCRIBER_ID, content=COMPAT_CONTENT
-    ),
-    ("POST", "/api/SubscribeFunction"): _object(
-        ["subscriberId", "functionType", "subscriptionTopic", "matchingFunction"],
-        subscriberId=SUBSCRIBER_ID,
-        functionType={"enum": ["url", "code", "builtin"]},
-        subscriptionTopic={"type": "string"},
-        matchingFunction={"type": "string"},
-        parameters={"type": "object"},
-    ),
-    ("POST", "/api/PublishTopics"): _object(["message", "topics"], message={}, topics=STRINGS),
-    ("POST", "/api/PublishContent"): _object(
-        ["message", "content"], message={}, content=COMPAT_CONTENT
-    ),
-    ("POST", "/api/PublishFunctions"): _object(
-        ["message", "subscriptionTopics"], message={}, subscriptionTopics=STRINGS
-    ),
-    ("POST", "/api/queues/{subscriber_id}/ack"): RECEIPTS,
-    ("POST", "/v1/subscribers/{subscriber_id}/dead-letters/redrive"): _object(
-        [], ids={"type": "array", "items": {"type": "integer"}}
-    ),
-    ("POST", "/v1/subscribers/{subscriber_id}/subscriptions"): SUBSCRIPTION,
-    ("POST", "/v1/publications"): PUBLICATION,
-    ("POST", "/v1/publications/batch"): {
-        "type": "object",
-        "properties": {"publications": {"type": "array", "items": PUBLICATION}},
-    },
-    ("POST", "/v1/subscribers/{subscriber_id}/messages/ack"): RECEIPTS,
-    ("POST", "/v1/subscribers/{subscriber_id}/messages/nack"): RECEIPTS,
-}
-
-PULL = {
-    "max": {"description": "at most this many messages (1-100)"},
-    "wait": {"description": "seconds to wait for the first message (0-20)"},
-}
-QUERIES: dict[tuple[str, str], dict[str, dict[str, str]]] = {
-    ("GET", "/v1/subscribers/{subscriber_id}/messages"): {
-        **PULL,
-        "visibility": {"description": "seconds the messages stay leased"},
-    },
-    ("GET", "/api/queues/{subscriber_id}"): PULL,
-    ("GET", "/v1/subscribers/{subscriber_id}/dead-letters"): {
-        "limit": {"description": "at most this many dead letters"}
-    },
-}
-
-
-def _operation(route: Route, method: str) -> dict[str, Any]:
+def _operation(
+    route: Route,
+    method: str,
+    op: Operation,
+    settings: Settings,
+    schema_of: dict[int, Any],
+    components: dict[str, Any],
+) -> dict[str, Any]:
     doc = (route.endpoint.__doc__ or route.name).strip().splitlines()[0]
-    op: dict[str, Any] = {
+    out: dict[str, Any] = {
         "summary": doc,
         "operationId": f"{route.name}_{method.lower()}",
-        "responses": {
-            "2XX": {"description": "success"},
-            "4XX": {
-                "description": "client error",
-                "content": {"application/json": {"schema": ERROR}},
-            },
-        },
+        "responses": _responses(op, schema_of),
     }
     params = [
         {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
         for p in route.param_convertors
     ]
-    params += [
-        {"name": name, "in": "query", "required": False, "schema": {"type": "number"}, **doc}
-        for name, doc in QUERIES.get((method, route.path), {}).items()
-    ]
-    schema = BODIES.get((method, route.path))
+    if op.query is not None:
+        query = components[op.query(settings.queues).__name__]
+        params += [
+            {"name": name, "in": "query", "required": False, "schema": schema}
+            for name, schema in query["properties"].items()
+        ]
     if params:
-        op["parameters"] = params
-    if schema is not None:
-        op["requestBody"] = {"content": {"application/json": {"schema": schema}}}
-    if "{subscriber_id}" in route.path or "subscriberId" in str(schema):
-        op["security"] = [{"bearer": []}]
-    return op
+        out["parameters"] = params
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": op.body_required,
+            "content": {"application/json": {"schema": schema_of[id(op.body)]}},
+        }
+    if op.token:
+        out["security"] = [{"bearer": []}]
+    return out
 
 
-def document(routes: list[Route]) -> dict[str, Any]:
-    paths: dict[str, dict[str, Any]] = {}
-    for route in routes:
-        for method in sorted((route.methods or set()) - {"HEAD"}):
-            paths.setdefault(route.path, {})[method.lower()] = _operation(route, method)
+def _responses(op: Operation, schema_of: dict[int, Any]) -> dict[str, Any]:
+    success: dict[str, Any] = {"description": "success"}
+    if op.status != 204:
+        schema = schema_of[id(op.answer)] if op.answer is not None else {}
+        success["content"] = {op.media: {"schema": schema}}
+    error = {"content": {"application/json": {"schema": ERROR}}}
     return {
-        "openapi": "3.1.0",
-        "info": {"title": "Tidings", "version": __version__},
-        "paths": paths,
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        str(op.status): success,
+        "4XX": {"description": "the client's mistake: the error names its field", **error},
+        "5XX": {"description": "unavailable", **error},
     }
 
 
-DOCS_HTML = """<!doctype html><html><head><title>Tidings API</title><meta charset="utf-8">
-<link rel="stylesheet" href="https://unpkg.com/swagger-ui-dist@5/swagger-ui.css"></head>
-<body><div id="ui"></div><script src="https://unpkg.com/swagger-ui-dist@5/swagger-ui-bundle.js">
-</script><script>SwaggerUIBundle({url: "/openapi.json", dom_id: "#ui"});</script>
+def _stream(schema_of: dict[int, Any]) -> dict[str, Any]:
+    """The WebSocket stream, which OpenAPI cannot describe as an operation."""
+    return {
+        "summary": "Push stream: messages as they arrive, acknowledged on the same socket",
+        "parameters": [
+            {
+                "name": "token",
+                "in": "query",
+                "schema": {"type": "string"},
+                "description": "the bearer token, if no Authorization header can be sent",
+            },
+            {
+                "name": "prefetch",
+                "in": "query",
+                "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
+                "description": "at most this many messages unacknowledged at once",
+            },
+        ],
+        "x-server-frames": {
+            "oneOf": [
+                {
+                    "description": 'a leased batch: {"type": "messages", "messages": [...]}',
+                    **schema_of[id(t.Messages)],
+                },
+                {"description": 'a refused frame: {"type": "error", "error": {...}}', **ERROR},
+            ]
+        },
+        "x-client-frames": schema_of[id(t.StreamFrame)],
+        "x-close-codes": {"4401": "no token", "4403": "another's token", "4404": "no subscriber"},
+    }
+
+
+SWAGGER = "/ui/vendor/swagger-ui"  # vendored in the package: /docs works offline
+DOCS_HTML = f"""<!doctype html><html><head><title>Tidings API</title><meta charset="utf-8">
+<link rel="stylesheet" href="{SWAGGER}/swagger-ui.css"></head>
+<body><div id="ui"></div><script src="{SWAGGER}/swagger-ui-bundle.js"></script>
+<script src="{SWAGGER}/docs.js"></script>
 <noscript>The machine-readable document is at <a href="/openapi.json">/openapi.json</a>.</noscript>
 </body></html>"""
 
 
+@described(Operation(answer=dict[str, Any]))
 async def openapi_json(request: Request) -> Response:
     """The OpenAPI document."""
     return JSONResponse(request.app.state.openapi)
 
 
+@described(Operation(media="text/html"))
 async def docs(request: Request) -> Response:
     """Interactive API documentation (Swagger UI, loaded by the browser)."""
     return HTMLResponse(DOCS_HTML)

@@ -8,15 +8,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
-from tidings.api.io import JSONResponse, base_url, bearer, json_body, query_number
+from tidings.api import schemas as t
+from tidings.api.io import JSONResponse, base_url, bearer, body_as, query_as
+from tidings.api.schemas import Operation, described
+from tidings.api.serve import listable, servable
 from tidings.api.ws import stream
 from tidings.broker import Broker, PublicationInput, Published
 from tidings.config import Settings
-from tidings.errors import ErrorCode, TidingsError, invalid
-from tidings.model import parse_publication_body, parse_subscription_body
+from tidings.errors import ErrorCode, TidingsError
+from tidings.model import check_receipts, parse_publication_body, parse_subscription_body
 from tidings.store.base import AckResult, DeadLetter, Message
 
 SMALL_BODY = 64 * 1024
+RECEIPTS_BODY = 1024 * 1024
 
 
 def broker_of(request: Request) -> Broker:
@@ -79,19 +83,20 @@ def ack_json(result: AckResult) -> dict[str, Any]:
 # ---------------------------------------------------------------- subscribers
 
 
+@described(Operation(t.RegisterBody, False, answer=t.Registered, status=201))
 async def register(request: Request) -> Response:
-    body = await json_body(request, SMALL_BODY, allow_empty=True)
-    ephemeral = body.get("ephemeral", False) if isinstance(body, dict) else False
-    if not isinstance(ephemeral, bool):
-        raise invalid("ephemeral", "expected true or false")
-    subscriber, token = await broker_of(request).register(ephemeral)
+    """Register a subscriber: its id, its bearer token (shown once) and its queue's URL."""
+    _, body = await body_as(request, t.RegisterBody, SMALL_BODY, allow_empty=True)
+    subscriber, token = await broker_of(request).register(body.ephemeral)
     return JSONResponse(
         {"id": subscriber.id, "token": token, "queue_url": queue_url(request, subscriber.id)},
         status_code=201,
     )
 
 
+@described(Operation(answer=t.SubscriberInfo, token=True))
 async def subscriber_info(request: Request) -> Response:
+    """The subscriber and its queue's depth."""
     broker, sid = await owner(request)
     found, depth = await broker.subscriber(sid), await broker.depth(sid)
     return JSONResponse(
@@ -104,7 +109,9 @@ async def subscriber_info(request: Request) -> Response:
     )
 
 
+@described(Operation(status=204, token=True))
 async def unregister(request: Request) -> Response:
+    """Delete the subscriber, its subscriptions, queue and dead letters."""
     broker, sid = await owner(request)
     await broker.unregister(sid)
     return Response(status_code=204)
@@ -113,32 +120,43 @@ async def unregister(request: Request) -> Response:
 # ---------------------------------------------------------------- subscriptions
 
 
+@described(Operation(t.Subscribe, answer=t.SubscriptionOut, status=201, token=True))
 async def create_subscription(request: Request) -> Response:
+    """Subscribe by topics, by predicates on attributes, or by a function."""
     broker, sid = await owner(request)
-    raw = await json_body(request, settings_of(request).limits.max_code_bytes + SMALL_BODY)
+    limit = settings_of(request).limits.max_code_bytes + SMALL_BODY
+    raw, _ = await body_as(request, t.SubscriptionBody, limit)
     kind, topics, predicates, function = parse_subscription_body(raw, broker.settings.limits)
     sub = await broker.subscribe(sid, kind, topics, predicates, function)
     return JSONResponse(sub.to_json(), status_code=201)
 
 
+@described(Operation(answer=t.Subscriptions, token=True))
 async def list_subscriptions(request: Request) -> Response:
+    """The subscriber's subscriptions."""
     broker, sid = await owner(request)
     return JSONResponse({"subscriptions": [s.to_json() for s in await broker.subscriptions(sid)]})
 
 
+@described(Operation(answer=t.SubscriptionOut, token=True))
 async def get_subscription(request: Request) -> Response:
+    """One subscription."""
     broker, sid = await owner(request)
     sub = await broker.subscription(sid, request.path_params["subscription_id"])
     return JSONResponse(sub.to_json())
 
 
+@described(Operation(status=204, token=True))
 async def delete_subscription(request: Request) -> Response:
+    """Unsubscribe."""
     broker, sid = await owner(request)
     await broker.unsubscribe(sid, request.path_params["subscription_id"])
     return Response(status_code=204)
 
 
+@described(Operation(answer=t.SubscriptionOut, token=True))
 async def resume_subscription(request: Request) -> Response:
+    """Resume a function subscription suspended after repeated failures (takes no body)."""
     broker, sid = await owner(request)
     sub = await broker.resume(sid, request.path_params["subscription_id"])
     return JSONResponse(sub.to_json())
@@ -152,20 +170,22 @@ def publication_input(raw: Any, settings: Settings) -> PublicationInput:
     return PublicationInput(data, topics, attributes, ftypes)
 
 
+@described(Operation(t.PublicationBody, answer=t.Published, status=201))
 async def publish(request: Request) -> Response:
+    """Publish one publication: its topics, attributes, function types and data."""
     settings = settings_of(request)
-    raw = await json_body(request, settings.limits.max_publication_bytes)
+    raw, _ = await body_as(request, t.PublicationBody, settings.limits.max_publication_bytes)
     result = await broker_of(request).publish(publication_input(raw, settings))
     return JSONResponse(published_json(result), status_code=201)
 
 
+@described(Operation(t.BatchBody, answer=t.PublishedBatch, status=201))
 async def publish_batch(request: Request) -> Response:
+    """Publish many publications in one call (one group commit)."""
     settings = settings_of(request)
     limits = settings.limits
-    raw = await json_body(request, limits.max_publication_bytes * 16)
-    items = raw.get("publications") if isinstance(raw, dict) else None
-    if not isinstance(items, list) or not items:
-        raise invalid("publications", "expected a non-empty array of publications")
+    raw, _ = await body_as(request, t.BatchBody, limits.max_publication_bytes * 16)
+    items = raw["publications"]
     if len(items) > limits.max_batch:
         raise TidingsError(
             ErrorCode.LIMIT_EXCEEDED,
@@ -190,57 +210,48 @@ async def publish_batch(request: Request) -> Response:
 # ---------------------------------------------------------------- receiving
 
 
+@described(Operation(query=t.pull_query, answer=t.Messages, token=True))
 async def pull(request: Request) -> Response:
+    """Lease up to `max` messages, waiting up to `wait` seconds for the first."""
     broker, sid = await owner(request)
-    q = broker.settings.queues
-    max_n = int(query_number(request, "max", 10, 1, q.max_pull))
-    wait = query_number(request, "wait", 0, 0, q.max_wait_s)
-    visibility = query_number(request, "visibility", q.visibility_timeout_s, 0, 12 * 3600)
-    messages = await broker.pull(sid, max_n, wait, visibility)
-    return JSONResponse({"messages": [message_json(m) for m in messages]})
+    q = query_as(request, t.pull_query(broker.settings.queues))
+    messages = await broker.pull(sid, q.max, q.wait, q.visibility)
+    served = await servable(broker, sid, messages, message_json)
+    return JSONResponse({"messages": list(served.values())})
 
 
-async def receipts_of(request: Request) -> tuple[list[str], dict[str, Any]]:
-    raw = await json_body(request, 1024 * 1024)
-    receipts = raw.get("receipts") if isinstance(raw, dict) else None
-    if not isinstance(receipts, list) or not all(isinstance(r, str) for r in receipts):
-        raise invalid("receipts", "expected an array of receipt strings")
-    return receipts, raw
-
-
+@described(Operation(t.AckBody, answer=t.Settled, token=True))
 async def ack(request: Request) -> Response:
+    """Acknowledge (delete) leased messages by their receipts."""
     broker, sid = await owner(request)
-    receipts, _ = await receipts_of(request)
-    return JSONResponse(ack_json(await broker.ack(sid, receipts)))
+    _, body = await body_as(request, t.AckBody, RECEIPTS_BODY)
+    return JSONResponse(ack_json(await broker.ack(sid, check_receipts(body.receipts))))
 
 
+@described(Operation(t.NackBody, answer=t.Settled, token=True))
 async def nack(request: Request) -> Response:
+    """Release leased messages for redelivery, after `delay` seconds."""
     broker, sid = await owner(request)
-    receipts, raw = await receipts_of(request)
-    delay = raw.get("delay", 0)
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 43200:
-        raise invalid("delay", "delay is a number of seconds from 0 to 43200")
-    return JSONResponse(ack_json(await broker.nack(sid, receipts, float(delay))))
+    _, body = await body_as(request, t.NackBody, RECEIPTS_BODY)
+    result = await broker.nack(sid, check_receipts(body.receipts), body.delay)
+    return JSONResponse(ack_json(result))
 
 
+@described(Operation(query=t.dead_letters_query, answer=t.DeadLetters, token=True))
 async def dead_letters(request: Request) -> Response:
+    """The subscriber's dead letters, oldest first."""
     broker, sid = await owner(request)
-    limit = int(query_number(request, "limit", 100, 1, 1000))
-    return JSONResponse(
-        {"dead_letters": [dead_json(d) for d in await broker.dead_letters(sid, limit)]}
-    )
+    q = query_as(request, t.DeadLettersQuery)
+    letters = await broker.dead_letters(sid, q.limit)
+    return JSONResponse({"dead_letters": listable(letters, dead_json)})
 
 
+@described(Operation(t.RedriveBody, False, answer=t.Redriven, token=True))
 async def redrive(request: Request) -> Response:
+    """Move dead letters (all, or the given ids) back to the queue."""
     broker, sid = await owner(request)
-    raw = await json_body(request, 1024 * 1024, allow_empty=True)
-    ids = raw.get("ids") if isinstance(raw, dict) else None
-    if ids is not None and (
-        not isinstance(ids, list)
-        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-    ):
-        raise invalid("ids", "expected an array of dead-letter ids (integers)")
-    return JSONResponse({"redriven": await broker.redrive(sid, ids)})
+    _, body = await body_as(request, t.RedriveBody, RECEIPTS_BODY, allow_empty=True)
+    return JSONResponse({"redriven": await broker.redrive(sid, body.ids)})
 
 
 S = "/v1/subscribers/{subscriber_id}"

@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from tidings.api.io import parse_json
+from tidings.api.schemas import StreamFrame
+from tidings.api.serve import servable
 from tidings.errors import ErrorCode, TidingsError
+from tidings.model import check_receipts, convert
 
 if TYPE_CHECKING:
     from tidings.broker import Broker
@@ -93,9 +97,10 @@ async def _send(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
             await flow.room.wait()
             continue
         batch = await broker.pull(sid, min(flow.free(), 500), wait_s=5.0)
-        if batch:  # one frame per leased batch: frames, not messages, cost the most
-            flow.inflight.update(m.receipt for m in batch)
-            frame = {"type": "messages", "messages": [message_json(m) for m in batch]}
+        served = await servable(broker, sid, batch, message_json)
+        if served:  # one frame per leased batch: frames, not messages, cost the most
+            flow.inflight.update(served)
+            frame = {"type": "messages", "messages": list(served.values())}
             await ws.send_bytes(orjson.dumps(frame))
 
 
@@ -109,21 +114,15 @@ async def _receive(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
 
 
 async def _handle(ws: WebSocket, broker: Broker, sid: str, flow: Flow, raw: Any) -> None:
+    """One ack or nack frame; a malformed one gets an error frame and the stream goes on."""
     try:
-        frame = orjson.loads(raw)
-        kind, receipts = frame["type"], frame["receipts"]
-        if kind not in ("ack", "nack") or not isinstance(receipts, list):
-            raise TypeError(kind)
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        error = {
-            "code": "invalid_field",
-            "field": "$",
-            "message": 'expected {"type": "ack"|"nack", "receipts": [...]}',
-        }
-        await ws.send_bytes(orjson.dumps({"type": "error", "error": error}))
+        text = raw.encode() if isinstance(raw, str) else bytes(raw)
+        frame = convert(parse_json(text), StreamFrame)
+        receipts = check_receipts(frame.receipts)
+    except TidingsError as exc:
+        await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
         return
-    receipts = [r for r in receipts if isinstance(r, str)]
-    if kind == "ack":
+    if frame.type == "ack":
         await broker.ack(sid, receipts)
     else:
         await broker.nack(sid, receipts)

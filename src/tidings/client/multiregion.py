@@ -177,7 +177,7 @@ class MultiRegionClient:
             if not home.closing:
                 raise
 
-    async def _receive(self, region: int, message: Message, stream: Stream) -> None:
+    async def _receive(self, region: int, message: Message[Any], stream: Stream) -> None:
         arrived = time.time()
         await stream.ack([message.receipt])
         topics = message.body.get("topics", [])

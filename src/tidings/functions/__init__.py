@@ -10,23 +10,57 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from tidings.errors import ErrorCode, TidingsError
+from tidings.model import convert
 
-# name -> (module, required params, optional params)
-BUILTINS: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
-    "detect_language": ("text", frozenset({"language"}), frozenset()),
-    "key_phrases": ("text", frozenset({"any_of"}), frozenset()),
-    "sentiment": ("text", frozenset(), frozenset({"label", "min_score"})),
-    "detect_faces": ("vision", frozenset(), frozenset({"min_faces"})),
-    "detect_printed_text": ("vision", frozenset(), frozenset({"contains"})),
-    "analyze_image": ("vision", frozenset(), frozenset({"has"})),
+
+class Params(Struct, forbid_unknown_fields=True):
+    """A builtin's parameters, checked at subscribe time (not when it first runs)."""
+
+
+class LanguageParams(Params):
+    language: Annotated[str, Meta(min_length=2, max_length=16, description="ISO 639-1")]
+
+
+class KeyPhrasesParams(Params):
+    any_of: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(min_length=1)]
+
+
+class SentimentParams(Params):
+    label: Literal["positive", "negative", "neutral"] | UnsetType = UNSET
+    min_score: Annotated[float, Meta(ge=-1, le=1)] | UnsetType = UNSET
+
+
+class FacesParams(Params):
+    min_faces: Annotated[int, Meta(ge=0)] | UnsetType = UNSET
+
+
+class PrintedTextParams(Params):
+    contains: str | UnsetType = UNSET
+
+
+class AnalyzeImageParams(Params):
+    has: list[str] | UnsetType = UNSET
+
+
+# name -> (module, the type of its params)
+BUILTINS: dict[str, tuple[str, type[Params]]] = {
+    "detect_language": ("text", LanguageParams),
+    "key_phrases": ("text", KeyPhrasesParams),
+    "sentiment": ("text", SentimentParams),
+    "detect_faces": ("vision", FacesParams),
+    "detect_printed_text": ("vision", PrintedTextParams),
+    "analyze_image": ("vision", AnalyzeImageParams),
 }
 
 
 def check_builtin(name: str, params: Mapping[str, Any], field: str = "function") -> None:
-    """Refuse an unknown builtin or parameters it does not take, naming the field."""
+    """Refuse an unknown builtin or parameters it does not take or of the wrong type,
+    naming the field (`function.params.language`)."""
     if name not in BUILTINS:
         raise TidingsError(
             ErrorCode.FUNCTION_UNKNOWN,
@@ -34,13 +68,13 @@ def check_builtin(name: str, params: Mapping[str, Any], field: str = "function")
             name=name,
             known=", ".join(sorted(BUILTINS)),
         )
-    _, required, optional = BUILTINS[name]
-    missing, extra = required - set(params), set(params) - required - optional
-    if missing or extra:
-        detail = f"{name} takes {sorted(required | optional)}; " + (
-            f"missing {sorted(missing)}" if missing else f"unknown {sorted(extra)}"
-        )
-        raise TidingsError(ErrorCode.FUNCTION_INVALID, field=f"{field}.params", detail=detail)
+    prefix = "params" if field == "$" else f"{field}.params"
+    try:
+        convert(dict(params), BUILTINS[name][1])
+    except TidingsError as exc:
+        field_name = prefix if exc.field in (None, "$") else f"{prefix}.{exc.field}"
+        detail = f"{name}: {exc.message}"
+        raise TidingsError(ErrorCode.FUNCTION_INVALID, field=field_name, detail=detail) from None
 
 
 def function(name: str) -> Callable[[Any, Mapping[str, Any]], bool]:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -82,7 +83,7 @@ class RegionManager:
             async for message in stream:
                 await self._receive(message, stream)
 
-    async def _receive(self, message: Message, stream: Stream) -> None:
+    async def _receive(self, message: Message[Any], stream: Stream) -> None:
         await stream.ack([message.receipt])
         topics = message.body.get("topics", [])
         attributes = message.body.get("attributes", {})
@@ -97,7 +98,7 @@ class RegionManager:
                 await self._publication(topic, message, attributes)
 
     async def _publication(
-        self, topic: str, message: Message, attributes: dict[str, object]
+        self, topic: str, message: Message[Any], attributes: dict[str, object]
     ) -> None:
         if attributes.get("placement_count"):
             size = float(len(orjson.dumps(message.data)))

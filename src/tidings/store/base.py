@@ -17,6 +17,9 @@ Queue semantics (peek-lock, as SQS or Service Bus):
   and acknowledges nothing.
 - `nack` makes a leased message ready again after `delay_s`.
 - `expire` moves messages older than the retention to the dead-letter list (reason `retention`).
+- A message that cannot be served (its stored text does not decode, or its answer does not
+  encode) is dead-lettered alone with its reason (`lease` does it for the first; `reject` for
+  the second); the others of the batch are leased as usual.
 """
 
 from __future__ import annotations
@@ -181,6 +184,10 @@ class Store(Protocol):
     def nack(
         self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
     ) -> AckResult: ...
+
+    def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
+        """Dead-letter one leased message by its current receipt, with `reason`."""
+        ...
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth: ...
     def queue_totals(self, now: float) -> tuple[QueueDepth, float | None]:

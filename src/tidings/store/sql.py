@@ -18,7 +18,13 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from tidings.model import Subscriber, Subscription, subscription_from_json
+from tidings.model import (
+    ID_MAX,
+    Subscriber,
+    Subscription,
+    receipt_seq,
+    subscription_from_json,
+)
 from tidings.store.base import (
     AckResult,
     Change,
@@ -119,13 +125,21 @@ def message_rows(messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
     ]
 
 
+def _loads_or(text: str, default: Any) -> Any:
+    """A stored JSON text, or `default` when it does not decode: one bad row is listed,
+    without its body, rather than failing the listing of the others."""
+    try:
+        return orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return default
+
+
 def _receipt(seq: int, attempt: int, nonce: str) -> str:
     return f"{seq}.{attempt}.{nonce}"
 
 
 def _seq_of(receipt: str) -> int | None:
-    head = receipt.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    return receipt_seq(receipt) if isinstance(receipt, str) else None
 
 
 class SQLStore:
@@ -469,6 +483,9 @@ class SQLStore:
                     cur, f"seq IN ({', '.join('?' * len(dead))})", dead, "max_attempts", now
                 )
                 rows = [r for r in rows if int(r[6]) < max_attempts]
+            until = now + visibility_s
+            good = [(r, d) for r in rows if (d := self._decoded(cur, r, now)) is not None]
+            rows = [r for r, _ in good]
             if rows:
                 marks = ", ".join("?" * len(rows))
                 cur.execute(
@@ -476,25 +493,48 @@ class SQLStore:
                         f"UPDATE messages SET attempt = attempt + 1, visible_at = ?, receipt = "
                         f"{self._d.concat_receipt} WHERE seq IN ({marks})"
                     ),
-                    (now + visibility_s, nonce, *(r[0] for r in rows)),
+                    (until, nonce, *(r[0] for r in rows)),
                 )
-            return [self._leased(row, now + visibility_s, nonce) for row in rows]
+            return [self._leased(r, ids, body, until, nonce) for r, (ids, body) in good]
 
         return op
 
-    def _leased(self, row: Sequence[Any], until: float, nonce: str) -> Message:
+    def _decoded(
+        self, cur: Cursor, row: Sequence[Any], now: float
+    ) -> tuple[tuple[str, ...], Any] | None:
+        """A row's subscription ids and body; a row that does not decode is dead-lettered
+        alone (with the reason), not leased, so it cannot fail the others' lease."""
+        try:
+            return tuple(orjson.loads(row[3])), orjson.loads(row[4])
+        except (orjson.JSONDecodeError, TypeError) as exc:
+            self._dead_letter(cur, "seq = ?", (row[0],), f"undecodable: {exc}", now)
+            return None
+
+    def _leased(
+        self, row: Sequence[Any], ids: tuple[str, ...], body: Any, until: float, nonce: str
+    ) -> Message:
         seq, attempt = int(row[0]), int(row[6]) + 1
         return Message(
             id=seq,
             subscriber_id=row[1],
             publication_id=row[2],
-            subscription_ids=tuple(orjson.loads(row[3])),
-            body=orjson.loads(row[4]),
+            subscription_ids=ids,
+            body=body,
             enqueued_at=float(row[5]),
             attempt=attempt,
             receipt=_receipt(seq, attempt, nonce),
             lease_until=until,
         )
+
+    def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
+        """Dead-letter one leased message, by its current receipt, with `reason` (a message
+        that cannot be served); False when the receipt is no longer current."""
+        seq = _seq_of(receipt)
+        if seq is None:
+            return False
+        with self._tx() as cur:
+            where = "subscriber_id = ? AND seq = ? AND receipt = ?"
+            return self._dead_letter(cur, where, (subscriber_id, seq, receipt), reason, now) > 0
 
     def _by_receipt(
         self, subscriber_id: str, receipts: Sequence[str], sql: str, extra: Sequence[Any]
@@ -611,8 +651,8 @@ class SQLStore:
                 int(r[0]),
                 r[1],
                 r[2],
-                tuple(orjson.loads(r[3])),
-                orjson.loads(r[4]),
+                tuple(_loads_or(r[3], ())),
+                _loads_or(r[4], None),
                 float(r[5]),
                 int(r[6]),
                 r[7],
@@ -625,6 +665,7 @@ class SQLStore:
         where = "subscriber_id = ?"
         params: list[Any] = [subscriber_id]
         if ids is not None:
+            ids = [i for i in ids if 0 <= i <= ID_MAX]  # no row has another id
             if not ids:
                 return 0
             where += f" AND id IN ({', '.join('?' * len(ids))})"

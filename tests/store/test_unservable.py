@@ -1,0 +1,52 @@
+"""A message that cannot be served is dead-lettered alone, on every backend; malformed
+receipts and ids are nobody's, never an error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.store.test_behaviour import T0, lease, msg, subscriber
+
+from tidings.store.sql import SQLStore
+
+
+def corrupt(store: SQLStore, publication_id: str) -> None:
+    """Overwrite a stored body with text that is not JSON (as a bad migration might)."""
+    sql = f"UPDATE messages SET body = '{{not json' WHERE publication_id = '{publication_id}'"
+
+    def op(cur: Any) -> None:
+        cur.execute(sql)
+
+    store.batch([op])
+
+
+def test_an_undecodable_message_is_dead_lettered_alone_and_the_others_are_leased(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1"), msg("bad"), msg("p3")])
+    corrupt(store, "bad")
+    assert [m.publication_id for m in lease(store)] == ["p1", "p3"]
+    [letter] = store.dead_letters("s1")
+    assert (letter.publication_id, letter.body) == ("bad", None)
+    assert letter.reason.startswith("undecodable")
+
+
+def test_reject_dead_letters_one_message_by_its_current_receipt(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1"), msg("p2")])
+    first, second = lease(store)
+    assert store.reject("s1", first.receipt, "unservable: too deep", T0)
+    assert not store.reject("s1", first.receipt, "again", T0)  # no longer current
+    assert [d.reason for d in store.dead_letters("s1")] == ["unservable: too deep"]
+    assert store.ack("s1", [second.receipt]).acked == [second.receipt]
+
+
+def test_malformed_receipts_and_ids_beyond_64_bits_match_nothing(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")])
+    lease(store)
+    bad = ["¹", "99999999999999999999.1.x", f"{2**63}.1.abc"]
+    assert store.ack("s1", bad).unknown == bad
+    assert store.nack("s1", bad, T0).unknown == bad
+    assert store.redrive("s1", [2**63, 2**64], T0) == 0
