@@ -3,6 +3,7 @@ Tidings' terms. Killing one broker under load loses no accepted publication."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,7 +20,8 @@ import pytest
 from tests.conftest import require_service
 
 from tidings.balancer import haproxy, haproxy_config
-from tidings.server import broker_processes, free_port
+from tidings.client import AsyncClient
+from tidings.server import broker_processes, free_port, stop
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 PUBLICATIONS = 1_500
@@ -47,7 +49,7 @@ def test_the_configuration_names_every_broker_and_checks_its_health() -> None:
     config = haproxy_config(8080, ["127.0.0.1:8001", "127.0.0.1:8002"])
     assert "server broker0 127.0.0.1:8001 check" in config
     assert "server broker1 127.0.0.1:8002 check" in config
-    assert "option httpchk GET /healthz" in config
+    assert "option httpchk GET /readyz" in config
     assert "bind 127.0.0.1:8080" in config
 
 
@@ -144,3 +146,32 @@ def test_killing_one_of_three_brokers_under_load_loses_no_accepted_publication(
     print(json.dumps(figures))  # the figure the operations doc quotes
     assert len(load.accepted) == PUBLICATIONS
     assert load.missing() == set()
+
+
+async def test_a_stream_through_the_balancer_waits_out_its_broker_coming_back(
+    tmp_path: Path,
+) -> None:
+    """While no broker is up, the balancer answers 503: the client keeps trying."""
+    require_haproxy()
+    port = free_port()
+    with (
+        broker_processes([tmp_path], [port]) as [(first, _)],
+        haproxy(free_port(), [f"127.0.0.1:{port}"]) as url,
+    ):
+        async with AsyncClient(url) as client:
+            me = await client.register()
+            await me.subscribe(topics=["back"])
+            async with me.stream() as stream:
+                received = stream.__aiter__()
+                waiting = asyncio.create_task(received.__anext__())  # reading all along
+                await asyncio.to_thread(stop, first)
+                await asyncio.sleep(2)  # the balancer has taken the broker out: 503s
+                assert not waiting.done()
+                with broker_processes([tmp_path], [port]):
+                    await asyncio.sleep(1.5)  # two good checks bring it back
+                    await client.publish("after", topics=["back"])
+                    message = await asyncio.wait_for(waiting, 30)
+                    await message.ack()
+                    await received.aclose()
+    assert message.data == "after"
+    assert stream.reconnects >= 1

@@ -14,7 +14,7 @@ import pytest
 
 from tidings import heap
 from tidings.broker import Broker, PublicationInput
-from tidings.config import FunctionSettings, Settings, load_settings
+from tidings.config import FunctionSettings, Settings, SubscriberSettings, load_settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
@@ -325,3 +325,29 @@ async def test_a_burst_of_dead_letters_is_a_warning_in_the_log(
     with caplog.at_level(logging.WARNING, logger="tidings.broker"):
         await broker._expire(broker.clock())
     assert "12 messages were dead-lettered in the last minute" in caplog.text
+
+
+async def test_housekeeping_goes_on_after_the_store_failed_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = SubscriberSettings(ephemeral_grace_s=0.6)  # presence kept every 0.2 s
+    broker = await started(settings_for(tmp_path, subscribers=quick))
+    calls: list[int] = []
+    real = broker.store.idle_subscribers
+
+    def flaky(idle_before: float, ephemeral_before: float) -> list[str]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("the database is restarting")
+        return real(idle_before, ephemeral_before)
+
+    monkeypatch.setattr(broker.store, "idle_subscribers", flaky)
+    with caplog.at_level(logging.ERROR, logger="tidings.broker"):
+        for _ in range(100):  # presence is kept every few seconds: wait for two looks
+            if len(calls) >= 2:
+                break
+            await asyncio.sleep(0.1)
+    await broker.close()
+    broker.store.close()
+    assert len(calls) >= 2, "the loop stopped after the first failure"
+    assert "housekeeping failed" in caplog.text

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from tidings.config import LogSettings
-from tidings.logs import JSONFormatter, configure
-from tidings.server import broker_process
+from tidings.logs import TEXT, JSONFormatter, TextFormatter, configure
+from tidings.server import LOG_FILE, broker_process
 
 
 @pytest.fixture
@@ -57,8 +57,24 @@ def test_serve_writes_json_lines_and_an_access_line_per_request(tmp_path: Path) 
         assert httpx.get(f"{url}/healthz").status_code == 200
         proc.terminate()
         proc.wait(10)
-        assert proc.stderr is not None
-        lines = [orjson.loads(line) for line in proc.stderr.read().splitlines()]
+    said = (tmp_path / LOG_FILE).read_text().splitlines()
+    lines = [orjson.loads(line) for line in said if line.startswith("{")]
     access = [line for line in lines if line["logger"] == "uvicorn.access"]
     assert any(line["path"] == "/healthz" and line["status"] == 200 for line in access)
     assert {"at", "level", "logger", "message"} <= set(lines[0])
+
+
+def test_a_token_in_a_url_never_reaches_the_log() -> None:
+    access = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", "/v1/subscribers/s/stream?token=SECRET&prefetch=5", "1.1", 101),
+        None,
+    )  # fmt: skip
+    line = orjson.loads(JSONFormatter().format(access))
+    assert "SECRET" not in line["message"] and "SECRET" not in line["path"]
+    assert line["path"] == "/v1/subscribers/s/stream?token=***&prefetch=5"
+    accepted = logging.LogRecord(
+        "uvicorn.error", logging.INFO, __file__, 1, '"WebSocket %s" [accepted]',
+        ("/v1/subscribers/s/stream?token=SECRET",), None,
+    )  # fmt: skip
+    assert "SECRET" not in TextFormatter(TEXT).format(accepted)

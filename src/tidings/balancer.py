@@ -2,9 +2,9 @@
 set-up of the RabbitMQ study, in Tidings' terms (docs/operations.md).
 
 The brokers are stateless over the store, so any broker can serve any request: the balancer
-spreads requests round-robin, checks each broker's `/healthz` every half second, takes a
-dead one out after two failed checks, and sends a request whose connection failed to
-another broker. WebSocket streams pass through as tunnels.
+spreads requests round-robin, checks each broker's `/readyz` (it answers, and so does its
+store) every half second, takes a broker out after two failed checks, and sends a request
+whose connection failed to another broker. WebSocket streams pass through as tunnels.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
+
+from tidings.server import stop
 
 MISSING = (
     "HAProxy is required for the balanced cluster: install it (Debian: apt-get install haproxy)."
@@ -50,7 +52,7 @@ frontend tidings
 
 backend brokers
     balance roundrobin
-    option httpchk GET /healthz
+    option httpchk GET /readyz
     http-check expect status 200
     default-server inter 500ms fall 2 rise 2
 {servers}
@@ -70,23 +72,22 @@ def haproxy(port: int, brokers: Sequence[str]) -> Iterator[str]:
         check = subprocess.run([binary, "-c", "-q", "-f", str(config)], capture_output=True)
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its configuration: {check.stderr.decode()}")
-        proc = subprocess.Popen(
-            [binary, "-db", "-f", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        log = Path(work) / "haproxy.log"  # a file: a pipe nobody reads would fill and block
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                [binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=sink
+            )
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait_until_balanced(proc, url)
+            _wait_until_balanced(proc, url, log)
             yield url
         finally:
-            proc.terminate()
-            proc.wait(10)
-            assert proc.stderr is not None
-            proc.stderr.close()
+            stop(proc)
 
 
-def _wait_until_balanced(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 15) -> None:
+def _wait_until_balanced(
+    proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float = 15
+) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         with contextlib.suppress(httpx.TransportError):
@@ -94,6 +95,5 @@ def _wait_until_balanced(proc: subprocess.Popen[bytes], url: str, timeout_s: flo
                 return
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            raise RuntimeError(f"haproxy did not start: {err[-500:]}")
+            raise RuntimeError(f"haproxy did not start: {log.read_text(errors='replace')[-500:]}")
         time.sleep(0.05)

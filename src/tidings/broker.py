@@ -55,6 +55,7 @@ from tidings.store.sql import SQLStore
 log = logging.getLogger("tidings.broker")
 NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
 DEAD_LETTER_BURST = 10  # dead letters in a minute worth a warning
+HOUSEKEEPING_PAUSE_S = 1.0  # after a failed pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class Broker:
         self._suspended: dict[str, Subscription] = {}  # function subscriptions, by id
         self._failures: dict[str, int] = {}
         self._tokens: dict[str, str] = {}
+        self._told = 0  # deletions and resyncs told so far: a token read across one is stale
         self._committer = Committer(store.batch)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._version = -1
@@ -134,13 +136,22 @@ class Broker:
         """Another broker on the shared store changed something this one caches."""
         if change.kind == "subscriber_removed":
             self._forget(change.subscriber_id)
-        else:  # resync: notifications may be lost, so trust no cached token
+        else:  # resync: notifications may be lost, so trust no cached token or open stream
+            self._told += 1
             self._tokens.clear()
+            self._spawn(self._check_streams())
         self._changed.set()
 
     def _forget(self, subscriber_id: str) -> None:
+        self._told += 1
         self._tokens.pop(subscriber_id, None)
         self.revocations.revoke(subscriber_id)
+
+    async def _check_streams(self) -> None:
+        """After a resync: close the streams of subscribers deleted meanwhile."""
+        for subscriber_id in self.revocations.streaming():
+            if await asyncio.to_thread(self.store.get_subscriber, subscriber_id) is None:
+                self._forget(subscriber_id)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._unwatch)
@@ -191,26 +202,33 @@ class Broker:
             self._settled = count
 
     async def _housekeeping(self) -> None:
-        """Retention, presence and (with a shared store) other brokers' subscription changes."""
+        """Retention, presence and (with a shared store) other brokers' subscription changes.
+        A pass that fails (the store restarting, say) is logged and counted, and the next
+        comes after a pause: one error must not stop the loop for good."""
         shared = self.settings.resolved_store_url.startswith("postgres")
-        last_expire = last_presence = 0.0
+        due = {"presence": 0.0, "expire": 0.0}
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(1.0, self.presence.every_s))
             self._changed.clear()
-            now = self.clock()
-            self._settle_when_grown()
-            if now - last_presence >= self.presence.every_s:
-                await self._keep_presence(now)
-                last_presence = now
-            if now - last_expire >= 60:
-                await self._expire(now)
-                last_expire = now
-            if (
-                shared
-                and await asyncio.to_thread(self.store.subscriptions_version) != self._version
-            ):
-                await self._reload()
+            try:
+                await self._housekeeping_pass(shared, due)
+            except Exception:
+                self.metrics.inc("background_errors_total")
+                log.exception("housekeeping failed; trying again shortly")
+                await asyncio.sleep(HOUSEKEEPING_PAUSE_S)
+
+    async def _housekeeping_pass(self, shared: bool, due: dict[str, float]) -> None:
+        now = self.clock()
+        self._settle_when_grown()
+        if now - due["presence"] >= self.presence.every_s:
+            await self._keep_presence(now)
+            due["presence"] = now
+        if now - due["expire"] >= 60:
+            await self._expire(now)
+            due["expire"] = now
+        if shared and await asyncio.to_thread(self.store.subscriptions_version) != self._version:
+            await self._reload()
 
     async def _expire(self, now: float) -> None:
         """Retention, once a minute; and a warning when dead letters grew by a burst since
@@ -258,15 +276,23 @@ class Broker:
         whether an id exists."""
         if not token:
             raise TidingsError(ErrorCode.UNAUTHORIZED)
-        expected = self._tokens.get(subscriber_id)
-        if expected is None:
-            found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)
-            if found is not None:
-                expected = self._tokens[subscriber_id] = found.token_hash
+        expected = self._tokens.get(subscriber_id) or await self._token_hash(subscriber_id)
         # an unknown id costs the same comparison as a known one
         if not hmac.compare_digest(expected or NO_SUBSCRIBER, hash_token(token)) or not expected:
             raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
         self.presence.saw(subscriber_id, self.clock())
+
+    async def _token_hash(self, subscriber_id: str) -> str | None:
+        """The stored hash, cached unless a deletion was told while it was read: a removal
+        that overtook the read must not leave a dead token cached (then it is read again)."""
+        while True:
+            told = self._told
+            found = await asyncio.to_thread(self.store.get_subscriber, subscriber_id)
+            if found is None:
+                return None
+            if told == self._told:
+                self._tokens[subscriber_id] = found.token_hash
+                return found.token_hash
 
     def authenticate_admin(self, token: str | None) -> None:
         """401 without a token, 403 for any token but the admin's."""

@@ -5,6 +5,7 @@ traceback when there is one), at the level the operator chose."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +15,19 @@ import orjson
 from tidings.config import LogSettings
 
 TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# a browser's stream passes its bearer token in the URL (`?token=`): never into a log
+SECRET = re.compile(r"(token=)[^&\s\"']+")
+
+
+def redacted(text: str) -> str:
+    return SECRET.sub(r"\1***", text)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redacted(super().format(record))
+
+
 # uvicorn's access lines carry their fields as positional arguments (client, method,
 # path, version, status): kept as fields in JSON, so they can be filtered without parsing
 ACCESS_FIELDS = ("client", "method", "path", "http_version", "status")
@@ -25,10 +39,11 @@ class JSONFormatter(logging.Formatter):
             "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redacted(record.getMessage()),
         }
         if record.name == "uvicorn.access" and isinstance(record.args, tuple):
             line.update(zip(ACCESS_FIELDS, record.args, strict=False))
+            line["path"] = redacted(str(line.get("path", "")))
         if record.exc_info:
             line["error"] = self.formatException(record.exc_info)
         return orjson.dumps(line, default=str).decode()
@@ -38,7 +53,7 @@ def configure(settings: LogSettings) -> None:
     """Send every log line to stderr in the chosen format; uvicorn's loggers included (its
     own handlers removed), its access log only when asked for."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JSONFormatter() if settings.format == "json" else logging.Formatter(TEXT))
+    handler.setFormatter(JSONFormatter() if settings.format == "json" else TextFormatter(TEXT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import socket
 import subprocess
 import sys
@@ -136,32 +137,51 @@ def broker_process(
         yield started
 
 
+LOG_FILE = "serve.log"  # a broker process's stderr, in its data directory
+
+
 @contextlib.contextmanager
 def broker_processes(
-    data_dirs: Sequence[Path], ports: Sequence[int], *args: str
+    data_dirs: Sequence[Path], ports: Sequence[int], *args: str, env: dict[str, str] | None = None
 ) -> Iterator[list[tuple[subprocess.Popen[bytes], str]]]:
     """Several `tidings serve` processes started at once (none waits for another), and
-    their URLs once every one answers; all are stopped on exit."""
+    their URLs once every one answers; all are stopped on exit. Each one's log goes to
+    `<data dir>/serve.log`: a pipe nobody reads would fill and block the broker."""
     started: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
         for data_dir, port in zip(data_dirs, ports, strict=True):
             cmd = [sys.executable, "-m", "tidings.cli.main", "serve", "--port", str(port)]
             cmd += ["--data-dir", str(data_dir), *args]
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            data_dir.mkdir(parents=True, exist_ok=True)
+            with (data_dir / LOG_FILE).open("ab") as log:
+                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=_with(env))
             started.append((proc, f"http://127.0.0.1:{port}"))
-        for proc, url in started:
-            _wait_until_up(proc, url)
+        for (proc, url), data_dir in zip(started, data_dirs, strict=False):
+            _wait_until_up(proc, url, data_dir / LOG_FILE)
         yield started
     finally:
         for proc, _ in started:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(10)
-            assert proc.stderr is not None
-            proc.stderr.close()
+            stop(proc)
 
 
-def _wait_until_up(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 30) -> None:
+def _with(env: dict[str, str] | None) -> dict[str, str] | None:
+    return None if env is None else {**os.environ, **env}
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """SIGTERM, and SIGKILL when it is not gone after `grace_s`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_until_up(
+    proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float = 30
+) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -170,6 +190,6 @@ def _wait_until_up(proc: subprocess.Popen[bytes], url: str, timeout_s: float = 3
         except httpx.TransportError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                err = proc.stderr.read() if proc.stderr else b""
-                raise RuntimeError(f"the broker did not start: {err.decode()[-500:]}") from None
+                said = log.read_text(errors="replace")[-500:] if log.exists() else ""
+                raise RuntimeError(f"the broker did not start: {said}") from None
             time.sleep(0.05)

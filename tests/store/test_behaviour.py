@@ -378,3 +378,22 @@ def test_a_report_about_a_deleted_subscriber_brings_nothing_back(store: SQLStore
     store.remove_subscriber("e")
     store.touch({"e": T0 + 5})  # a broker that saw it just before the deletion
     assert store.idle_subscribers(T0 + 10, T0 + 10) == []
+
+
+def test_a_subscriber_from_before_presence_is_seen_from_the_upgrade_on(store: SQLStore) -> None:
+    store.add_subscriber(Subscriber("old", "h", T0))
+    with store._tx() as cur:  # as a database made before the presence table was
+        cur.execute("DELETE FROM presence")
+        cur.execute("UPDATE meta SET value = 1 WHERE name = 'schema'")
+    store.create_schema(now=T0 + 1000)
+    [record] = store.subscribers_page("", 10)
+    assert record.last_seen == T0 + 1000
+    assert store.idle_subscribers(T0 + 500, 0.0) == []
+
+
+def test_a_current_schema_is_not_created_again(store: SQLStore) -> None:
+    store.add_subscriber(Subscriber("s", "h", T0))
+    with store._tx() as cur:
+        cur.execute("DELETE FROM presence")
+    store.create_schema(now=T0 + 1000)  # current: nothing runs, not even the backfill
+    assert store.subscribers_page("", 10)[0].last_seen == T0  # `created_at`, as no row

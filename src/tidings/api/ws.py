@@ -58,14 +58,15 @@ async def stream(ws: WebSocket) -> None:
     broker: Broker = ws.app.state.broker
     sid = ws.path_params["subscriber_id"]
     await ws.accept()
-    try:
-        await broker.authenticate(sid, _token(ws))
-    except TidingsError as exc:
-        await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
-        await ws.close(CLOSE_CODES.get(exc.status, 4400))
-        return
-    flow = Flow(_prefetch(ws, broker.settings.queues.prefetch))
+    # watched before authenticating: a deletion told during the check still closes it
     with broker.revocations.watch(sid) as revoked:
+        try:
+            await broker.authenticate(sid, _token(ws))
+        except TidingsError as exc:
+            await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
+            await ws.close(CLOSE_CODES.get(exc.status, 4400))
+            return
+        flow = Flow(_prefetch(ws, broker.settings.queues.prefetch))
         tasks = [
             asyncio.create_task(_send(ws, broker, sid, flow)),
             asyncio.create_task(_receive(ws, broker, sid, flow)),

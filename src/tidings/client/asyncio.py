@@ -128,7 +128,7 @@ class Stream:
             try:
                 self._ws = await self._open()
             except t.TidingsClientError as exc:
-                if exc.status != 0:  # refused: trying again will not help
+                if not t.passing(exc):  # refused: trying again will not help
                     raise
                 log.info("the stream is still unreachable: %s", exc.message)
                 continue

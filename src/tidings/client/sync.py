@@ -130,7 +130,7 @@ class SubscriberHandle:
             try:
                 batch = self.pull(max_messages, wait)
             except t.TidingsClientError as exc:
-                if exc.status != 0 or not reconnect:
+                if not t.passing(exc) or not reconnect:
                     raise
                 time.sleep(backoff.next())
                 continue
@@ -200,7 +200,7 @@ class Consumer:
                 try:
                     batch = self._handle.pull(self._max, self.POLL_S)
                 except t.TidingsClientError as exc:
-                    if exc.status != 0:
+                    if not t.passing(exc):
                         raise
                     self._stop.wait(backoff.next())
                     continue

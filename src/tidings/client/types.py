@@ -203,6 +203,15 @@ def status_of(code: str) -> int:
     return known.get(code, 400)
 
 
+PASSING = (502, 503, 504)  # a balancer with no broker behind it yet, a broker not ready
+
+
+def passing(exc: TidingsClientError) -> bool:
+    """Worth trying again later: the broker could not be reached, or a proxy or the broker
+    said it cannot answer now. Anything else is a refusal that trying again will not mend."""
+    return exc.status == 0 or exc.status in PASSING
+
+
 def unreachable(url: str, exc: Exception) -> TidingsClientError:
     return TidingsClientError(0, "unreachable", f"cannot reach the broker at {url}: {exc}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -90,10 +91,15 @@ CREATE TABLE IF NOT EXISTS presence (
     ephemeral INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS presence_seen ON presence (last_seen);
 CREATE INDEX IF NOT EXISTS presence_ephemeral ON presence (ephemeral, last_seen);
-INSERT INTO presence (subscriber_id, last_seen)
-    SELECT id, created_at FROM subscribers
-    WHERE NOT EXISTS (SELECT 1 FROM presence p WHERE p.subscriber_id = subscribers.id);
 """
+# Subscribers made before presence existed are seen now, when the table comes: their
+# creation time would make an idle expiry delete them at once.
+BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
+    SELECT id, ? FROM subscribers
+    WHERE NOT EXISTS (SELECT 1 FROM presence p WHERE p.subscriber_id = subscribers.id)"""
+# Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
+# (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
+SCHEMA_VERSION = 2
 
 # a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
 PRESENT = (
@@ -166,7 +172,9 @@ class SQLStore:
     def _notify(self, cur: Cursor, change: Change) -> None:
         """Tell other brokers about `change` when the transaction commits (PostgreSQL)."""
 
-    def create_schema(self) -> None:
+    def create_schema(self, now: float | None = None) -> None:
+        if self._schema_version() == SCHEMA_VERSION:
+            return
         with self._tx() as cur:
             if self._d.schema_lock:  # brokers starting at once on a fresh database
                 cur.execute(self._d.schema_lock)
@@ -175,12 +183,27 @@ class SQLStore:
             ).split(";"):
                 if statement.strip():
                     cur.execute(statement)
-            cur.execute(
-                self._q(
-                    f"{self._d.insert_ignore} meta VALUES ('subscriptions', 0) "
-                    f"{self._d.on_conflict_ignore}"
+            cur.execute(self._q(BACKFILL), (time.time() if now is None else now,))
+            for name in ("subscriptions", "schema"):
+                cur.execute(
+                    self._q(
+                        f"{self._d.insert_ignore} meta VALUES ('{name}', 0) "
+                        f"{self._d.on_conflict_ignore}"
+                    )
                 )
+            cur.execute(
+                self._q("UPDATE meta SET value = ? WHERE name = 'schema'"), (SCHEMA_VERSION,)
             )
+
+    def _schema_version(self) -> int | None:
+        """The schema's version, or None before there is one (a fresh database)."""
+        try:
+            with self._read() as cur:
+                cur.execute("SELECT value FROM meta WHERE name = 'schema'")
+                row = cur.fetchone()
+        except Exception:  # no meta table yet: each engine names that error its own way
+            return None
+        return int(row[0]) if row else None
 
     @contextmanager
     def _tx(self) -> Iterator[Cursor]:
