@@ -18,6 +18,7 @@ from tidings.http1 import Client
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
 CLOSING = b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbusy"
+UNSIZED = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"match": true}'
 
 
 @dataclass
@@ -58,12 +59,12 @@ class Server:
         await asyncio.sleep(0.01 if path == "/busy" else 0)
         writer.write(self.answers.get(path, OK))
         await writer.drain()
-        return path not in ("/close", "/once")
+        return path not in ("/close", "/once", "/unsized")
 
 
 @asynccontextmanager
 async def serving(context: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
-    server = Server({"/chunked": CHUNKED, "/close": CLOSING})
+    server = Server({"/chunked": CHUNKED, "/close": CLOSING, "/unsized": UNSIZED})
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=context)
     server.port = listener.sockets[0].getsockname()[1]
     async with listener:
@@ -161,3 +162,33 @@ async def test_https_verifies_the_server_certificate(tmp_path: Path) -> None:
         with pytest.raises(ssl.SSLCertVerificationError):
             await client.post(f"https://localhost:{server.port}/", b"")
         client.close()
+
+
+async def test_an_answer_without_a_length_ends_with_the_connection() -> None:
+    """As Python's own http.server answers: HTTP/1.0, no Content-Length, then close."""
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=2)
+        answer = await client.post(f"http://127.0.0.1:{server.port}/unsized", b"{}")
+        again = await client.post(f"http://127.0.0.1:{server.port}/", b"")
+        client.close()
+    assert (answer.status, answer.body) == (200, b'{"match": true}')
+    assert again.status == 200 and server.connections == 2
+
+
+async def test_an_ipv6_origin_is_named_in_brackets() -> None:
+    heads: list[bytes] = []
+
+    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(OK)
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(keep, "::1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    async with listener:
+        client = Client(per_origin=1, timeout_s=2)
+        answer = await client.post(f"http://[::1]:{port}/", b"")
+        client.close()
+    assert answer.status == 200
+    assert f"Host: [::1]:{port}".encode() in heads[0]

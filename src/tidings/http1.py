@@ -38,8 +38,14 @@ class _Answer:
         self.keep_alive = False
         self.pieces: list[bytes] = []
         self.complete = False
+        self.headed = False
+        self.sized = False  # Content-Length or chunked: else the body ends with the connection
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.sized = self.sized or name.lower() in (b"content-length", b"transfer-encoding")
 
     def on_headers_complete(self) -> None:
+        self.headed = True
         self.status = self.parser.get_status_code()
         self.keep_alive = self.parser.should_keep_alive()
 
@@ -64,6 +70,8 @@ class Connection:
         while not answer.complete:
             data = await self.reader.read(READ_CHUNK)
             if not data:
+                if answer.headed and not answer.sized:  # HTTP/1.0 style: the close ends it
+                    return Response(answer.status, b"".join(answer.pieces)), False
                 raise ConnectionResetError("the server closed the connection mid-answer")
             answer.parser.feed_data(data)
         self.used = True
@@ -121,7 +129,8 @@ class Client:
         self, url: str, body: bytes, headers: Mapping[str, str] | None = None
     ) -> Response:
         origin, target = self._origin(url)
-        head = [f"POST {target} HTTP/1.1", f"Host: {origin.host}:{origin.port}"]
+        host = f"[{origin.host}]" if ":" in origin.host else origin.host  # IPv6, bracketed
+        head = [f"POST {target} HTTP/1.1", f"Host: {host}:{origin.port}"]
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         head.append(f"Content-Length: {len(body)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body

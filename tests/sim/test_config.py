@@ -141,3 +141,12 @@ def test_the_thesis_example_calls_its_function_on_whatever_broker_it_runs_agains
     groups = load_config(EXAMPLES / "thesis.json").subscribers
     [functions] = [g.functions for g in groups if g.functions]
     assert functions[0]["url"] == "/api/DetectLanguages"
+
+
+def test_the_live_latencies_are_the_deliveries_own() -> None:
+    from tidings.sim.control import Control
+
+    control = Control()
+    control.delivered(1, 1.0, 0.5)
+    control.delivered(1, 2.0, 0.25)
+    assert control.recent_latencies() == [0.5, 0.25]

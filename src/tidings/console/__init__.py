@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ASSETS = Path(__file__).parent / "assets"
 POLICY = (
-    "default-src 'self'; img-src 'self' data: blob:; connect-src 'self' ws: wss:; "
+    "default-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
     "style-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
 )
 

@@ -34,8 +34,8 @@ class Control:
 
     def delivered(self, n: int, at: float, latency_s: float = 0.0) -> None:
         with self.delivered_value.get_lock():
+            self.recent[self.delivered_value.value % RECENT] = latency_s  # slots 0, 1, ...
             self.delivered_value.value += n
-            self.recent[self.delivered_value.value % RECENT] = latency_s
         self.last_value.value = at
 
     def recent_latencies(self) -> list[float]:
