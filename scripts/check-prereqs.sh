@@ -30,4 +30,12 @@ if ! command -v tesseract >/dev/null 2>&1; then
     need "Tesseract OCR is required by detect_printed_text: install it (Debian: apt-get install tesseract-ocr)."
   fi
 fi
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }) \
+      || need "Bubblewrap is required by the function sandbox: install it (Debian: apt-get install bubblewrap)."
+  else
+    need "Bubblewrap is required by the function sandbox: install it (Debian: apt-get install bubblewrap)."
+  fi
+fi
 exit $missing

@@ -76,6 +76,14 @@ def serve(
     event_log: Annotated[
         bool | None, typer.Option("--event-log/--no-event-log", help="Write the event logs.")
     ] = None,
+    unsafe_code_functions: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-code-functions",
+            help="Where the kernel refuses the sandbox (namespaces, seccomp), accept code "
+            "functions anyway, guarded only by Python-level checks. UNSAFE: docs/sandbox.md.",
+        ),
+    ] = False,
 ) -> None:
     """Run the broker."""
     from tidings.server import serve as run
@@ -88,8 +96,15 @@ def serve(
             "store_url": store,
             "matching": matching,
             "event_log": event_log,
+            "functions__unsafe_code_functions": unsafe_code_functions or None,
         }
     )
+    if settings.functions.unsafe_code_functions:
+        typer.echo(
+            "tidings: WARNING --unsafe-code-functions: where the sandbox cannot start, "
+            "subscribers' code runs without it (docs/sandbox.md)",
+            err=True,
+        )
     base = f"http://{settings.host}:{settings.port}"
     typer.echo(
         f"Tidings on {base}  (API {base}/v1, docs {base}/docs, store {settings.resolved_store_url})"
