@@ -171,15 +171,18 @@ def _on_timer(signum: int, frame: FrameType | None) -> None:
     raise TimeLimit
 
 
-def limit_resources(memory_mib: int) -> None:
-    """Cap the address space at what the worker already uses plus `memory_mib`; no child
-    processes; no core files."""
+def limit_resources(memory_mib: int, seccomp: bool) -> None:
+    """Cap the address space at what the worker already uses plus `memory_mib`; no core
+    files; no child processes (the seccomp filter refuses them where it is loaded: there
+    RLIMIT_NPROC, counted per uid and for threads too, would only break the library's
+    threads)."""
     with open("/proc/self/statm") as f:
         used = int(f.read().split()[0]) * resource.getpagesize()
     cap = used + memory_mib * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    if not seccomp:
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
 def seccomp_status() -> int:
@@ -214,7 +217,7 @@ def main() -> None:
         from tidings.sandbox.boundary import install_seccomp
 
         install_seccomp("library" if profile == "library" else "code")
-    limit_resources(memory_mib)
+    limit_resources(memory_mib, "--seccomp" in flags)
     walls = "--walls-off" not in flags
     if walls:
         sys.addaudithook(audit)
