@@ -17,6 +17,13 @@ Prints JSON lines: a header (machine, versions, workload, command), then per cas
 - `closed_loop`: as many publications as 8 in flight allow, `publications_per_s`.
 The baseline (same run) evaluates the same compiled functions in this process without any
 sandbox; `ratio_vs_in_process` = sandboxed evaluations/s / in-process evaluations/s.
+Code functions run behind the OS boundary (bubblewrap + seccomp, docs/sandbox.md).
+
+- `fairness`: 10 well-behaved subscribers at --fair-rate publications/s (default 20/s), the
+  latency from a publication's scheduled time to the first well-behaved subscriber's
+  outcomes (`runner.stream`, as the broker delivers), first alone (the baseline), then with
+  two runaway subscribers beside them (a CPU spin and a memory bomb, never suspended: the
+  runner alone, the worst case); `p99_ratio` = with / without (target <= 2).
 """
 
 from __future__ import annotations
@@ -160,6 +167,52 @@ async def run_case(
         await runner.aclose()
 
 
+RUNAWAYS = {
+    "spin": "def match(publication):\n    while True:\n        pass\n",
+    "bomb": "def match(publication):\n    x = []\n    while True:\n        x.append(' ' * 10**6)\n",
+}
+
+
+async def well_behaved_p99(subs: list[Subscription], args: argparse.Namespace) -> float:
+    """p99 (ms) from a publication's scheduled time to subscriber u0's outcomes."""
+    runner = create_runner(FunctionSettings(workers=args.workers))
+    latencies: list[float] = []
+
+    async def one(i: int, due: float) -> None:
+        async for outcomes in runner.stream(publication(i), subs):
+            if outcomes[0].subscription_id == "s0":
+                latencies.append(time.perf_counter() - due)
+
+    try:
+        await runner.evaluate(publication(-1), subs)  # start workers, compile
+        await runner.evaluate(publication(-2), subs)  # the runaways are suspect from now on
+        start, tasks = time.perf_counter(), []
+        for i in range(int(args.fair_rate * args.seconds)):
+            due = start + i / args.fair_rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i, due)))
+        await asyncio.gather(*tasks)
+    finally:
+        await runner.aclose()
+    return percentile(latencies, 99) * 1000
+
+
+async def fairness(args: argparse.Namespace) -> None:
+    good = subscriptions(10, "code")
+    bad = [
+        Subscription(
+            f"bad-{name}", f"bad-{name}", "function", function=FunctionSpec("t", "code", src)
+        )
+        for name, src in RUNAWAYS.items()
+    ]
+    alone = await well_behaved_p99(good, args)
+    beside = await well_behaved_p99(good + bad, args)
+    emit({"bench": "functions", "case": "fairness", "well_behaved_subscribers": len(good),
+          "runaways": list(RUNAWAYS), "rate": args.fair_rate, "seconds": args.seconds,
+          "baseline_p99_ms_alone": round(alone, 1), "p99_ms_with_runaways": round(beside, 1),
+          "p99_ratio": round(beside / alone, 2)})  # fmt: skip
+
+
 def start_endpoint(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-c", ENDPOINT % port])
     import httpx
@@ -181,6 +234,7 @@ async def main() -> None:
     parser.add_argument("--url-rate", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--fair-rate", type=float, default=20.0)
     parser.add_argument("--port", type=int, default=18931)
     args = parser.parse_args()
     if args.quick:
@@ -189,11 +243,12 @@ async def main() -> None:
           "versions": versions("httpx", "orjson", "uvicorn"),
           "workload": {"subscribers": args.subscribers, "rate": args.rate,
                        "url_rate": args.url_rate, "seconds": args.seconds,
-                       "workers": args.workers, "text": TEXT},
+                       "workers": args.workers, "fair_rate": args.fair_rate, "text": TEXT},
           "command": " ".join(sys.argv), "started_at": datetime.now(UTC).isoformat()})  # fmt: skip
     code = subscriptions(args.subscribers, "code")
     baseline = in_process(code, 1.0)
     await run_case("code", code, args, baseline)
+    await fairness(args)
     endpoint = start_endpoint(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}/match"

@@ -391,9 +391,11 @@ class Broker:
         self, pub: Publication, by_id: dict[str, Subscription], outcomes: list[FunctionOutcome]
     ) -> None:
         matched: dict[str, list[str]] = {}
+        suspended = [(o.subscription_id, r) for o in outcomes if (r := self._record(o))]
+        for sid, reason in suspended:
+            await self._set_status(sid, "suspended", reason)
         for outcome in outcomes:
             sub = by_id[outcome.subscription_id]
-            await self._record(outcome)
             if outcome.matched or (outcome.error and sub.function and sub.function.fail_open):
                 matched.setdefault(sub.subscriber_id, []).append(sub.id)
         if not matched:
@@ -410,8 +412,9 @@ class Broker:
             self.eventlog.delivery_events(self._enqueued_events(messages))
         self.signals.notify(matched)
 
-    async def _record(self, outcome: FunctionOutcome) -> None:
-        """The failure rule (sandbox/health.py); a suspension cancels the calls queued."""
+    def _record(self, outcome: FunctionOutcome) -> str | None:
+        """The failure rule (sandbox/health.py): the suspension reason when it trips. The
+        subscription's queued calls are cancelled at once, before anything awaits."""
         assert self.runner is not None
         self.metrics.inc("function_calls_total")
         if outcome.error is not None:
@@ -420,7 +423,7 @@ class Broker:
         reason = count_call(self._failures, sid, outcome.error, limit)
         if reason is not None:
             self.runner.cancel(sid)
-            await self._set_status(sid, "suspended", reason)
+        return reason
 
     # ---------------------------------------------------------------- receiving
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tidings.config import FunctionSettings
 from tidings.sandbox import FunctionOutcome
-from tidings.sandbox.lanes import Lanes
+from tidings.sandbox.lanes import MAX_PAUSE_S, Lanes
 
 
 def test_a_subscriber_is_suspect_while_its_calls_fail_or_run_slow() -> None:
@@ -30,3 +30,11 @@ def test_the_quarantine_queue_is_bounded() -> None:
     lanes = Lanes(FunctionSettings(quarantine_queue=2))
     lanes.gate("u").waiting = 2
     assert lanes.full("u") and not lanes.full("v")
+
+
+def test_a_failing_subscribers_pause_doubles_and_a_success_ends_it() -> None:
+    lanes = Lanes(FunctionSettings(cpu_ms=100))
+    assert [lanes.pause("u", failed=True) for _ in range(3)] == [0.1, 0.2, 0.4]
+    assert lanes.pause("u", failed=False) == 0.0
+    assert lanes.pause("u", failed=True) == 0.1
+    assert max(lanes.pause("u", failed=True) for _ in range(20)) == MAX_PAUSE_S

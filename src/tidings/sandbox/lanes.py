@@ -4,8 +4,11 @@ Well-behaved subscribers share worker requests (one per worker per publication: 
 what makes 10,000 evaluations/s). A subscriber whose last evaluation failed or ran slow is
 *suspect*: its calls leave the shared requests and go, in a request of their own, to the
 quarantine workers, one evaluation of that subscriber at a time with at most
-`quarantine_queue` waiting (more are shed as failures). So a runaway delays the calls
-behind it in a shared request once, at its first offence, and never again.
+`quarantine_queue` waiting (more are shed as failures), and after each failed evaluation a
+pause before its next one (the CPU budget, doubling with each failure in a row, at most
+`MAX_PAUSE_S`), so a runaway's share of the machine shrinks while it keeps failing. Its
+quarantine workers run at a lower priority too. So a runaway delays the calls behind it
+in a shared request once, at its first offence, and never again.
 
 A suspended subscription's evaluations still queued are cancelled: each evaluation takes a
 ticket when it starts, and a call whose subscription was cancelled after its ticket is
@@ -28,6 +31,10 @@ class Gate:
 
     running: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     waiting: int = 0
+    failures: int = 0  # failed evaluations in a row
+
+
+MAX_PAUSE_S = 2.0
 
 
 class Lanes:
@@ -55,6 +62,14 @@ class Lanes:
 
     def full(self, owner: str) -> bool:
         return self.gate(owner).waiting >= self.settings.quarantine_queue
+
+    def pause(self, owner: str, failed: bool) -> float:
+        """Seconds the subscriber's quarantine gate stays shut after this evaluation."""
+        gate = self.gate(owner)
+        gate.failures = gate.failures + 1 if failed else 0
+        if not failed:
+            return 0.0
+        return min(MAX_PAUSE_S, self.settings.cpu_ms / 1000 * 2.0 ** (gate.failures - 1))
 
     def ticket(self) -> int:
         self._tickets += 1

@@ -146,6 +146,7 @@ class SandboxRunner:
             await gate.running.acquire()
         finally:
             gate.waiting -= 1
+        pause = 0.0
         try:
             code, library = await asyncio.gather(
                 self._pooled(self.quarantine, pub, [c for c in calls if c.kind == "code"], ticket),
@@ -153,9 +154,12 @@ class SandboxRunner:
             )
             for sid in code:
                 self.pool.ms[sid] = self.quarantine.ms.pop(sid, 0.0)
-            return code | library
+            results = code | library
+            pause = self.lanes.pause(owner, any(e is not None for _, e in results.values()))
+            return results
         finally:
-            gate.running.release()
+            # the outcomes go now; the gate opens for the next evaluation after the pause
+            asyncio.get_running_loop().call_later(pause, gate.running.release)
 
     async def _pooled(
         self, pool: WorkerPool, pub: Any, calls: list[Call], ticket: int

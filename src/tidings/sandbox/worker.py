@@ -200,6 +200,8 @@ def main() -> None:
         install_seccomp("code")
         print(f"seccomp={seccomp_status()} root={os.getuid() == 0}", flush=True)
         return
+    if "--nice" in flags:
+        os.nice(10)  # before the preload: a replaced worker's start is CPU-heavy too
     from tidings.functions import preload
 
     preload()  # the library and its models load before the limits apply
@@ -211,8 +213,6 @@ def main() -> None:
     sys.setrecursionlimit(300)
     for name in ALLOWED_MODULES:  # imported now: importing later would open files
         VIEWS[name] = public_view(name)
-    if "--nice" in flags:
-        os.nice(10)
     if "--seccomp" in flags:
         from tidings.sandbox.boundary import install_seccomp
 
