@@ -94,20 +94,33 @@ class SandboxRunner:
             self._pooled(self.pool, pub, [c for c in trusted if c.kind == "code"], ticket),
             self._pooled(self.library, pub, [c for c in trusted if c.kind != "code"], ticket),
         )
-        tasks = [
+        # owners whose calls all ride the shared requests finish together: one task for all
+        plain = {o for o, subs in owners.items() if o not in suspects and not _hosted(subs)}
+        tasks = [asyncio.ensure_future(self._together(shared, [owners[o] for o in plain]))]
+        tasks += [
             asyncio.ensure_future(
                 self._owner(pub, subs, shared if o not in suspects else None, ticket)
             )
             for o, subs in owners.items()
+            if o not in plain
         ]
         try:
             for done in asyncio.as_completed(tasks):
-                if outcomes := await done:
-                    yield outcomes
+                for outcomes in await done:
+                    if outcomes:
+                        yield outcomes
         finally:
             shared.cancel()
             for task in tasks:
                 task.cancel()
+
+    async def _together(
+        self, shared: Shared, groups: list[list[Subscription]]
+    ) -> list[list[FunctionOutcome]]:
+        if not groups:
+            return []
+        code, library = await asyncio.shield(shared)
+        return [self._outcomes(subs, code | library) for subs in groups]
 
     async def _owner(
         self,
@@ -115,21 +128,29 @@ class SandboxRunner:
         subs: list[Subscription],
         shared: Shared | None,
         ticket: int,
-    ) -> list[FunctionOutcome]:
+    ) -> list[list[FunctionOutcome]]:
         """One subscriber's outcomes: from the shared requests, or (`shared` None: a
-        suspect) from its own request in the quarantine lane."""
-        owner = subs[0].subscriber_id
-        hosted = [s for s in subs if s.function and s.function.kind == "url"]
+        suspect) from its own request in the quarantine lane; and its URL calls."""
+        hosted = _hosted(subs)
         pooled, called = await asyncio.gather(
-            self._quarantined(owner, pub, subs, ticket) if shared is None else _mine(shared, subs),
+            self._quarantined(subs[0].subscriber_id, pub, subs, ticket)
+            if shared is None
+            else _mine(shared, subs),
             asyncio.gather(
                 *(self.urls.call(s.function.source, pub, dict(s.function.params)) for s in hosted)  # type: ignore[union-attr]
             ),
         )
-        results = pooled | {s.id: r for s, r in zip(hosted, called, strict=True)}
+        return [
+            self._outcomes(subs, pooled | {s.id: r for s, r in zip(hosted, called, strict=True)})
+        ]
+
+    def _outcomes(
+        self, subs: list[Subscription], results: dict[str, Result]
+    ) -> list[FunctionOutcome]:
+        """One subscriber's outcomes, observed for its lane."""
         outcomes = [_outcome(s, *results[s.id]) for s in subs if s.id in results]
         slow = any(self.pool.ms.get(s.id, 0.0) > self.settings.slow_call_ms for s in subs)
-        self.lanes.observe(owner, outcomes, slow)
+        self.lanes.observe(subs[0].subscriber_id, outcomes, slow)
         return outcomes
 
     async def _quarantined(
@@ -176,10 +197,14 @@ class SandboxRunner:
         await self.urls.aclose()
 
 
+def _hosted(subs: list[Subscription]) -> list[Subscription]:
+    return [s for s in subs if s.function and s.function.kind == "url"]
+
+
 async def _mine(shared: Shared, subs: list[Subscription]) -> dict[str, Result]:
     """This subscriber's results of the shared requests (awaited only if it has calls there;
     shielded: one subscriber's cancellation does not cancel everyone's)."""
-    if all(s.function and s.function.kind == "url" for s in subs):
+    if len(_hosted(subs)) == len(subs):
         return {}
     code, library = await asyncio.shield(shared)
     return code | library
