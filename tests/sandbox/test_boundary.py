@@ -214,3 +214,15 @@ def test_the_escape_suites_attack_gets_nothing(
     }
     assert worker.run(body, data) == (False, None)
     assert not (tmp_path / "spawned").exists() and not (data_dir / "written").exists()
+
+
+def test_its_private_tmp_cannot_fill_the_hosts_memory(worker: Unwalled) -> None:
+    body = (
+        "    with open('/tmp/fill', 'wb') as f:\n"
+        "        for _ in range(1024):\n"
+        "            f.write(bytes(1024 * 1024))\n"
+        "    return True"
+    )
+    _, error = worker.run(body)
+    assert error and "No space left on device" in error
+    worker.run("    import os\n    os.remove('/tmp/fill')\n    return True")

@@ -24,6 +24,7 @@ Profile = Literal["code", "library"]
 TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 PROBE_TIMEOUT_S = 30.0
+TMP_BYTES = 64 * 1024 * 1024  # OCR's temporary images fit many times over
 
 # Refused (EPERM) in every worker: other processes' memory, sockets, the kernel's
 # namespace, mount, key, module and tracing machinery. io_uring would bypass this filter.
@@ -110,7 +111,9 @@ def mounts() -> list[str]:
         args += ["--dir", parent]
     for path in [*binds, *etc]:
         args += ["--ro-bind", str(path), str(path)]
-    return [*args, "--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    # /tmp is memory: capped, or a write loop there would fill the host's RAM
+    tmp = ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    return [*args, *tmp, "--proc", "/proc", "--dev", "/dev"]
 
 
 def bwrap_command(settings: FunctionSettings, argv: list[str]) -> list[str]:
