@@ -226,3 +226,14 @@ def test_its_private_tmp_cannot_fill_the_hosts_memory(worker: Unwalled) -> None:
     _, error = worker.run(body)
     assert error and "No space left on device" in error
     worker.run("    import os\n    os.remove('/tmp/fill')\n    return True")
+
+
+def test_the_command_line_binds_only_python_and_tidings_read_only() -> None:
+    argv = command(SETTINGS, "code", bounded=True)
+    binds = {argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")}
+    allowed = {"/usr", *map(str, boundary.readable_paths()), *boundary.ETC_FILES}
+    allowed |= {t for t in boundary.TOP_LEVEL if os.path.isdir(t) and not os.path.islink(t)}
+    assert binds <= allowed and "--bind" not in argv and "--dev-bind" not in argv
+    assert {"--clearenv", "--die-with-parent", "--new-session"} <= set(argv)
+    assert "--unshare-net" in argv or "--unshare-all" in argv
+    assert argv[-1] == "--seccomp"

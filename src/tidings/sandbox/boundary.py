@@ -85,8 +85,13 @@ def readable_paths() -> list[Path]:
     source of `tidings`. Nothing else of the host's directories is mounted."""
     wanted = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths = {Path(p).resolve() for p in wanted} | {tidings_root()}
-    # a path inside another is already there
-    return sorted(p for p in paths if not any(q != p and q in p.parents for q in paths))
+    # a path inside another, or inside /usr (Debian's own Python), is already there
+    usr = Path("/usr")
+    return sorted(
+        p
+        for p in paths
+        if p != usr and usr not in p.parents and not any(q != p and q in p.parents for q in paths)
+    )
 
 
 def _ancestors(paths: Iterable[Path]) -> list[str]:
