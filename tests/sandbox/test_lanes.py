@@ -26,10 +26,11 @@ def test_a_cancellation_reaches_the_evaluations_started_before_it_only() -> None
     assert not lanes.cancelled("other", before)
 
 
-def test_the_quarantine_queue_is_bounded() -> None:
+def test_the_quarantine_queue_is_bounded_while_its_subscriber_keeps_failing() -> None:
     lanes = Lanes(FunctionSettings(quarantine_queue=2))
-    lanes.gate("u").waiting = 2
-    assert lanes.full("u") and not lanes.full("v")
+    lanes.gate("u").waiting = lanes.gate("v").waiting = 2
+    lanes.pause("u", failed=True)
+    assert lanes.full("u") and not lanes.full("v")  # v failed once only: it waits its turn
 
 
 def test_a_failing_subscribers_pause_doubles_and_a_success_ends_it() -> None:

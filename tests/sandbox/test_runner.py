@@ -134,18 +134,19 @@ async def test_a_runaway_subscriber_never_holds_back_another_subscribers_outcome
         await runner.aclose()
 
 
-async def test_a_suspect_subscriber_runs_one_evaluation_at_a_time_and_the_excess_is_shed() -> None:
+async def test_a_failing_suspect_runs_one_evaluation_at_a_time_and_the_excess_is_shed() -> None:
     runner = create_runner(FunctionSettings(workers=1, cpu_ms=60_000, quarantine_queue=2))
     bad = owned("bad", "u-bad", FLAKY_THEN_STUCK)
     try:
-        await runner.evaluate(pub("first"), [bad])
+        await runner.evaluate(pub("first"), [bad])  # fails in the shared lane: suspect
+        await runner.evaluate(pub("first"), [bad])  # fails in quarantine: its gate pauses
         tasks = [asyncio.ensure_future(runner.evaluate(pub("stuck"), [bad])) for _ in range(5)]
-        shed = await asyncio.gather(*tasks[3:])  # one runs, two wait, two are shed
+        shed = await asyncio.gather(*tasks[2:])  # two wait for the gate, three are shed
         assert all((o.error or "").startswith("shed:") for outcomes in shed for o in outcomes)
-        assert not any(t.done() for t in tasks[:3])
-        for task in tasks[:3]:
+        assert not any(t.done() for t in tasks[:2])
+        for task in tasks[:2]:
             task.cancel()
-        await asyncio.gather(*tasks[:3], return_exceptions=True)
+        await asyncio.gather(*tasks[:2], return_exceptions=True)
     finally:
         await runner.aclose()
 

@@ -3,8 +3,9 @@
 Well-behaved subscribers share worker requests (one per worker per publication: that is
 what makes 10,000 evaluations/s). A subscriber whose last evaluation failed or ran slow is
 *suspect*: its calls leave the shared requests and go, in a request of their own, to the
-quarantine workers, one evaluation of that subscriber at a time with at most
-`quarantine_queue` waiting (more are shed as failures), and after each failed evaluation a
+quarantine workers, one evaluation of that subscriber at a time; while it keeps failing
+there, at most `quarantine_queue` wait (more are shed as failures), and after each failed
+evaluation a
 pause before its next one (the CPU budget, doubling with each failure in a row, at most
 `MAX_PAUSE_S`), so a runaway's share of the machine shrinks while it keeps failing. Its
 quarantine workers run at a lower priority too. So a runaway delays the calls behind it
@@ -61,7 +62,10 @@ class Lanes:
         return self._gates.setdefault(owner, Gate())
 
     def full(self, owner: str) -> bool:
-        return self.gate(owner).waiting >= self.settings.quarantine_queue
+        """Shed this evaluation? Only while the subscriber keeps failing in quarantine: one
+        that failed once, or runs slow, waits its turn (a batch's evaluations start at once)."""
+        gate = self.gate(owner)
+        return gate.failures > 0 and gate.waiting >= self.settings.quarantine_queue
 
     def pause(self, owner: str, failed: bool) -> float:
         """Seconds the subscriber's quarantine gate stays shut after this evaluation."""
