@@ -24,6 +24,9 @@ Code functions run behind the OS boundary (bubblewrap + seccomp, docs/sandbox.md
   outcomes (`runner.stream`, as the broker delivers), first alone (the baseline), then with
   two runaway subscribers beside them (a CPU spin and a memory bomb, never suspended: the
   runner alone, the worst case); `p99_ratio` = with / without (target <= 2).
+- `fair_delivery`: the same through a real Broker (in-memory SQLite store, the real runner,
+  the runaways never suspended): from publish to the well-behaved subscriber's pull of the
+  delivery, alone and beside the two runaways; `p99_ratio` as above.
 """
 
 from __future__ import annotations
@@ -213,6 +216,78 @@ async def fairness(args: argparse.Namespace) -> None:
           "p99_ratio": round(beside / alone, 2)})  # fmt: skip
 
 
+async def delivery_p99(runaways: bool, args: argparse.Namespace) -> float:
+    """p99 (ms) from publishing to the well-behaved subscriber's pull of the delivery."""
+    import dataclasses
+    import tempfile
+
+    from tidings.broker import Broker, PublicationInput
+    from tidings.config import load_settings
+    from tidings.store import open_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_settings({"data_dir": tmp, "store_url": "memory://", "event_log": False}, {})
+        functions = FunctionSettings(workers=args.workers, failures_to_suspend=10**9)
+        settings = dataclasses.replace(base, functions=functions)
+        broker = Broker(settings, open_store("memory://"), runner=create_runner(functions))
+        await broker.start()
+        try:
+            good, _ = await broker.register()
+            await broker.subscribe(
+                good.id, "function", function=FunctionSpec("t", "code", CODE.format(k=3))
+            )
+            for source in RUNAWAYS.values() if runaways else ():
+                bad, _ = await broker.register()
+                await broker.subscribe(
+                    bad.id, "function", function=FunctionSpec("t", "code", source)
+                )
+            return await _deliveries(
+                broker, good.id, args, PublicationInput(TEXT, function_types=("t",))
+            )
+        finally:
+            await broker.close()
+            broker.store.close()
+
+
+async def _deliveries(broker: Any, subscriber: str, args: argparse.Namespace, item: Any) -> float:
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    n = int(args.fair_rate * args.seconds)
+
+    async def consume(expected: int, record: bool) -> None:
+        got = 0
+        while got < expected:
+            messages = await broker.pull(subscriber, 100, wait_s=5)
+            if not messages:
+                break  # lost: counted by the caller
+            now = time.perf_counter()
+            got += len(messages)
+            if record:
+                latencies.extend(now - sent[m.publication_id] for m in messages)
+            await broker.ack(subscriber, [m.receipt for m in messages])
+
+    for _ in range(2):  # warm-up: workers started, code compiled, runaways suspect
+        await broker.publish(item)
+    await consume(2, record=False)
+    consumer = asyncio.create_task(consume(n, record=True))
+    start = time.perf_counter()
+    for i in range(n):
+        due = start + i / args.fair_rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        sent[(await broker.publish(item)).publication.id] = due
+    await consumer
+    return percentile(latencies, 99) * 1000 if len(latencies) == n else float("inf")
+
+
+async def fair_delivery(args: argparse.Namespace) -> None:
+    alone = await delivery_p99(False, args)
+    beside = await delivery_p99(True, args)
+    emit({"bench": "functions", "case": "fair_delivery", "runaways": list(RUNAWAYS),
+          "rate": args.fair_rate, "seconds": args.seconds, "store": "memory://",
+          "baseline_p99_ms_alone": round(alone, 1), "p99_ms_with_runaways": round(beside, 1),
+          "p99_ratio": round(beside / alone, 2)})  # fmt: skip
+
+
 def start_endpoint(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-c", ENDPOINT % port])
     import httpx
@@ -249,6 +324,7 @@ async def main() -> None:
     baseline = in_process(code, 1.0)
     await run_case("code", code, args, baseline)
     await fairness(args)
+    await fair_delivery(args)
     endpoint = start_endpoint(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}/match"
