@@ -149,7 +149,10 @@ class SandboxRunner:
     ) -> list[FunctionOutcome]:
         """One subscriber's outcomes, observed for its lane."""
         outcomes = [_outcome(s, *results[s.id]) for s in subs if s.id in results]
-        slow = any(self.pool.ms.get(s.id, 0.0) > self.settings.slow_call_ms for s in subs)
+        slow = (
+            max((self.pool.ms.pop(s.id, 0.0) for s in subs), default=0.0)
+            > self.settings.slow_call_ms
+        )
         self.lanes.observe(subs[0].subscriber_id, outcomes, slow)
         return outcomes
 
