@@ -35,7 +35,7 @@ class Unwalled:
         finally:
             os.environ.pop(ENV_CANARY)
         assert self.proc.stdout is not None
-        assert orjson.loads(self.proc.stdout.readline()) == {"ready": True}
+        assert orjson.loads(self.proc.stdout.readline()) == {"ready": True, "seccomp": 2}
         self.n = 0
 
     def run(self, body: str, data: Any = None) -> tuple[bool, str | None]:

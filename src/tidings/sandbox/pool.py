@@ -68,6 +68,10 @@ class Worker:
         ready = await asyncio.wait_for(proc.stdout.readline(), START_BUDGET_S)
         if not ready:
             raise RuntimeError("a sandbox worker failed to start")
+        if "--seccomp" in argv and orjson.loads(ready).get("seccomp") != 2:
+            proc.kill()  # never serve from a worker whose filter is not in place
+            await proc.wait()
+            raise RuntimeError("a sandbox worker started without its seccomp filter")
         return cls(proc)
 
     async def run(

@@ -223,7 +223,7 @@ def main() -> None:
         sys.addaudithook(audit)
     worker = Worker(cpu_ms / 1000, walls)
     out = sys.stdout.buffer
-    out.write(b'{"ready": true}\n')
+    out.write(orjson.dumps({"ready": True, "seccomp": seccomp_status()}) + b"\n")
     out.flush()
     for line in sys.stdin.buffer:
         request = orjson.loads(line)
