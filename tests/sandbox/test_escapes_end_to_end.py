@@ -135,6 +135,12 @@ def test_a_format_string_built_at_run_time_reads_nothing_of_the_environment(
     assert_contained(http, server, watchers, fmt_route("format"), tmp_path)
 
 
+def test_format_bound_by_a_class_pattern_reads_nothing_of_the_environment(
+    http: httpx.Client, server: EmbeddedServer, watchers: tuple[Sub, Sub], tmp_path: Path
+) -> None:
+    assert_contained(http, server, watchers, fmt_route("pattern"), tmp_path)
+
+
 def test_format_map_reads_nothing_of_the_environment(
     http: httpx.Client, server: EmbeddedServer, watchers: tuple[Sub, Sub], tmp_path: Path
 ) -> None:
@@ -150,7 +156,8 @@ def test_classic_escapes_are_contained(
 
 def test_the_hostile_routes_are_refused_at_subscribe_time(http: httpx.Client) -> None:
     hostile = Sub(http)
-    for source in (CLASS_PATTERN_CHAIN + ATTACK, fmt_route("format"), fmt_route("format_map")):
+    routes = ("format", "format_map", "pattern")
+    for source in (CLASS_PATTERN_CHAIN + ATTACK, *map(fmt_route, routes)):
         answer = hostile.post(
             "/subscriptions", {"function": {"function_type": "escape", "code": source}}
         )

@@ -119,6 +119,9 @@ def _check_identifiers(node: ast.AST) -> None:
     for name in attributes:
         if name in FORBIDDEN_ATTRIBUTES:
             raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"attribute {name!r} is not allowed")
+        if name in FORMATTERS and isinstance(node, ast.MatchClass):
+            # `case str(format=f)` binds the bound method of a string built at run time
+            raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f".{name} is not allowed in a pattern")
 
 
 def _check_format(node: ast.Attribute) -> None:
