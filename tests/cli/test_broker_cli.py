@@ -162,3 +162,10 @@ def test_serve_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
     result = tidings("serve", "--store", "mysql://x", "--data-dir", str(tmp_path))
     assert result.returncode != 0 and "unknown store URL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serve_warns_loudly_when_told_to_accept_unsafe_code_functions(tmp_path: Path) -> None:
+    result = tidings(
+        "serve", "--unsafe-code-functions", "--store", "mysql://x", "--data-dir", str(tmp_path)
+    )
+    assert "WARNING --unsafe-code-functions" in result.stderr
