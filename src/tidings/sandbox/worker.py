@@ -201,7 +201,7 @@ def main() -> None:
         print(f"seccomp={seccomp_status()} root={os.getuid() == 0}", flush=True)
         return
     if "--nice" in flags:
-        os.nice(10)  # before the preload: a replaced worker's start is CPU-heavy too
+        os.nice(19)  # before the preload: a replaced worker's start is CPU-heavy too
     from tidings.functions import preload
 
     preload()  # the library and its models load before the limits apply
