@@ -13,6 +13,7 @@ run: $(STAMP)
 	$(BIN)/tidings serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 test: $(STAMP)
+	@scripts/check-prereqs.sh --tests
 	$(BIN)/python -m pytest -q
 
 # schemathesis over every operation of /openapi.json, many examples each (the suite runs 5)

@@ -17,15 +17,28 @@ Prints JSON lines: a header (machine, versions, workload, command), then per cas
 - `closed_loop`: as many publications as 8 in flight allow, `publications_per_s`.
 The baseline (same run) evaluates the same compiled functions in this process without any
 sandbox; `ratio_vs_in_process` = sandboxed evaluations/s / in-process evaluations/s.
+Code functions run behind the OS boundary (bubblewrap + seccomp, docs/sandbox.md).
+
+- `fairness`: 10 well-behaved subscribers at --fair-rate publications/s (default 50/s), the
+  latency from a publication's scheduled time to the first well-behaved subscriber's
+  outcomes (`runner.stream`, as the broker delivers), first alone (the baseline), then with
+  two runaway subscribers beside them (a CPU spin and a memory bomb, never suspended: the
+  runner alone, the worst case); `p99_ratio` = with / without (target <= 2), the medians of
+  --rounds (3) alternating rounds, alone then beside.
+- `fair_delivery`: the same through a real Broker (in-memory SQLite store, the real runner,
+  the runaways never suspended): from publish to the well-behaved subscriber's pull of the
+  delivery, alone and beside the two runaways; `p99_ratio` as above.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -160,6 +173,145 @@ async def run_case(
         await runner.aclose()
 
 
+RUNAWAYS = {
+    "spin": "def match(publication):\n    while True:\n        pass\n",
+    "bomb": "def match(publication):\n    x = []\n    while True:\n        x.append(' ' * 10**6)\n",
+}
+
+
+async def well_behaved_p99(subs: list[Subscription], args: argparse.Namespace) -> float:
+    """p99 (ms) from a publication's scheduled time to subscriber u0's outcomes."""
+    runner = create_runner(FunctionSettings(workers=args.workers))
+    latencies: list[float] = []
+
+    async def one(i: int, due: float) -> None:
+        async for outcomes in runner.stream(publication(i), subs):
+            if outcomes[0].subscription_id == "s0":
+                latencies.append(time.perf_counter() - due)
+
+    try:
+        await runner.evaluate(publication(-1), subs)  # start workers, compile
+        await runner.evaluate(publication(-2), subs)  # the runaways are suspect from now on
+        start, tasks = time.perf_counter(), []
+        for i in range(int(args.fair_rate * args.seconds)):
+            due = start + i / args.fair_rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i, due)))
+        await asyncio.gather(*tasks)
+    finally:
+        await runner.aclose()
+    return percentile(latencies, 99) * 1000
+
+
+async def fairness(args: argparse.Namespace) -> None:
+    good = subscriptions(10, "code")
+    bad = [
+        Subscription(
+            f"bad-{name}", f"bad-{name}", "function", function=FunctionSpec("t", "code", src)
+        )
+        for name, src in RUNAWAYS.items()
+    ]
+    alone, beside = await alternate(
+        lambda: well_behaved_p99(good, args), lambda: well_behaved_p99(good + bad, args), args
+    )
+    emit({"bench": "functions", "case": "fairness", "well_behaved_subscribers": len(good),
+          "runaways": list(RUNAWAYS), "rate": args.fair_rate, "seconds": args.seconds,
+          **ratio_fields(alone, beside)})  # fmt: skip
+
+
+async def alternate(
+    alone: Callable[[], Awaitable[float]],
+    beside: Callable[[], Awaitable[float]],
+    args: argparse.Namespace,
+) -> tuple[list[float], list[float]]:
+    """p99s of alternating rounds, alone then beside: a busy machine's drift hits both."""
+    out: tuple[list[float], list[float]] = ([], [])
+    for _ in range(args.rounds):
+        out[0].append(await alone())
+        out[1].append(await beside())
+    return out
+
+
+def ratio_fields(alone: list[float], beside: list[float]) -> dict[str, Any]:
+    a, b = statistics.median(alone), statistics.median(beside)
+    return {"rounds": len(alone), "p99_ms_alone_per_round": [round(x, 1) for x in alone],
+            "p99_ms_with_runaways_per_round": [round(x, 1) for x in beside],
+            "baseline_p99_ms_alone": round(a, 1), "p99_ms_with_runaways": round(b, 1),
+            "p99_ratio": round(b / a, 2)}  # fmt: skip
+
+
+async def delivery_p99(runaways: bool, args: argparse.Namespace) -> float:
+    """p99 (ms) from publishing to the well-behaved subscriber's pull of the delivery."""
+    import dataclasses
+    import tempfile
+
+    from tidings.broker import Broker, PublicationInput
+    from tidings.config import load_settings
+    from tidings.store import open_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_settings({"data_dir": tmp, "store_url": "memory://", "event_log": False}, {})
+        functions = FunctionSettings(workers=args.workers, failures_to_suspend=10**9)
+        settings = dataclasses.replace(base, functions=functions)
+        broker = Broker(settings, open_store("memory://"), runner=create_runner(functions))
+        await broker.start()
+        try:
+            good, _ = await broker.register()
+            await broker.subscribe(
+                good.id, "function", function=FunctionSpec("t", "code", CODE.format(k=3))
+            )
+            for source in RUNAWAYS.values() if runaways else ():
+                bad, _ = await broker.register()
+                await broker.subscribe(
+                    bad.id, "function", function=FunctionSpec("t", "code", source)
+                )
+            return await _deliveries(
+                broker, good.id, args, PublicationInput(TEXT, function_types=("t",))
+            )
+        finally:
+            await broker.close()
+            broker.store.close()
+
+
+async def _deliveries(broker: Any, subscriber: str, args: argparse.Namespace, item: Any) -> float:
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    n = int(args.fair_rate * args.seconds)
+
+    async def consume(expected: int, record: bool) -> None:
+        got = 0
+        while got < expected:
+            messages = await broker.pull(subscriber, 100, wait_s=5)
+            if not messages:
+                break  # lost: counted by the caller
+            now = time.perf_counter()
+            got += len(messages)
+            if record:
+                latencies.extend(now - sent[m.publication_id] for m in messages)
+            await broker.ack(subscriber, [m.receipt for m in messages])
+
+    for _ in range(2):  # warm-up: workers started, code compiled, runaways suspect
+        await broker.publish(item)
+    await consume(2, record=False)
+    consumer = asyncio.create_task(consume(n, record=True))
+    start = time.perf_counter()
+    for i in range(n):
+        due = start + i / args.fair_rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        sent[(await broker.publish(item)).publication.id] = due
+    await consumer
+    return percentile(latencies, 99) * 1000 if len(latencies) == n else float("inf")
+
+
+async def fair_delivery(args: argparse.Namespace) -> None:
+    alone, beside = await alternate(
+        lambda: delivery_p99(False, args), lambda: delivery_p99(True, args), args
+    )
+    emit({"bench": "functions", "case": "fair_delivery", "runaways": list(RUNAWAYS),
+          "rate": args.fair_rate, "seconds": args.seconds, "store": "memory://",
+          **ratio_fields(alone, beside)})  # fmt: skip
+
+
 def start_endpoint(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-c", ENDPOINT % port])
     import httpx
@@ -181,6 +333,8 @@ async def main() -> None:
     parser.add_argument("--url-rate", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--fair-rate", type=float, default=50.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--port", type=int, default=18931)
     args = parser.parse_args()
     if args.quick:
@@ -189,11 +343,14 @@ async def main() -> None:
           "versions": versions("httpx", "orjson", "uvicorn"),
           "workload": {"subscribers": args.subscribers, "rate": args.rate,
                        "url_rate": args.url_rate, "seconds": args.seconds,
-                       "workers": args.workers, "text": TEXT},
+                       "workers": args.workers, "fair_rate": args.fair_rate,
+                       "rounds": args.rounds, "text": TEXT},
           "command": " ".join(sys.argv), "started_at": datetime.now(UTC).isoformat()})  # fmt: skip
     code = subscriptions(args.subscribers, "code")
     baseline = in_process(code, 1.0)
     await run_case("code", code, args, baseline)
+    await fairness(args)
+    await fair_delivery(args)
     endpoint = start_endpoint(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}/match"

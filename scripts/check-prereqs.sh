@@ -22,12 +22,20 @@ else
   fi
 fi
 
-if ! command -v tesseract >/dev/null 2>&1; then
+# A system package: installed when root with apt-get, else one line saying how.
+system_package() {  # command package what-needs-it
+  command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get install -y -q tesseract-ocr >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q tesseract-ocr >/dev/null 2>&1; }) \
-      || need "Tesseract OCR is required by detect_printed_text: install it (Debian: apt-get install tesseract-ocr)."
-  else
-    need "Tesseract OCR is required by detect_printed_text: install it (Debian: apt-get install tesseract-ocr)."
+    (apt-get install -y -q "$2" >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "$2" >/dev/null 2>&1; }) \
+      && return 0
   fi
+  need "$3 needs $2: install it (Debian: apt-get install $2)."
+}
+
+system_package tesseract tesseract-ocr "detect_printed_text (the function library)"
+system_package bwrap bubblewrap "The function sandbox"
+if [ "${1:-}" = "--tests" ]; then  # what only the test suite needs
+  system_package haproxy haproxy "The balanced-cluster tests"
+  system_package chromium chromium "The console's browser tests"
 fi
 exit $missing

@@ -46,6 +46,14 @@ class FakeRunner:
         self.calls += 1
         return [self._one(publication, s) for s in subscriptions]
 
+    async def stream(
+        self, publication: Publication, subscriptions: Sequence[Subscription]
+    ) -> AsyncIterator[list[FunctionOutcome]]:
+        yield await self.evaluate(publication, subscriptions)
+
+    def cancel(self, subscription_id: str) -> None:
+        pass
+
     def _one(self, publication: Publication, sub: Subscription) -> FunctionOutcome:
         if publication.data == "boom":
             return FunctionOutcome(sub.id, False, "raised ValueError")

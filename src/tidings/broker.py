@@ -41,6 +41,7 @@ from tidings.model import (
     SubscriptionKind,
 )
 from tidings.sandbox import FunctionOutcome, FunctionRunner
+from tidings.sandbox.health import count_call
 from tidings.store.base import (
     AckResult,
     Change,
@@ -495,41 +496,52 @@ class Broker:
                 self._spawn(self._run_functions(pub, subs))
 
     async def _run_functions(self, pub: Publication, subs: list[Subscription]) -> None:
+        """Deliver each subscriber's matches as soon as its own calls are done: a slow or
+        failing subscriber never holds back another's deliveries."""
         assert self.runner is not None
-        outcomes = await self.runner.evaluate(pub, subs)
         by_id = {s.id: s for s in subs}
+        async for outcomes in self.runner.stream(pub, subs):
+            await self._deliver_functions(pub, by_id, outcomes)
+
+    async def _deliver_functions(
+        self, pub: Publication, by_id: dict[str, Subscription], outcomes: list[FunctionOutcome]
+    ) -> None:
         matched: dict[str, list[str]] = {}
+        suspended = [(o.subscription_id, r) for o in outcomes if (r := self._record(o))]
+        for sid, reason in suspended:
+            await self._set_status(sid, "suspended", reason)
         for outcome in outcomes:
             sub = by_id[outcome.subscription_id]
-            await self._record(outcome)
             if outcome.matched or (outcome.error and sub.function and sub.function.fail_open):
                 matched.setdefault(sub.subscriber_id, []).append(sub.id)
+        if not matched:
+            return
         body = pub.to_json()
         messages = [
             NewMessage(owner, pub.id, pub.id, tuple(sorted(ids)), body, self.clock())
             for owner, ids in matched.items()
         ]
         # checked, not fresh: topic or content may have delivered this publication already
-        added = await self._committer.submit(self.store.enqueue_op(messages)) if messages else 0
+        added = await self._committer.submit(self.store.enqueue_op(messages))
         self.metrics.inc("deliveries_enqueued", added, kind="function")
         if self.eventlog is not None:
             self.eventlog.delivery_events(self._enqueued_events(messages))
         self.signals.notify(matched)
 
-    async def _record(self, outcome: FunctionOutcome) -> None:
+    def _record(self, outcome: FunctionOutcome) -> str | None:
+        """The failure rule (sandbox/health.py): the suspension reason when it trips. The
+        subscription's queued calls are cancelled at once, before anything awaits."""
+        assert self.runner is not None
         self.metrics.inc("function_calls_total")
-        if outcome.error is None:
-            self._failures.pop(outcome.subscription_id, None)
-            return
-        self.metrics.inc("function_failures_total")
-        count = self._failures[outcome.subscription_id] = (
-            self._failures.get(outcome.subscription_id, 0) + 1
-        )
-        if count >= self.settings.functions.failures_to_suspend:
-            reason = f"{count} consecutive failures; last: {outcome.error}"
-            log.warning("function subscription %s suspended: %s", outcome.subscription_id, reason)
+        if outcome.error is not None:
+            self.metrics.inc("function_failures_total")
+        sid, limit = outcome.subscription_id, self.settings.functions.failures_to_suspend
+        reason = count_call(self._failures, sid, outcome.error, limit)
+        if reason is not None:
+            log.warning("function subscription %s suspended: %s", sid, reason)
             self.metrics.inc("function_suspensions")
-            await self._set_status(outcome.subscription_id, "suspended", reason)
+            self.runner.cancel(sid)
+        return reason
 
     # ---------------------------------------------------------------- receiving
 

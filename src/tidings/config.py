@@ -61,6 +61,17 @@ class FunctionSettings:
     url_concurrency: int = 64
     url_retries: int = 2
     failures_to_suspend: int = 5
+    # the OS boundary (docs/sandbox.md): bubblewrap, the uid/gid a root broker's workers drop
+    # to, and the operator's explicit opt-out where the kernel refuses the boundary
+    launcher: str = "bwrap"
+    sandbox_uid: int = 65534
+    sandbox_gid: int = 65534
+    unsafe_code_functions: bool = False
+    # fairness: a subscriber whose calls failed or ran slow is evaluated apart, on its own
+    # workers, one evaluation at a time with at most this many waiting
+    quarantine_workers: int = 1
+    quarantine_queue: int = 4
+    slow_call_ms: float = 25.0
 
 
 @dataclass(frozen=True, slots=True)

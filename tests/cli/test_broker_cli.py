@@ -239,3 +239,10 @@ def test_subscribers_lists_them_and_deletes_one_with_the_admin_token(tmp_path: P
         assert orjson.loads(deleted.stdout) == {"deleted": made.id}
         refused = tidings("subscribers", "--url", url, "--admin-token", "wrong")
     assert refused.returncode == 2 and "admin calls" in refused.stderr
+
+
+def test_serve_warns_loudly_when_told_to_accept_unsafe_code_functions(tmp_path: Path) -> None:
+    result = tidings(
+        "serve", "--unsafe-code-functions", "--store", "mysql://x", "--data-dir", str(tmp_path)
+    )
+    assert "WARNING --unsafe-code-functions" in result.stderr

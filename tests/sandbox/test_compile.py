@@ -61,3 +61,67 @@ def test_allowed_modules_and_the_function_library_may_be_imported() -> None:
         "from tidings.functions import detect_language\n"
         "def match(publication):\n    return math.sqrt(4) == 2\n"
     )
+
+
+HIDDEN_NAMES = {
+    "class-pattern-dunder": "match publication:\n    case str(__reduce_ex__=r):\n        pass",
+    "class-pattern-frame": "match publication:\n    case dict(gi_frame=f):\n        pass",
+    "star-pattern": "match publication:\n    case [*__rest]:\n        pass",
+    "mapping-rest": "match publication:\n    case {**__rest}:\n        pass",
+    "capture-pattern": "match publication:\n    case int() as __x:\n        pass",
+    "import-alias": "from math import pi as __pi",
+    "imported-name": "from math import __loader__",
+    "except-name": "try:\n    pass\nexcept Exception as __e:\n    pass",
+    "keyword-argument": "x = dict(__x=1)",
+}
+
+
+@pytest.mark.parametrize("snippet", HIDDEN_NAMES.values(), ids=HIDDEN_NAMES.keys())
+def test_names_hidden_in_patterns_imports_and_handlers_are_checked(snippet: str) -> None:
+    with pytest.raises(TidingsError) as caught:
+        check(f"def match(publication):\n    return True\n{snippet}\n")
+    assert caught.value.code is ErrorCode.FUNCTION_FORBIDDEN
+    assert caught.value.field == "function.code" and "line" in caught.value.message
+
+
+FORMAT_ROUTES = {
+    "built-at-run-time": 'x = ("{0." + "real}").format(1)',
+    "attribute-field": 'x = "{0.real}".format(1)',
+    "index-field": 'x = "{0[0]}".format([1])',
+    "format-map-attribute": 'x = "{a.real}".format_map({"a": 1})',
+    "format-map-on-a-name": "t = 'x'\nx = t.format_map({})",
+    "unbound-str-format": 'x = str.format("{}", 1)',
+    "field-nested-in-spec": 'x = "{0:{1.real}}".format(1, 2)',
+    "bound-by-a-class-pattern": "match 'x':\n    case str(format=f):\n        pass",
+    "format-map-bound-by-a-pattern": "match 'x':\n    case str(format_map=f):\n        pass",
+}
+
+
+@pytest.mark.parametrize("snippet", FORMAT_ROUTES.values(), ids=FORMAT_ROUTES.keys())
+def test_format_is_refused_unless_a_literal_names_plain_fields(snippet: str) -> None:
+    with pytest.raises(TidingsError) as caught:
+        check(f"def match(publication):\n    return True\n{snippet}\n")
+    assert caught.value.code is ErrorCode.FUNCTION_FORBIDDEN and ".format" in caught.value.message
+
+
+def test_format_on_a_literal_with_plain_fields_is_allowed() -> None:
+    check(
+        "def match(publication):\n"
+        '    a = "{} and {name:>10} {0!r:{1}}".format(1, 3, name="x")\n'
+        '    b = "{k}".format_map({"k": 1})\n'
+        "    return bool(a and b)\n"
+    )
+
+
+def test_ordinary_patterns_and_imports_are_allowed() -> None:
+    check(
+        "from math import pi as PI\n"
+        "def match(publication):\n"
+        "    match publication:\n"
+        "        case {'data': str(text), **rest} if rest:\n"
+        "            return PI > 3 and bool(text)\n"
+        "        case [first, *others]:\n"
+        "            return bool(first)\n"
+        "        case _:\n"
+        "            return False\n"
+    )

@@ -3,16 +3,23 @@ mixing code, builtin and URL functions, with failures as outcomes and fail_open 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import httpx
 import pytest
+from tests.api.conftest import Sub
 from tests.sandbox.endpoint import Endpoint, endpoint
 
-from tidings.config import FunctionSettings
+from tidings.config import FunctionSettings, load_settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import FunctionSpec, Publication, Subscription
-from tidings.sandbox import FunctionRunner
+from tidings.sandbox import FunctionOutcome, FunctionRunner
 from tidings.sandbox.runner import create_runner
+from tidings.server import EmbeddedServer
 
 CODE = "def match(publication):\n    return 'Zealand' in publication['data']\n"
 PUB = Publication("p1", 0.0, data="DEBS2018 will be held in New Zealand.", function_types=("t",))
@@ -92,3 +99,140 @@ async def test_a_failed_call_matches_only_when_its_subscription_fails_open(
     assert [outcomes[s].matched for s in ("closed", "open", "code-open")] == [False, True, True]
     assert all(o.error for o in outcomes.values())
     assert "ZeroDivisionError" in (outcomes["code-open"].error or "")
+
+
+FLAKY_THEN_STUCK = (
+    "def match(publication):\n"
+    "    if publication['data'] == 'first':\n"
+    "        return 1 / 0\n"
+    "    while True:\n"
+    "        pass\n"
+)
+
+
+def owned(sid: str, owner: str, source: str) -> Subscription:
+    spec = FunctionSpec("t", "code", source)
+    return Subscription(sid, owner, "function", function=spec)
+
+
+def pub(data: str) -> Publication:
+    return Publication(data, 0.0, data=data, function_types=("t",))
+
+
+async def test_a_runaway_subscriber_never_holds_back_another_subscribers_outcomes() -> None:
+    # the runaway's CPU budget is a minute: it would hold a shared request that long
+    runner = create_runner(FunctionSettings(workers=1, cpu_ms=60_000))
+    bad = owned("bad", "u-bad", FLAKY_THEN_STUCK)
+    good = owned("good", "u-good", CODE)
+    try:
+        first = await runner.evaluate(pub("first"), [bad, good])
+        assert {o.subscription_id for o in first if o.error} == {"bad"}
+        stream = runner.stream(pub("New Zealand"), [bad, good])
+        assert await anext(stream) == [FunctionOutcome("good", True)]  # bad is still spinning
+        await stream.aclose()
+    finally:
+        await runner.aclose()
+
+
+async def test_a_failing_suspect_runs_one_evaluation_at_a_time_and_the_excess_is_shed() -> None:
+    runner = create_runner(FunctionSettings(workers=1, cpu_ms=60_000, quarantine_queue=2))
+    bad = owned("bad", "u-bad", FLAKY_THEN_STUCK)
+    try:
+        await runner.evaluate(pub("first"), [bad])  # fails in the shared lane: suspect
+        await runner.evaluate(pub("first"), [bad])  # fails in quarantine: its gate pauses
+        tasks = [asyncio.ensure_future(runner.evaluate(pub("stuck"), [bad])) for _ in range(5)]
+        shed = await asyncio.gather(*tasks[2:])  # two wait for the gate, three are shed
+        assert all((o.error or "").startswith("shed:") for outcomes in shed for o in outcomes)
+        assert not any(t.done() for t in tasks[:2])
+        for task in tasks[:2]:
+            task.cancel()
+        await asyncio.gather(*tasks[:2], return_exceptions=True)
+    finally:
+        await runner.aclose()
+
+
+async def test_cancelled_subscriptions_queued_calls_do_not_run() -> None:
+    runner = create_runner(FunctionSettings(workers=1))
+    sub_ = owned("s", "u", CODE)
+    try:
+        queued = [asyncio.ensure_future(runner.evaluate(PUB, [sub_])) for _ in range(5)]
+        await asyncio.sleep(0)  # every evaluation has its ticket
+        runner.cancel("s")
+        assert [await q for q in queued] == [[]] * 5
+        assert await runner.evaluate(PUB, [sub_]) == [FunctionOutcome("s", True)]  # resumed
+    finally:
+        await runner.aclose()
+
+
+def test_where_the_sandbox_cannot_start_code_is_refused_builtins_and_urls_are_not(
+    tmp_path: Path,
+) -> None:
+    functions = FunctionSettings(workers=1, launcher=str(tmp_path / "no-bwrap"))
+    settings = dataclasses.replace(
+        load_settings({"data_dir": tmp_path}, env={}), functions=functions
+    )
+    with EmbeddedServer(settings) as server, httpx.Client(base_url=server.url) as http:
+        sub_ = Sub(http)
+        code = sub_.post("/subscriptions", {"function": {"function_type": "t", "code": CODE}})
+        assert code.status_code == 422
+        error = code.json()["error"]
+        assert (error["code"], error["field"]) == ("function_sandbox_unavailable", "function.code")
+        assert "no-bwrap" in error["message"]
+        sub_.subscribe(function={"function_type": "t", "builtin": "detect_language",
+                                 "params": {"language": "en"}})  # fmt: skip
+        sub_.subscribe(function={"function_type": "t", "url": "http://127.0.0.1:9/never"})
+        published = http.post("/v1/publications", json={"data": PUB.data, "function_types": ["t"]})
+        assert published.status_code == 201
+        assert delivered(sub_, published.json()["id"])  # the builtin ran, outside the sandbox
+
+
+def test_unsafe_code_functions_run_without_the_sandbox_after_a_loud_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    functions = FunctionSettings(
+        workers=1, launcher=str(tmp_path / "no-bwrap"), unsafe_code_functions=True
+    )
+    settings = dataclasses.replace(
+        load_settings({"data_dir": tmp_path}, env={}), functions=functions
+    )
+    with EmbeddedServer(settings) as server, httpx.Client(base_url=server.url) as http:
+        assert any("UNSAFE" in r.getMessage() for r in caplog.records)
+        sub_ = Sub(http)
+        sub_.subscribe(function={"function_type": "t", "code": CODE})
+        published = http.post("/v1/publications", json={"data": PUB.data, "function_types": ["t"]})
+        assert delivered(sub_, published.json()["id"])
+
+
+def delivered(sub_: Sub, publication_id: str) -> bool:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if any(m["publication_id"] == publication_id for m in sub_.drain()):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_suspension_cancels_the_evaluations_still_queued(tmp_path: Path) -> None:
+    # 40 publications at once, 4 failing functions: before, all 160 calls ran (161 seen)
+    functions = FunctionSettings(workers=1, failures_to_suspend=3)
+    settings = dataclasses.replace(
+        load_settings({"data_dir": tmp_path}, env={}), functions=functions
+    )
+    failing = "def match(publication):\n    return 1 / 0\n"
+    with EmbeddedServer(settings) as server, httpx.Client(base_url=server.url) as http:
+        sub_ = Sub(http)
+        for _ in range(4):
+            sub_.subscribe(function={"function_type": "t", "code": failing})
+        batch = [{"data": i, "function_types": ["t"]} for i in range(40)]
+        assert http.post("/v1/publications/batch", json={"publications": batch}).is_success
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            subs = sub_.get("/subscriptions").json()["subscriptions"]
+            if all(s["status"] == "suspended" for s in subs):
+                break
+            time.sleep(0.1)
+        assert all(s["status"] == "suspended" for s in subs)
+        calls = server.broker.metrics.value("function_calls_total")
+        time.sleep(1.0)  # anything still queued would run now
+        assert server.broker.metrics.value("function_calls_total") == calls
+        assert calls <= 4 * (3 + 2)  # the rule's 3, and at most the request in flight

@@ -96,6 +96,14 @@ def serve(
     access_log: Annotated[
         bool | None, typer.Option("--access-log/--no-access-log", help="A line per request.")
     ] = None,
+    unsafe_code_functions: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-code-functions",
+            help="Where the kernel refuses the sandbox (namespaces, seccomp), accept code "
+            "functions anyway, guarded only by Python-level checks. UNSAFE: docs/sandbox.md.",
+        ),
+    ] = False,
 ) -> None:
     """Run the broker."""
     from tidings.server import serve as run
@@ -111,8 +119,15 @@ def serve(
             "logs__level": log_level and log_level.lower(),
             "logs__format": log_format,
             "logs__access_log": access_log,
+            "functions__unsafe_code_functions": unsafe_code_functions or None,
         }
     )
+    if settings.functions.unsafe_code_functions:
+        typer.echo(
+            "tidings: WARNING --unsafe-code-functions: where the sandbox cannot start, "
+            "subscribers' code runs without it (docs/sandbox.md)",
+            err=True,
+        )
     base = f"http://{settings.host}:{settings.port}"
     typer.echo(
         f"Tidings on {base}  (API {base}/v1, console {base}/ui, docs {base}/docs, "

@@ -5,7 +5,7 @@ The broker talks to a `FunctionRunner` only; subscriber code never runs in its p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +30,17 @@ class FunctionRunner(Protocol):
     ) -> list[FunctionOutcome]:
         """Run every given function subscription on the publication; never raises for a
         subscriber's fault (that is an outcome with `error`)."""
+        ...
+
+    def stream(
+        self, publication: Publication, subscriptions: Sequence[Subscription]
+    ) -> AsyncIterator[list[FunctionOutcome]]:
+        """As `evaluate`, one list per subscriber as soon as its own calls are done: a slow
+        subscriber never holds back another's outcomes."""
+        ...
+
+    def cancel(self, subscription_id: str) -> None:
+        """Drop this subscription's calls still queued (it was suspended)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -1,16 +1,20 @@
 """Subscriber code, checked at subscribe time before it ever runs (in a worker process).
 
 The check is an allow-list over the syntax tree: imports only of `ALLOWED_MODULES`, no name
-or attribute with a double underscore (the usual road to `__subclasses__`, `__globals__`,
-`__builtins__`), none of the builtins that reach outside (`open`, `eval`, `exec`, `getattr`
-...), and a top-level `def match(publication)`. This is the first wall; the worker process
-and its limits are the second (docs/sandbox.md).
+with a double underscore wherever the grammar spells one (names, attributes, class-pattern
+attributes, capture and rest names, import aliases, keywords, handler names: the usual road
+to `__subclasses__`, `__globals__`, `__builtins__`), none of the builtins that reach outside
+(`open`, `eval`, `exec`, `getattr` ...), `.format`/`.format_map` only on a string literal
+with plain fields, and a top-level `def match(publication)`. This is the first wall; the
+worker's Python-level guards are the second, the operating-system boundary around the
+worker the last (docs/sandbox.md).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import string
 
 from tidings.errors import ErrorCode, TidingsError
 
@@ -32,6 +36,9 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
     "tb_frame", "tb_next", "co_code", "co_consts", "mro",
 })  # fmt: skip
+
+
+FORMATTERS = frozenset({"format", "format_map"})
 
 
 def code_hash(source: str) -> str:
@@ -70,21 +77,83 @@ def check(source: str) -> None:
 def _check_node(node: ast.AST) -> None:
     if isinstance(node, ast.Import | ast.ImportFrom):
         _check_import(node)
-    elif isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or "__" in node.id):
+    elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
         raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"{node.id!r} is not allowed")
-    elif isinstance(node, ast.Attribute) and (
-        "__" in node.attr or node.attr in FORBIDDEN_ATTRIBUTES
-    ):
-        raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"attribute {node.attr!r} is not allowed")
-    elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.arg | ast.keyword) and "__" in (
-        getattr(node, "name", None) or getattr(node, "arg", None) or ""
-    ):
-        raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, "names with '__' are not allowed")
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
         # "{0.__class__}".format(x) and friends reach dunders through strings
         raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, "strings with '__' are not allowed")
     elif isinstance(node, ast.Global | ast.Nonlocal | ast.AsyncFunctionDef | ast.Await):
         raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"{type(node).__name__} is not allowed")
+    if isinstance(node, ast.Attribute) and node.attr in FORMATTERS:
+        _check_format(node)
+    _check_identifiers(node)
+
+
+def _identifiers(node: ast.AST) -> list[str]:
+    """Every name the node spells, wherever the grammar hides one: `Name.id`, `Attribute.attr`,
+    `MatchClass.kwd_attrs` (`case object(__reduce_ex__=f)` binds an attribute), `MatchAs`/
+    `MatchStar` names, `MatchMapping.rest`, `alias` names, `keyword.arg`, `ExceptHandler.name`,
+    type parameters... Read from the node's fields, so a field the grammar gains later is
+    checked too."""
+    if isinstance(node, ast.Constant):
+        return []  # a value, checked above; not a name
+    names: list[str] = []
+    for field, value in ast.iter_fields(node):
+        if field == "type_comment":
+            continue
+        values = value if isinstance(value, list) else [value]
+        names += [v for v in values if isinstance(v, str)]
+    return names
+
+
+def _check_identifiers(node: ast.AST) -> None:
+    attributes = (
+        [node.attr] if isinstance(node, ast.Attribute) else
+        list(node.kwd_attrs) if isinstance(node, ast.MatchClass) else []
+    )  # fmt: skip
+    for name in _identifiers(node):
+        if "__" in name:
+            raise _fail(
+                ErrorCode.FUNCTION_FORBIDDEN, node, f"names with '__' ({name!r}) are not allowed"
+            )
+    for name in attributes:
+        if name in FORBIDDEN_ATTRIBUTES:
+            raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"attribute {name!r} is not allowed")
+        if name in FORMATTERS and isinstance(node, ast.MatchClass):
+            # `case str(format=f)` binds the bound method of a string built at run time
+            raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f".{name} is not allowed in a pattern")
+
+
+def _check_format(node: ast.Attribute) -> None:
+    """`str.format`/`format_map` read any attribute chain their fields name
+    (`"{0.__globals__}"` built at run time): allowed only on a string literal whose fields
+    are plain positions or names, no `.attribute` and no `[index]`."""
+    literal = node.value
+    if not (isinstance(literal, ast.Constant) and isinstance(literal.value, str)):
+        raise _fail(
+            ErrorCode.FUNCTION_FORBIDDEN,
+            node,
+            f".{node.attr} is allowed only on a string literal ('{{}} {{name}}'.{node.attr}(...))",
+        )
+    if not _plain_fields(literal.value):
+        raise _fail(
+            ErrorCode.FUNCTION_FORBIDDEN,
+            node,
+            f"format fields with '.' or '[' are not allowed in .{node.attr}",
+        )
+
+
+def _plain_fields(template: str) -> bool:
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:
+        return False  # malformed: str.format would raise anyway
+    for _, name, spec, _ in parsed:
+        if name and ("." in name or "[" in name):
+            return False
+        if spec and not _plain_fields(spec):  # '{0:{1.x}}' nests a field in the spec
+            return False
+    return True
 
 
 def _check_import(node: ast.Import | ast.ImportFrom) -> None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tidings.config import FunctionSettings
+from tidings.sandbox.boundary import command, worker_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,7 @@ class Call:
 
 
 Result = tuple[bool, str | None]  # matched, error
+Keep = Callable[[Call], bool]
 BUILTIN_BUDGET_S = 15.0  # wall clock for one of the library's functions (vision is slow)
 START_BUDGET_S = 60.0  # a new worker loads the library and its models first
 
@@ -53,13 +54,11 @@ class Worker:
         self.known: set[str] = set()
 
     @classmethod
-    async def start(cls, settings: FunctionSettings) -> Worker:
+    async def start(cls, argv: Sequence[str]) -> Worker:
+        """`argv`: the worker's command line, normally `boundary.command(...)`."""
         proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tidings.sandbox.worker",
-            str(settings.memory_mib),
-            str(settings.cpu_ms),
+            *argv,
+            env=worker_env(),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -69,10 +68,19 @@ class Worker:
         ready = await asyncio.wait_for(proc.stdout.readline(), START_BUDGET_S)
         if not ready:
             raise RuntimeError("a sandbox worker failed to start")
+        if "--seccomp" in argv and orjson.loads(ready).get("seccomp") != 2:
+            proc.kill()  # never serve from a worker whose filter is not in place
+            await proc.wait()
+            raise RuntimeError("a sandbox worker started without its seccomp filter")
         return cls(proc)
 
     async def run(
-        self, publication: Any, calls: Sequence[Call], budget_s: float, results: dict[str, Result]
+        self,
+        publication: Any,
+        calls: Sequence[Call],
+        budget_s: float,
+        results: dict[str, Result],
+        ms: dict[str, float] | None = None,
     ) -> None:
         """Fill `results` in call order; raise when a call overruns or the worker dies."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -87,6 +95,8 @@ class Worker:
                 raise EOFError("worker exited")
             answer = orjson.loads(line)
             results[call.sid] = (bool(answer["match"]), answer["error"])
+            if ms is not None:
+                ms[call.sid] = float(answer.get("ms") or 0.0)
         await asyncio.wait_for(self.proc.stdout.readline(), BUILTIN_BUDGET_S)  # {"done": true}
 
     async def kill(self) -> None:
@@ -96,37 +106,52 @@ class Worker:
 
 
 class WorkerPool:
-    def __init__(self, settings: FunctionSettings) -> None:
+    """`size` workers started with `argv` (default: the settings' worker count, code
+    profile, inside the OS boundary)."""
+
+    def __init__(
+        self, settings: FunctionSettings, argv: Sequence[str] | None = None, size: int = 0
+    ) -> None:
         self.settings = settings
+        self.argv = list(argv or command(settings, "code", bounded=True))
+        self.size = size or settings.workers
         self.budget_s = max(0.5, settings.cpu_ms / 1000 * 5)  # wall clock per call
         self._idle: asyncio.Queue[Worker] | None = None
         self._workers: list[Worker] = []
         self.killed = 0
+        self.ms: dict[str, float] = {}  # subscription id -> its last call's wall time
 
     async def _take(self) -> Worker:
         if self._idle is None:
             self._idle = asyncio.Queue()
-            for _ in range(self.settings.workers):
-                self._workers.append(await Worker.start(self.settings))
+            for _ in range(self.size):
+                self._workers.append(await Worker.start(self.argv))
                 self._idle.put_nowait(self._workers[-1])
         return await self._idle.get()
 
     async def _replace(self, worker: Worker) -> None:
         await worker.kill()
         self.killed += 1
-        fresh = await Worker.start(self.settings)
+        fresh = await Worker.start(self.argv)
         self._workers[self._workers.index(worker)] = fresh
         assert self._idle is not None
         self._idle.put_nowait(fresh)
 
-    async def run(self, publication: Any, calls: Sequence[Call]) -> dict[str, Result]:
-        """Evaluate every call; a call that brings its worker down is that call's failure."""
+    async def run(
+        self, publication: Any, calls: Sequence[Call], keep: Keep | None = None
+    ) -> dict[str, Result]:
+        """Evaluate every call; a call that brings its worker down is that call's failure.
+        `keep`, asked once a worker is free, drops calls cancelled while they waited."""
         results: dict[str, Result] = {}
         pending = list(calls)
         while pending:
             worker = await self._take()
+            pending = [c for c in pending if keep is None or keep(c)]
+            if not pending:
+                self._idle.put_nowait(worker)  # type: ignore[union-attr]
+                break
             try:
-                await worker.run(publication, pending, self.budget_s, results)
+                await worker.run(publication, pending, self.budget_s, results, self.ms)
                 self._idle.put_nowait(worker)  # type: ignore[union-attr]
                 return results
             except (TimeoutError, EOFError, OSError, ValueError):
@@ -136,10 +161,14 @@ class WorkerPool:
                 await self._replace(worker)
         return results
 
-    async def run_many(self, publication: Any, calls: Sequence[Call]) -> dict[str, Result]:
+    async def run_many(
+        self, publication: Any, calls: Sequence[Call], keep: Keep | None = None
+    ) -> dict[str, Result]:
         """Spread the calls over the workers."""
-        n = max(1, min(self.settings.workers, len(calls)))
-        parts = await asyncio.gather(*(self.run(publication, calls[i::n]) for i in range(n)))
+        if not calls:
+            return {}
+        n = max(1, min(self.size, len(calls)))
+        parts = await asyncio.gather(*(self.run(publication, calls[i::n], keep) for i in range(n)))
         return {k: v for part in parts for k, v in part.items()}
 
     async def aclose(self) -> None:

@@ -1,20 +1,28 @@
-"""A sandbox worker: `python -m tidings.sandbox.worker MEMORY_MIB CPU_MS`.
+"""A sandbox worker: `python -m tidings.sandbox.worker MEMORY_MIB CPU_MS PROFILE [FLAGS]`.
 
 Reads one JSON request per line on stdin, `{"publication": {...}, "calls": [{"sid", "kind",
 "hash", "source"?, "name"?, "params"}]}`, and answers one line per call as it finishes,
-`{"sid", "match", "error"}`, then `{"done": true}`. The parent kills and replaces a worker
-that overruns its time; the worker itself bounds each call's CPU time (a profiling timer),
-its address space, recursion depth, and what the code can reach (restricted builtins,
-allow-listed imports).
+`{"sid", "match", "error", "ms"}`, then `{"done": true}`. The parent kills and replaces a
+worker that overruns its time; the worker itself bounds each call's CPU time (a profiling
+timer), its address space, recursion depth, and what the code can reach (restricted
+builtins, allow-listed imports).
+
+PROFILE is `code` or `library` (the seccomp filter, `sandbox/boundary.py`). Flags:
+`--seccomp` loads the filter after the library's preload and before the first request;
+`--probe` stops there and prints `seccomp=N root=B` (the runner's check at start);
+`--nice` lowers the worker's priority (quarantined subscribers); `--walls-off` runs code with
+the full builtins and no audit hook, only for the tests that prove the OS boundary alone.
 """
 
 from __future__ import annotations
 
 import builtins
 import importlib
+import os
 import resource
 import signal
 import sys
+import time
 from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
@@ -101,10 +109,10 @@ def audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 class Worker:
-    def __init__(self, cpu_s: float) -> None:
+    def __init__(self, cpu_s: float, walls: bool = True) -> None:
         self.cpu_s = cpu_s
         self.compiled: dict[str, Callable[[Any], Any]] = {}
-        self.builtins = safe_builtins()
+        self.builtins = safe_builtins() if walls else vars(builtins)
 
     def load(self, call: dict[str, Any]) -> Callable[[Any], Any]:
         fn = self.compiled.get(call["hash"])
@@ -115,6 +123,12 @@ class Worker:
         return fn
 
     def run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
+        start = time.perf_counter()
+        answer = self._run(call, publication)
+        answer["ms"] = round((time.perf_counter() - start) * 1000, 3)
+        return answer
+
+    def _run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
         # the library's own functions (vision takes seconds) are not held to the code limit
         limit = BUILTIN_CPU_S if call["kind"] == "builtin" else self.cpu_s
         signal.setitimer(signal.ITIMER_PROF, limit)
@@ -157,19 +171,37 @@ def _on_timer(signum: int, frame: FrameType | None) -> None:
     raise TimeLimit
 
 
-def limit_resources(memory_mib: int) -> None:
-    """Cap the address space at what the worker already uses plus `memory_mib`; no child
-    processes; no core files."""
+def limit_resources(memory_mib: int, seccomp: bool) -> None:
+    """Cap the address space at what the worker already uses plus `memory_mib`; no core
+    files; no child processes (the seccomp filter refuses them where it is loaded: there
+    RLIMIT_NPROC, counted per uid and for threads too, would only break the library's
+    threads)."""
     with open("/proc/self/statm") as f:
         used = int(f.read().split()[0]) * resource.getpagesize()
     cap = used + memory_mib * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    if not seccomp:
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def seccomp_status() -> int:
+    with open("/proc/self/status") as f:
+        line = next(x for x in f if x.startswith("Seccomp:"))
+    return int(line.split()[1])
 
 
 def main() -> None:
-    memory_mib, cpu_ms = int(sys.argv[1]), int(sys.argv[2])
+    memory_mib, cpu_ms, profile = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    flags = set(sys.argv[4:])
+    if "--probe" in flags:
+        from tidings.sandbox.boundary import install_seccomp
+
+        install_seccomp("code")
+        print(f"seccomp={seccomp_status()} root={os.getuid() == 0}", flush=True)
+        return
+    if "--nice" in flags:
+        os.nice(19)  # before the preload: a replaced worker's start is CPU-heavy too
     from tidings.functions import preload
 
     preload()  # the library and its models load before the limits apply
@@ -181,11 +213,17 @@ def main() -> None:
     sys.setrecursionlimit(300)
     for name in ALLOWED_MODULES:  # imported now: importing later would open files
         VIEWS[name] = public_view(name)
-    limit_resources(memory_mib)
-    sys.addaudithook(audit)
-    worker = Worker(cpu_ms / 1000)
+    if "--seccomp" in flags:
+        from tidings.sandbox.boundary import install_seccomp
+
+        install_seccomp("library" if profile == "library" else "code")
+    limit_resources(memory_mib, "--seccomp" in flags)
+    walls = "--walls-off" not in flags
+    if walls:
+        sys.addaudithook(audit)
+    worker = Worker(cpu_ms / 1000, walls)
     out = sys.stdout.buffer
-    out.write(b'{"ready": true}\n')
+    out.write(orjson.dumps({"ready": True, "seccomp": seccomp_status()}) + b"\n")
     out.flush()
     for line in sys.stdin.buffer:
         request = orjson.loads(line)

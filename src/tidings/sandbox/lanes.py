@@ -1,0 +1,87 @@
+"""Which lane a subscriber's calls take, and which queued calls no longer run.
+
+Well-behaved subscribers share worker requests (one per worker per publication: that is
+what makes 10,000 evaluations/s). A subscriber whose last evaluation failed or ran slow is
+*suspect*: its calls leave the shared requests and go, in a request of their own, to the
+quarantine workers, one evaluation of that subscriber at a time; while it keeps failing
+there, at most `quarantine_queue` wait (more are shed as failures), and after each failed
+evaluation a
+pause before its next one (the CPU budget, doubling with each failure in a row, at most
+`MAX_PAUSE_S`), so a runaway's share of the machine shrinks while it keeps failing. Its
+quarantine workers run at a lower priority too. So a runaway delays the calls behind it
+in a shared request once, at its first offence, and never again.
+
+A suspended subscription's evaluations still queued are cancelled: each evaluation takes a
+ticket when it starts, and a call whose subscription was cancelled after its ticket is
+dropped when a worker becomes free for it, with no outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tidings.config import FunctionSettings
+from tidings.sandbox import FunctionOutcome
+
+
+@dataclass(slots=True)
+class Gate:
+    """One suspect subscriber's place in the quarantine lane."""
+
+    running: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    waiting: int = 0
+    failures: int = 0  # failed evaluations in a row
+
+
+MAX_PAUSE_S = 2.0
+
+
+class Lanes:
+    def __init__(self, settings: FunctionSettings) -> None:
+        self.settings = settings
+        self._suspects: set[str] = set()
+        self._gates: dict[str, Gate] = {}
+        self._tickets = 0
+        self._cancelled: dict[str, int] = {}  # subscription id -> last ticket cancelled
+
+    def suspect(self, owner: str) -> bool:
+        return owner in self._suspects
+
+    def observe(self, owner: str, outcomes: Iterable[FunctionOutcome], slow: bool) -> None:
+        """A subscriber's evaluation is over: suspect while it fails or runs slow."""
+        if slow or any(o.error is not None for o in outcomes):
+            self._suspects.add(owner)
+        else:
+            self._suspects.discard(owner)
+            if owner in self._gates and self._gates[owner].waiting == 0:
+                del self._gates[owner]
+
+    def gate(self, owner: str) -> Gate:
+        return self._gates.setdefault(owner, Gate())
+
+    def full(self, owner: str) -> bool:
+        """Shed this evaluation? Only while the subscriber keeps failing in quarantine: one
+        that failed once, or runs slow, waits its turn (a batch's evaluations start at once)."""
+        gate = self.gate(owner)
+        return gate.failures > 0 and gate.waiting >= self.settings.quarantine_queue
+
+    def pause(self, owner: str, failed: bool) -> float:
+        """Seconds the subscriber's quarantine gate stays shut after this evaluation."""
+        gate = self.gate(owner)
+        gate.failures = gate.failures + 1 if failed else 0
+        if not failed:
+            return 0.0
+        return min(MAX_PAUSE_S, self.settings.cpu_ms / 1000 * 2.0 ** (gate.failures - 1))
+
+    def ticket(self) -> int:
+        self._tickets += 1
+        return self._tickets
+
+    def cancel(self, subscription_id: str) -> None:
+        """Evaluations of this subscription that started until now run no more calls."""
+        self._cancelled[subscription_id] = self._tickets
+
+    def cancelled(self, subscription_id: str, ticket: int) -> bool:
+        return ticket <= self._cancelled.get(subscription_id, 0)
