@@ -10,6 +10,7 @@ docs/operations.md. Needs HAProxy (apt-get install haproxy).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import tempfile
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from tidings.balancer import haproxy
+from tidings.ids import new_token
 from tidings.server import broker_processes, free_port
 
 
@@ -31,15 +33,19 @@ def main() -> int:
         print("ha-cluster: --store must be a postgresql:// URL (brokers share it)", file=sys.stderr)
         return 2
     ports = [free_port() for _ in range(args.brokers)]
+    # one admin token for every broker: admin calls through the balancer reach any of them
+    token = os.environ.get("TIDINGS_ADMIN_TOKEN") or new_token()
     with tempfile.TemporaryDirectory(prefix="tidings-ha-") as root:
         dirs = [Path(root) / f"broker{i}" for i in range(args.brokers)]
+        env = {"TIDINGS_ADMIN_TOKEN": token}
         with (
-            broker_processes(dirs, ports, "--store", args.store) as brokers,
+            broker_processes(dirs, ports, "--store", args.store, env=env) as brokers,
             haproxy(args.port, [f"127.0.0.1:{p}" for p in ports]) as url,
         ):
             print(f"balancer {url}")
-            for proc, broker_url in brokers:
-                print(f"broker   {broker_url} (pid {proc.pid})")
+            print(f"admin token {token}")
+            for (proc, broker_url), data_dir in zip(brokers, dirs, strict=True):
+                print(f"broker   {broker_url} (pid {proc.pid}, log {data_dir / 'serve.log'})")
             try:
                 while True:
                     time.sleep(3600)

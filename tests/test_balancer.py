@@ -120,7 +120,14 @@ def test_killing_one_of_three_brokers_under_load_loses_no_accepted_publication(
         auth = {"Authorization": f"Bearer {me['token']}"}
         topic = {"topics": ["ha"]}
         httpx.post(f"{url}/v1/subscribers/{me['id']}/subscriptions", json=topic, headers=auth)
-        time.sleep(1.5)  # every broker has read the subscription (checked each second)
+        for _, broker_url in brokers:  # every broker has read the subscription
+            deadline = time.monotonic() + 30
+            while (
+                'tidings_subscriptions{kind="topic"} 1.0'
+                not in httpx.get(f"{broker_url}/metrics").text
+            ):
+                assert time.monotonic() < deadline, f"{broker_url} never saw the subscription"
+                time.sleep(0.1)
         load = Load(url, me["id"], me["token"])
         threads = [threading.Thread(target=load.publish), threading.Thread(target=load.consume)]
         started = time.monotonic()

@@ -14,12 +14,16 @@ from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from tidings.store.base import Change
 
 log = logging.getLogger("tidings.store")
 POLL_S = 0.25  # how often the listener looks at its stop flag while nothing arrives
 RETRY_S = 0.5
+# TCP keepalives: a connection that died without a word (a host gone, a firewall dropping
+# it) raises within about 20 s instead of never, and the reconnect says `resync`
+KEEPALIVE = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 5, "keepalives_count": 3}
 
 
 def channel(schema: str | None) -> str:
@@ -42,14 +46,16 @@ class ChangeFeed:
     """A daemon thread LISTENing on `name`, calling `on_change` for each notification."""
 
     def __init__(self, conninfo: str, name: str, on_change: Callable[[Change], None]) -> None:
-        self._conninfo = conninfo
+        self._conninfo = make_conninfo(conninfo, **KEEPALIVE)
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(name))
         self._on_change = on_change
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tidings-feed", daemon=True)
         self._thread.start()
-        self._ready.wait(5.0)  # LISTEN is in place before the broker serves
+        # LISTEN in place before the broker serves; if it is late, whatever happened before
+        # it was in place may have been missed: the first connection then says `resync` too
+        self._late = not self._ready.wait(5.0)
 
     def stop(self) -> None:
         self._stop.set()
@@ -62,7 +68,7 @@ class ChangeFeed:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(self._listen)
                     self._ready.set()
-                    if not first:
+                    if not first or getattr(self, "_late", False):
                         self._on_change(Change("resync"))
                     first = False
                     self._drain(conn)
