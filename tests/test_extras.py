@@ -78,3 +78,31 @@ def test_the_load_tool_without_a_peers_client_says_which_extra_to_install() -> N
     assert result.returncode == 1
     assert "pip install 'tidings[perf]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+CHECK_BUILTIN = r"""
+import importlib.util, sys
+
+VISION = ("skimage", "PIL", "pytesseract")  # as if `tidings[vision]` were not installed
+found = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *rest: None if name in VISION else found(name, *rest)
+from tidings.errors import TidingsError
+from tidings.functions import check_builtin, preload
+preload()  # the text functions load; the vision ones are skipped, not an error
+check_builtin("detect_language", {"language": "en"})
+try:
+    check_builtin("detect_faces", {})
+except TidingsError as exc:
+    print(exc.code.value, exc.field, exc.message)
+"""
+
+
+def test_a_builtin_whose_extra_is_missing_is_refused_with_the_line_that_installs_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK_BUILTIN], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "function_unavailable function.builtin the builtin 'detect_faces' needs the 'vision' "
+        "extra: pip install 'tidings[vision]'"
+    )

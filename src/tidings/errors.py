@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     FUNCTION_INVALID = "function_invalid"
     FUNCTION_FORBIDDEN = "function_forbidden"
     FUNCTION_UNKNOWN = "function_unknown"
+    FUNCTION_UNAVAILABLE = "function_unavailable"
     FUNCTION_SANDBOX_UNAVAILABLE = "function_sandbox_unavailable"
     CONFIG_INVALID = "config_invalid"
     CONFLICT = "conflict"
@@ -58,6 +59,7 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.FUNCTION_INVALID: (422, "{detail}"),
     ErrorCode.FUNCTION_FORBIDDEN: (422, "{detail}"),
     ErrorCode.FUNCTION_UNKNOWN: (422, "unknown function {name!r}; known: {known}"),
+    ErrorCode.FUNCTION_UNAVAILABLE: (422, "{detail}"),  # this broker lacks its extra
     # 422, not 503: a deterministic refusal of this function kind by this broker (retrying
     # will not help, unlike 503's promise), and no 5xx ever answers a client's request
     ErrorCode.FUNCTION_SANDBOX_UNAVAILABLE: (422, "{detail}"),

@@ -9,12 +9,14 @@ functions served by the broker (`POST /api/DetectLanguages`).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from tidings.errors import ErrorCode, TidingsError
+from tidings.extras import hint
 from tidings.model import convert
 
 
@@ -68,6 +70,13 @@ def check_builtin(name: str, params: Mapping[str, Any], field: str = "function")
             name=name,
             known=", ".join(sorted(BUILTINS)),
         )
+    extra = missing_extra(BUILTINS[name][0])
+    if extra is not None:
+        raise TidingsError(
+            ErrorCode.FUNCTION_UNAVAILABLE,
+            field=f"{field}.builtin",
+            detail=hint(extra, f"the builtin {name!r}"),
+        )
     prefix = "params" if field == "$" else f"{field}.params"
     try:
         convert(dict(params), BUILTINS[name][1])
@@ -75,6 +84,19 @@ def check_builtin(name: str, params: Mapping[str, Any], field: str = "function")
         field_name = prefix if exc.field in (None, "$") else f"{prefix}.{exc.field}"
         detail = f"{name}: {exc.message}"
         raise TidingsError(ErrorCode.FUNCTION_INVALID, field=field_name, detail=detail) from None
+
+
+# module -> (the extra that installs its libraries, their import names)
+NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "text": ("text", ("langdetect", "vaderSentiment", "yake")),
+    "vision": ("vision", ("skimage", "PIL", "pytesseract")),
+}
+
+
+def missing_extra(module: str) -> str | None:
+    """The extra to install before `module`'s functions can run, or None if they can."""
+    extra, names = NEEDS[module]
+    return extra if any(importlib.util.find_spec(n) is None for n in names) else None
 
 
 def function(name: str) -> Callable[[Any, Mapping[str, Any]], bool]:
@@ -87,13 +109,11 @@ def call_builtin(name: str, publication: Mapping[str, Any], params: Mapping[str,
 
 
 def preload() -> None:
-    """Import every implementation and load its models now, e.g. before a worker's limits."""
-    for name in BUILTINS:
-        function(name)
-    from tidings.functions import text, vision
-
-    text.warm()
-    vision.warm()
+    """Import every installed implementation and load its models now, e.g. before a
+    worker's limits (a light install may lack the text or vision extra)."""
+    for module in NEEDS:
+        if missing_extra(module) is None:
+            importlib.import_module(f"tidings.functions.{module}").warm()
 
 
 def __getattr__(name: str) -> Any:  # `from tidings.functions import detect_language`

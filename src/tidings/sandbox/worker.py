@@ -202,12 +202,13 @@ def main() -> None:
         return
     if "--nice" in flags:
         os.nice(19)  # before the preload: a replaced worker's start is CPU-heavy too
-    from tidings.functions import preload
+    from tidings.functions import missing_extra, preload
 
     preload()  # the library and its models load before the limits apply
-    from PIL import Image
+    if missing_extra("vision") is None:
+        from PIL import Image
 
-    Image.init()  # every image plugin now: a lazy import inside a call would need `open`
+        Image.init()  # every image plugin now: a lazy import inside a call would need `open`
 
     signal.signal(signal.SIGPROF, _on_timer)
     sys.setrecursionlimit(300)
