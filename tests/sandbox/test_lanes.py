@@ -29,13 +29,23 @@ def test_a_cancellation_reaches_the_evaluations_started_before_it_only() -> None
 def test_the_quarantine_queue_is_bounded_while_its_subscriber_keeps_failing() -> None:
     lanes = Lanes(FunctionSettings(quarantine_queue=2))
     lanes.gate("u").waiting = lanes.gate("v").waiting = 2
-    lanes.pause("u", failed=True)
+    lanes.pause("u", ["ZeroDivisionError: division by zero"])
     assert lanes.full("u") and not lanes.full("v")  # v failed once only: it waits its turn
 
 
-def test_a_failing_subscribers_pause_doubles_and_a_success_ends_it() -> None:
+SPIN = ["cpu time limit exceeded"]
+
+
+def test_a_runaways_pause_doubles_and_a_success_ends_it() -> None:
     lanes = Lanes(FunctionSettings(cpu_ms=100))
-    assert [lanes.pause("u", failed=True) for _ in range(3)] == [0.1, 0.2, 0.4]
-    assert lanes.pause("u", failed=False) == 0.0
-    assert lanes.pause("u", failed=True) == 0.1
-    assert max(lanes.pause("u", failed=True) for _ in range(20)) == MAX_PAUSE_S
+    assert [lanes.pause("u", SPIN) for _ in range(3)] == [0.1, 0.2, 0.4]
+    assert lanes.pause("u", [None]) == 0.0
+    assert lanes.pause("u", ["killed: time or memory limit exceeded"]) == 0.1
+    assert max(lanes.pause("u", SPIN) for _ in range(20)) == MAX_PAUSE_S
+
+
+def test_a_function_that_merely_raises_costs_nothing_and_is_not_paused() -> None:
+    lanes = Lanes(FunctionSettings(cpu_ms=100))
+    raised = ["ZeroDivisionError: division by zero"]
+    assert [lanes.pause("u", raised) for _ in range(3)] == [0.0] * 3
+    assert lanes.gate("u").failures == 3  # still failing in a row: still bounded and shed

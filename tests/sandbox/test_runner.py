@@ -139,14 +139,15 @@ async def test_a_failing_suspect_runs_one_evaluation_at_a_time_and_the_excess_is
     bad = owned("bad", "u-bad", FLAKY_THEN_STUCK)
     try:
         await runner.evaluate(pub("first"), [bad])  # fails in the shared lane: suspect
-        await runner.evaluate(pub("first"), [bad])  # fails in quarantine: its gate pauses
+        await runner.evaluate(pub("first"), [bad])  # fails in quarantine: failing in a row
         tasks = [asyncio.ensure_future(runner.evaluate(pub("stuck"), [bad])) for _ in range(5)]
-        shed = await asyncio.gather(*tasks[2:])  # two wait for the gate, three are shed
+        # one runs (and is stuck), two wait for the gate, two are shed
+        shed = await asyncio.gather(*tasks[3:])
         assert all((o.error or "").startswith("shed:") for outcomes in shed for o in outcomes)
-        assert not any(t.done() for t in tasks[:2])
-        for task in tasks[:2]:
+        assert not any(t.done() for t in tasks[:3])
+        for task in tasks[:3]:
             task.cancel()
-        await asyncio.gather(*tasks[:2], return_exceptions=True)
+        await asyncio.gather(*tasks[:3], return_exceptions=True)
     finally:
         await runner.aclose()
 

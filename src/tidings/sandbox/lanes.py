@@ -4,10 +4,10 @@ Well-behaved subscribers share worker requests (one per worker per publication: 
 what makes 10,000 evaluations/s). A subscriber whose last evaluation failed or ran slow is
 *suspect*: its calls leave the shared requests and go, in a request of their own, to the
 quarantine workers, one evaluation of that subscriber at a time; while it keeps failing
-there, at most `quarantine_queue` wait (more are shed as failures), and after each failed
-evaluation a
-pause before its next one (the CPU budget, doubling with each failure in a row, at most
-`MAX_PAUSE_S`), so a runaway's share of the machine shrinks while it keeps failing. Its
+there, at most `quarantine_queue` wait (more are shed as failures), and after each
+evaluation that hit a limit a pause before its next one (the CPU budget, doubling with each
+failure in a row, at most `MAX_PAUSE_S`), so a runaway's share of the machine shrinks while
+it keeps failing; a function that merely raises costs nothing and is not paused. Its
 quarantine workers run at a lower priority too. So a runaway delays the calls behind it
 in a shared request once, at its first offence, and never again.
 
@@ -36,6 +36,13 @@ class Gate:
 
 
 MAX_PAUSE_S = 2.0
+# failures that cost the machine (a limit hit, a worker killed): only these earn a pause;
+# an exception raised at once costs nothing and only counts towards suspension
+COSTLY = ("cpu time limit", "memory limit", "killed:", "recursion too deep")
+
+
+def costly(error: str | None) -> bool:
+    return error is not None and error.startswith(COSTLY)
 
 
 class Lanes:
@@ -67,11 +74,13 @@ class Lanes:
         gate = self.gate(owner)
         return gate.failures > 0 and gate.waiting >= self.settings.quarantine_queue
 
-    def pause(self, owner: str, failed: bool) -> float:
-        """Seconds the subscriber's quarantine gate stays shut after this evaluation."""
+    def pause(self, owner: str, errors: Iterable[str | None]) -> float:
+        """Seconds the subscriber's quarantine gate stays shut after this evaluation, whose
+        calls gave `errors`: none unless one hit a limit (`costly`)."""
         gate = self.gate(owner)
-        gate.failures = gate.failures + 1 if failed else 0
-        if not failed:
+        found = [e for e in errors if e is not None]
+        gate.failures = gate.failures + 1 if found else 0
+        if not any(costly(e) for e in found):
             return 0.0
         return min(MAX_PAUSE_S, self.settings.cpu_ms / 1000 * 2.0 ** (gate.failures - 1))
 

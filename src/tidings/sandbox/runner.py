@@ -179,7 +179,7 @@ class SandboxRunner:
             for sid in code:
                 self.pool.ms[sid] = self.quarantine.ms.pop(sid, 0.0)
             results = code | library
-            pause = self.lanes.pause(owner, any(e is not None for _, e in results.values()))
+            pause = self.lanes.pause(owner, (e for _, e in results.values()))
             return results
         finally:
             # the outcomes go now; the gate opens for the next evaluation after the pause
