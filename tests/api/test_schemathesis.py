@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode, checks
 from starlette.routing import Route
 
-from tidings.api import compat, functions, v1
+from tidings.admin import admin_token
+from tidings.api import admin, compat, functions, v1
 from tidings.server import EmbeddedServer
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "5"))
@@ -24,7 +25,7 @@ CHECKS = [
     checks.status_code_conformance,
     checks.content_type_conformance,
 ]
-ROUTES = [*v1.routes, *compat.routes, *functions.routes]
+ROUTES = [*v1.routes, *admin.routes, *compat.routes, *functions.routes]
 OPERATIONS = [
     *sorted(
         (method, route.path)
@@ -33,13 +34,14 @@ OPERATIONS = [
         for method in route.methods or ()
         if method != "HEAD"
     ),
+    ("GET", "/readyz"),
     ("GET", "/healthz"),
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
 ]
 
 # nothing in these to break: no parameters, no body
-NO_INPUT = {("POST", "/api/RegisterSubscriber"), *OPERATIONS[-3:]}
+NO_INPUT = {("POST", "/api/RegisterSubscriber"), *OPERATIONS[-4:]}
 CASES = [(*op, GenerationMode.POSITIVE) for op in OPERATIONS] + [
     (*op, GenerationMode.NEGATIVE) for op in OPERATIONS if op not in NO_INPUT
 ]
@@ -51,7 +53,18 @@ def api_schema(server: EmbeddedServer) -> Any:
 
 
 # each case of these deletes its subscriber: it gets one of its own
-DESTRUCTIVE = {("DELETE", "/v1/subscribers/{subscriber_id}"), ("POST", "/api/UnregisterSubscriber")}
+DESTRUCTIVE = {
+    ("DELETE", "/v1/subscribers/{subscriber_id}"),
+    ("POST", "/api/UnregisterSubscriber"),
+    ("DELETE", "/v1/admin/subscribers/{subscriber_id}"),
+}
+# called with the admin token (the simulations are not: a valid configuration would start
+# one; with a subscriber's token they are refused, answering as documented all the same)
+WITH_ADMIN_TOKEN = {
+    ("GET", "/v1/admin/overview"),
+    ("GET", "/v1/admin/subscribers"),
+    ("DELETE", "/v1/admin/subscribers/{subscriber_id}"),
+}
 
 
 def registered(server: EmbeddedServer) -> dict[str, Any]:
@@ -100,6 +113,9 @@ def test_every_operation_answers_as_documented(
     )
     def call(case: Any) -> None:
         as_subscriber(case, registered(server) if (method, path) in DESTRUCTIVE else me)
+        if (method, path) in WITH_ADMIN_TOKEN:
+            token = admin_token("", server.settings.data_dir)[0]
+            case.headers["Authorization"] = f"Bearer {token}"
         case.call_and_validate(checks=CHECKS)
 
     call()
