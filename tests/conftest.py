@@ -71,6 +71,24 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    """A PostgreSQL schema no broker has created yet (`?schema=` in a store URL), dropped
+    afterwards."""
+    require_service("postgres")
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
     """For a test that settles the heap (`tidings.heap`): nothing stays frozen after it."""

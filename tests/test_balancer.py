@@ -10,31 +10,18 @@ import shutil
 import signal
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-from tests.conftest import require_service
+from tests.conftest import PG
 
 from tidings.balancer import haproxy, haproxy_config
 from tidings.client import AsyncClient
 from tidings.server import broker_processes, free_port, stop
 
-PG = "postgresql://postgres@127.0.0.1:5432/test"
 PUBLICATIONS = 1_500
 KILL_AFTER = 400
-
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    require_service("postgres")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def require_haproxy() -> None:

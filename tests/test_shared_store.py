@@ -7,32 +7,18 @@ import contextlib
 import dataclasses
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import orjson
-import psycopg
 import pytest
-from tests.conftest import require_service
+from tests.conftest import PG
 from websockets.asyncio.client import connect
 
 from tidings.config import load_settings
 from tidings.server import EmbeddedServer, broker_processes, free_port
 from tidings.store import open_store
-
-PG = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-@pytest.fixture
-def schema() -> Iterator[str]:
-    """A schema no broker has created yet, dropped afterwards."""
-    require_service("postgres")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture
