@@ -110,15 +110,18 @@ def mounts() -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    # /tmp is memory: capped, or a write loop there would fill the host's RAM. It comes
+    # before the binds: a Python or a checkout under /tmp (a CI clone) is then bound on top
+    # of the empty /tmp instead of hidden under it.
+    args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     binds = readable_paths()
     etc = [Path(f) for f in ETC_FILES if os.path.exists(f)]
     for parent in _ancestors([*binds, *etc]):
-        args += ["--dir", parent]
+        if parent != "/tmp":
+            args += ["--dir", parent]
     for path in [*binds, *etc]:
         args += ["--ro-bind", str(path), str(path)]
-    # /tmp is memory: capped, or a write loop there would fill the host's RAM
-    tmp = ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
-    return [*args, *tmp, "--proc", "/proc", "--dev", "/dev"]
+    return [*args, "--proc", "/proc", "--dev", "/dev"]
 
 
 def bwrap_command(settings: FunctionSettings, argv: list[str]) -> list[str]:
