@@ -148,3 +148,14 @@ def test_health_metrics_and_openapi_are_served(http: httpx.Client) -> None:
     spec = http.get("/openapi.json").json()
     assert "/v1/publications" in spec["paths"] and "/api/PublishTopics" in spec["paths"]
     assert http.get("/docs").status_code == 200
+
+
+def test_a_batch_can_answer_with_counts_instead_of_every_id(http: httpx.Client, sub: Sub) -> None:
+    sub.subscribe(topics=["counted"])
+    batch = {"publications": [{"topics": ["counted"]}, {"topics": ["nobody"]}] * 500}
+    answer = http.post("/v1/publications/batch", params={"answer": "count"}, json=batch)
+    assert (answer.status_code, answer.json()) == (201, {"published": 1000, "deliveries": 500})
+    assert len(answer.content) < 100  # the ids' answer is some 80 KB
+    sub.drain()
+    refused = http.post("/v1/publications/batch", params={"answer": "all"}, json=batch)
+    assert (refused.status_code, refused.json()["error"]["field"]) == (422, "answer")

@@ -367,8 +367,35 @@ class Published(Struct):
     deliveries: int
 
 
-class PublishedBatch(Struct):
-    publications: list[Published]
+class BatchCounts(Struct, omit_defaults=True):
+    """A batch's answer: every publication (the default), or with `?answer=count` how many
+    were published and delivered, without their ids (a 1,000-publication answer in ~40
+    bytes instead of ~80 KB)."""
+
+    publications: list[Published] | UnsetType = UNSET
+    published: int | UnsetType = UNSET
+    deliveries: int | UnsetType = UNSET
+
+
+BatchAnswer = Annotated[
+    BatchCounts,
+    Meta(
+        extra_json_schema={
+            "oneOf": [{"required": ["publications"]}, {"required": ["published", "deliveries"]}]
+        }
+    ),
+]
+
+
+class BatchQuery(Struct):
+    answer: Annotated[
+        Literal["ids", "count"],
+        Meta(description="ids (each publication's id), or count (two numbers: a smaller answer)"),
+    ] = "ids"
+
+
+def batch_query(q: QueueSettings) -> type[BatchQuery]:
+    return BatchQuery
 
 
 class MessageOut(Struct):

@@ -179,10 +179,11 @@ async def publish(request: Request) -> Response:
     return JSONResponse(published_json(result), status_code=201)
 
 
-@described(Operation(t.BatchBody, answer=t.PublishedBatch, status=201))
+@described(Operation(t.BatchBody, query=t.batch_query, answer=t.BatchAnswer, status=201))
 async def publish_batch(request: Request) -> Response:
     """Publish many publications in one call (one group commit)."""
     settings = settings_of(request)
+    answer = query_as(request, t.BatchQuery).answer
     limits = settings.limits
     raw, _ = await body_as(request, t.BatchBody, limits.max_publication_bytes * 16)
     items = raw["publications"]
@@ -204,6 +205,9 @@ async def publish_batch(request: Request) -> Response:
             )
             raise
     results = await broker_of(request).publish_batch(inputs)
+    if answer == "count":
+        counted = {"published": len(results), "deliveries": sum(r.deliveries for r in results)}
+        return JSONResponse(counted, status_code=201)
     return JSONResponse({"publications": [published_json(r) for r in results]}, status_code=201)
 
 
