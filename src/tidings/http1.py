@@ -103,7 +103,8 @@ def _tls() -> ssl.SSLContext:
 
 
 class Client:
-    """`await client.post(url, body)`: at most `per_origin` connections to each origin, and
+    """`await client.post(url, body)` (or `request(method, ...)`): at most `per_origin`
+    connections to each origin, and
     a request waits for one beyond that. Raises OSError (connection), TimeoutError, or
     ValueError (not an http(s) URL); any status is returned, not raised."""
 
@@ -128,13 +129,25 @@ class Client:
     async def post(
         self, url: str, body: bytes, headers: Mapping[str, str] | None = None
     ) -> Response:
+        return await self.request("POST", url, body, headers)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> Response:
+        """Any method but HEAD (its answer has no body to read)."""
         origin, target = self._origin(url)
         host = f"[{origin.host}]" if ":" in origin.host else origin.host  # IPv6, bracketed
-        head = [f"POST {target} HTTP/1.1", f"Host: {host}:{origin.port}"]
+        head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{origin.port}"]
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         head.append(f"Content-Length: {len(body)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-        async with origin.gate, asyncio.timeout(self.timeout_s):
+        wait = self.timeout_s if timeout_s is None else timeout_s
+        async with origin.gate, asyncio.timeout(wait):
             return await self._send(origin, request)
 
     async def _send(self, origin: Origin, request: bytes) -> Response:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tidings.client import AsyncClient, Client, Depth, Message, TidingsClientError
@@ -268,3 +269,43 @@ async def test_a_reconnecting_stream_still_ends_on_a_refusal(url: str) -> None:
                 async for _ in stream:
                     pass
     assert refused.value.code == "forbidden"
+
+
+def requests_to(url: str, route: str) -> float:
+    """How many POSTs the broker answered on `route`, from its own metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics").text
+    families = text_string_to_metric_families(text)
+    [family] = [f for f in families if f.name == "tidings_http_requests"]
+    return sum(
+        s.value
+        for s in family.samples
+        if s.labels.get("route") == route and s.labels.get("method") == "POST"
+    )
+
+
+async def test_with_linger_concurrent_publishes_travel_as_few_batches(url: str) -> None:
+    singles = requests_to(url, "/v1/publications")
+    batches = requests_to(url, "/v1/publications/batch")
+    async with AsyncClient(url, linger=0.05, batch_size=100) as client:
+        me = await client.register()
+        await me.subscribe(topics=["lingered"])
+        answers = await asyncio.gather(
+            *(client.publish(n, topics=["lingered"]) for n in range(250))
+        )
+        got = await me.pull(max_messages=100, wait=1)
+    assert len({a.id for a in answers}) == 250 and all(a.deliveries == 1 for a in answers)
+    assert requests_to(url, "/v1/publications") == singles  # none went one by one
+    assert requests_to(url, "/v1/publications/batch") - batches <= 4  # 100, 100, 50 (+ linger)
+    assert got and got[0].data == 0  # FIFO: the batch kept the callers' order
+
+
+async def test_a_refused_batch_fails_every_publish_in_it(url: str) -> None:
+    async with AsyncClient(url, linger=0.05) as client:
+        results = await asyncio.gather(
+            client.publish("fine", topics=["ok"]),
+            client.publish("bad", topics=["not/#/allowed"]),
+            return_exceptions=True,
+        )
+    assert all(isinstance(r, TidingsClientError) and r.status == 422 for r in results)

@@ -183,9 +183,14 @@ def publication_body(
 
 def checked(response: httpx.Response) -> Any:
     """The decoded body of a success, or TidingsClientError with the broker's code."""
-    if response.status_code < 400:
-        return response.json() if response.content else None
-    raise refused(response.status_code, response.content)
+    return answered(response.status_code, response.content)
+
+
+def answered(status: int, body: bytes) -> Any:
+    """The same from a status and a body, whatever carried them."""
+    if status < 400:
+        return orjson.loads(body) if body else None
+    raise refused(status, body)
 
 
 def refused(status: int, body: bytes | bytearray | None) -> TidingsClientError:
