@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import orjson
+import pytest
 from tests.api.conftest import Sub
 from websockets.asyncio.client import connect
 
@@ -87,3 +90,36 @@ async def test_a_message_nacked_over_the_stream_comes_back_with_its_next_attempt
     assert (first["attempt"], second["attempt"]) == (1, 2)
     assert second["publication_id"] == first["publication_id"]
     assert second["receipt"] != first["receipt"]
+
+
+async def test_a_slow_commit_never_stops_the_stream_from_reading(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While an ack's commit takes its time, the next frame is read and answered at once,
+    and a stream closed meanwhile releases nothing that was acknowledged."""
+    broker = server.broker
+    real_ack = broker.ack
+
+    async def slow_ack(subscriber_id: str, receipts: Sequence[str]) -> Any:
+        await asyncio.sleep(1.5)  # a commit stuck behind a slow disk
+        return await real_ack(subscriber_id, receipts)
+
+    monkeypatch.setattr(broker, "ack", slow_ack)
+    sub.subscribe(topics=["slow"])
+    async with connect(ws_url(server, sub), additional_headers=sub.auth) as ws:
+        http.post("/v1/publications", json={"topics": ["slow"], "data": "one"})
+        [frame] = await frames(ws, 1)
+        await ws.send(orjson.dumps({"type": "ack", "receipts": [frame["receipt"]]}).decode())
+        await ws.send("not a frame")
+        started = asyncio.get_running_loop().time()
+        [error] = await frames(ws, 1)
+        answered_in = asyncio.get_running_loop().time() - started
+    assert error["type"] == "error" and answered_in < 1.0  # not after the ack's 1.5 s
+    # closed with the ack still committing: the stream waits for it before it releases what
+    # is in flight, so the message is gone, not back in the queue
+    for _ in range(100):
+        depth = sub.get("").json()["depth"]
+        if depth["leased"] == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert depth == {"ready": 0, "leased": 0, "dead": 0}

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from tidings.broker import Broker
 
 CLOSE_CODES = {401: 4401, 403: 4403, 404: 4404}
+SETTLING = 64  # acks and nacks of one stream being committed at once, at most
+SETTLE_WAIT_S = 10.0  # at close, for the acks already read
 
 
 class Flow:
@@ -33,6 +35,7 @@ class Flow:
         self.prefetch = prefetch
         self.inflight: set[str] = set()
         self.room = asyncio.Event()
+        self.settling: set[asyncio.Task[None]] = set()  # acks and nacks being committed
 
     def free(self) -> int:
         return self.prefetch - len(self.inflight)
@@ -80,6 +83,8 @@ async def stream(ws: WebSocket) -> None:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            if flow.settling:  # acks already read are committed before anything is released
+                await asyncio.wait(set(flow.settling), timeout=SETTLE_WAIT_S)
             if flow.inflight:  # hand them back now rather than after the visibility timeout
                 await broker.nack(sid, list(flow.inflight))
         if revoked.is_set():  # deleted, on this broker or another: say so, then close
@@ -106,24 +111,38 @@ async def _send(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
 
 
 async def _receive(ws: WebSocket, broker: Broker, sid: str, flow: Flow) -> None:
+    """Read frames, never waiting for a commit: a reader held up by a slow commit stops
+    reading the socket, the client's pongs go unanswered, and the stream is dropped (with
+    its messages released: duplicates). Settling runs beside it, at most `SETTLING` at once."""
     with contextlib.suppress(WebSocketDisconnect):
         while True:
             frame = await ws.receive()
             if frame["type"] == "websocket.disconnect":
                 return
-            await _handle(ws, broker, sid, flow, frame.get("bytes") or frame.get("text") or "")
+            settle = await _parsed(ws, frame.get("bytes") or frame.get("text") or "")
+            if settle is None:
+                continue
+            if len(flow.settling) >= SETTLING:
+                await asyncio.wait(flow.settling, return_when=asyncio.FIRST_COMPLETED)
+            task = asyncio.create_task(_settle(broker, sid, flow, *settle))
+            flow.settling.add(task)
+            task.add_done_callback(flow.settling.discard)
 
 
-async def _handle(ws: WebSocket, broker: Broker, sid: str, flow: Flow, raw: Any) -> None:
-    """One ack or nack frame; a malformed one gets an error frame and the stream goes on."""
+async def _parsed(ws: WebSocket, raw: Any) -> tuple[str, list[str]] | None:
+    """An ack or nack frame's kind and receipts; a malformed one gets an error frame (None)
+    and the stream goes on."""
     try:
         text = raw.encode() if isinstance(raw, str) else bytes(raw)
         frame = convert(parse_json(text), StreamFrame)
-        receipts = check_receipts(frame.receipts)
+        return frame.type, check_receipts(frame.receipts)
     except TidingsError as exc:
         await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
-        return
-    if frame.type == "ack":
+        return None
+
+
+async def _settle(broker: Broker, sid: str, flow: Flow, kind: str, receipts: list[str]) -> None:
+    if kind == "ack":
         await broker.ack(sid, receipts)
     else:
         await broker.nack(sid, receipts)
