@@ -29,20 +29,6 @@ Improvement = Annotated[
 ]
 
 
-def answer(choice: Choice, seconds: float) -> dict[str, Any]:
-    """The one JSON object `solve` prints."""
-    e = choice.evaluation
-    return {
-        "regions": list(e.configuration.regions),
-        "mode": e.configuration.mode.value,
-        "percentile_ms": e.percentile_ms,
-        "cost": e.cost,
-        "meets": e.meets,
-        "configurations": choice.configurations,
-        "seconds": round(seconds, 6),
-    }
-
-
 def solve(
     instance: Annotated[Path, typer.Argument(help="The instance file (JSON).")],
     high_latency: HighLatency = False,
@@ -54,11 +40,11 @@ def solve(
     problem = load_instance(instance)
     started = time.perf_counter()
     choice = solve_instance(problem)
-    result = answer(choice, time.perf_counter() - started)
+    result = choice.to_json(time.perf_counter() - started)
     if high_latency:
         forced = force_regions(problem, choice.evaluation.configuration, improvement)
         final = Choice(evaluate(problem, forced.configuration), choice.configurations)
-        result = answer(final, time.perf_counter() - started) | {"forced": list(forced.added)}
+        result = final.to_json(time.perf_counter() - started) | {"forced": list(forced.added)}
     typer.echo(orjson.dumps(result).decode())
 
 
@@ -206,7 +192,7 @@ async def _control(
             await asyncio.sleep(interval)
             for name, choice in (await control.step()).items():
                 deployed = control.deployed[name]
-                line = {"topic": name, "version": deployed.version} | answer(choice, 0.0)
+                line = {"topic": name, "version": deployed.version} | choice.to_json(0.0)
                 del line["seconds"]  # not timed here
                 typer.echo(orjson.dumps(line).decode())
     finally:

@@ -34,7 +34,6 @@ from tidings.placement import cities, data
 from tidings.placement.controller import Constraint, Controller
 from tidings.placement.geo import client_latencies, region_latencies
 from tidings.placement.model import (
-    Choice,
     Configuration,
     Floats,
     Instance,
@@ -300,7 +299,7 @@ class Spread:
         instance = _instance(self.world, per_side, constraint.ratio, constraint.max_ms)
         model = evaluate(instance, Configuration(final.regions, Mode(final.mode)))
         return Report(
-            placements=[_answer(c) for _, c in self.controller.history],
+            placements=[_shown(c.to_json(0.0)) for _, c in self.controller.history],
             moves={x.client: x.moves for x in self.clients if x.moves},
             expected=expected,
             received=received,
@@ -314,11 +313,6 @@ class Spread:
         )
 
 
-def _answer(choice: Choice) -> dict[str, Any]:
-    e = choice.evaluation
-    return {
-        "regions": list(e.configuration.regions),
-        "mode": e.configuration.mode.value,
-        "percentile_ms": e.percentile_ms,
-        "meets": e.meets,
-    }
+def _shown(answer: dict[str, Any]) -> dict[str, Any]:
+    """What the report keeps of a placement."""
+    return {k: answer[k] for k in ("regions", "mode", "percentile_ms", "meets")}

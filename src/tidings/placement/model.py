@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -103,6 +104,19 @@ class Choice:
 
     evaluation: Evaluation
     configurations: int
+
+    def to_json(self, seconds: float) -> dict[str, Any]:
+        """The one JSON object `tidings placement solve` prints (and each topic's row)."""
+        e = self.evaluation
+        return {
+            "regions": list(e.configuration.regions),
+            "mode": e.configuration.mode.value,
+            "percentile_ms": e.percentile_ms,
+            "cost": e.cost,
+            "meets": e.meets,
+            "configurations": self.configurations,
+            "seconds": round(seconds, 6),
+        }
 
 
 def rank(ratio: float, deliveries: int) -> int:

@@ -49,18 +49,7 @@ def solve_row(world: World, row: dict[str, Any]) -> dict[str, Any]:
     except TidingsError as exc:
         return _failed(name, f"{exc.field}: {exc.message}")
     choice = solve(to_instance(world, topic))
-    e = choice.evaluation
-    return {
-        "topic": name,
-        "regions": list(e.configuration.regions),
-        "mode": e.configuration.mode.value,
-        "percentile_ms": e.percentile_ms,
-        "cost": e.cost,
-        "meets": e.meets,
-        "configurations": choice.configurations,
-        "seconds": time.perf_counter() - started,
-        "error": None,
-    }
+    return {"topic": name, **choice.to_json(time.perf_counter() - started), "error": None}
 
 
 def _failed(name: object, message: str) -> dict[str, Any]:
