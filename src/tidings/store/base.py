@@ -116,7 +116,52 @@ class Change:
     subscriber_id: str = ""
 
 
-class Store(Protocol):
+# ---- push endpoints (webhooks, tidings.delivery.webhooks): at most one per subscriber,
+# deleted with it
+EndpointState = Literal["active", "paused"]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A subscriber's webhook: where its messages are POSTed, the secret that signs them,
+    and whether delivery runs (`paused` after repeated failures, with the reason)."""
+
+    subscriber_id: str
+    url: str
+    secret: str
+    state: EndpointState = "active"
+    reason: str | None = None
+    failures: int = 0  # consecutive failed requests
+    updated_at: float = 0.0
+
+
+class EndpointStore(Protocol):
+    def set_endpoint(self, subscriber_id: str, endpoint: Endpoint | None) -> bool:
+        """Store (replace) the subscriber's endpoint, or delete it with None. False when
+        the subscriber does not exist (storing) or had no endpoint (deleting)."""
+        ...
+
+    def get_endpoint(self, subscriber_id: str) -> Endpoint | None: ...
+    def endpoints(self) -> list[Endpoint]:
+        """Every endpoint, active or paused, in subscriber id order."""
+        ...
+
+    def set_endpoint_state(
+        self,
+        subscriber_id: str,
+        state: EndpointState,
+        reason: str | None,
+        failures: int,
+        now: float,
+    ) -> bool:
+        """Record delivery's state (the URL and secret stay); False without an endpoint."""
+        ...
+
+
+# ---- end of push endpoints
+
+
+class Store(EndpointStore, Protocol):
     # ---- subscribers
     def add_subscriber(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
         """Store it, seen now; an `ephemeral` one is deleted when its streams are gone."""

@@ -30,6 +30,8 @@ from tidings.store.base import (
     AckResult,
     Change,
     DeadLetter,
+    Endpoint,
+    EndpointState,
     Message,
     NewMessage,
     QueueDepth,
@@ -91,6 +93,10 @@ CREATE TABLE IF NOT EXISTS presence (
     ephemeral INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS presence_seen ON presence (last_seen);
 CREATE INDEX IF NOT EXISTS presence_ephemeral ON presence (ephemeral, last_seen);
+CREATE TABLE IF NOT EXISTS endpoints (
+    subscriber_id TEXT PRIMARY KEY, url TEXT NOT NULL, secret TEXT NOT NULL,
+    state TEXT NOT NULL, reason TEXT, failures INTEGER NOT NULL DEFAULT 0,
+    updated_at DOUBLE PRECISION NOT NULL);
 """
 # Subscribers made before presence existed are seen now, when the table comes: their
 # creation time would make an idle expiry delete them at once.
@@ -99,7 +105,7 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
     WHERE NOT EXISTS (SELECT 1 FROM presence p WHERE p.subscriber_id = subscribers.id)"""
 # Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: endpoints
 
 # a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
 PRESENT = (
@@ -248,6 +254,7 @@ class SQLStore:
                 ("dead_letters", "subscriber_id"),
                 ("dedup", "subscriber_id"),
                 ("presence", "subscriber_id"),
+                ("endpoints", "subscriber_id"),
             ):
                 cur.execute(self._q(f"DELETE FROM {table} WHERE {column} = ?"), (subscriber_id,))
                 if table == "subscriptions" and cur.rowcount:
@@ -711,3 +718,72 @@ class SQLStore:
             moved = self._dead_letter(cur, "enqueued_at < ?", (cutoff,), "retention", now)
             cur.execute(self._q("DELETE FROM dedup WHERE enqueued_at < ?"), (cutoff,))
         return moved
+
+    # ---- push endpoints (webhooks)
+
+    def set_endpoint(self, subscriber_id: str, endpoint: Endpoint | None) -> bool:
+        with self._tx() as cur:
+            if endpoint is None:
+                cur.execute(
+                    self._q("DELETE FROM endpoints WHERE subscriber_id = ?"), (subscriber_id,)
+                )
+                return bool(cur.rowcount)
+            cur.execute(  # only for a subscriber that exists
+                self._q(
+                    f"INSERT INTO endpoints SELECT id, ?, ?, ?, ?, ?, ? FROM subscribers "
+                    f"WHERE id = ? ON CONFLICT (subscriber_id) DO UPDATE SET {ENDPOINT_SET}"
+                ),
+                (*_endpoint_row(endpoint)[1:], subscriber_id),
+            )
+            return bool(cur.rowcount)
+
+    def get_endpoint(self, subscriber_id: str) -> Endpoint | None:
+        with self._read() as cur:
+            cur.execute(self._q(f"{ENDPOINTS} WHERE e.subscriber_id = ?"), (subscriber_id,))
+            row = cur.fetchone()
+        return _endpoint(row) if row else None
+
+    def endpoints(self) -> list[Endpoint]:
+        with self._read() as cur:
+            cur.execute(f"{ENDPOINTS} ORDER BY e.subscriber_id")
+            return [_endpoint(row) for row in cur.fetchall()]
+
+    def set_endpoint_state(
+        self,
+        subscriber_id: str,
+        state: EndpointState,
+        reason: str | None,
+        failures: int,
+        now: float,
+    ) -> bool:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "UPDATE endpoints SET state = ?, reason = ?, failures = ?, updated_at = ? "
+                    "WHERE subscriber_id = ?"
+                ),
+                (state, reason, failures, now, subscriber_id),
+            )
+            return bool(cur.rowcount)
+
+
+# endpoints of subscribers that exist (a deletion racing a PUT on another broker may leave one)
+ENDPOINTS = (
+    "SELECT e.subscriber_id, e.url, e.secret, e.state, e.reason, e.failures, e.updated_at "
+    "FROM endpoints e JOIN subscribers s ON s.id = e.subscriber_id"
+)
+ENDPOINT_SET = ", ".join(
+    f"{c} = excluded.{c}" for c in ("url", "secret", "state", "reason", "failures", "updated_at")
+)
+
+
+def _endpoint_row(e: Endpoint) -> tuple[Any, ...]:
+    return (e.subscriber_id, e.url, e.secret, e.state, e.reason, e.failures, e.updated_at)
+
+
+def _endpoint(row: Sequence[Any]) -> Endpoint:
+    state: EndpointState = "paused" if row[3] == "paused" else "active"
+    return Endpoint(row[0], row[1], row[2], state, row[4], int(row[5]), float(row[6]))
+
+
+# ---- end of push endpoints
