@@ -92,6 +92,18 @@ class SubscriberSettings:
     ephemeral_grace_s: float = 30.0  # an ephemeral one without a stream or a call, deleted
 
 
+@dataclass(frozen=True, slots=True)
+class WebhookSettings:
+    """Push to subscribers' HTTP endpoints (tidings.delivery.webhooks)."""
+
+    batch_size: int = 100  # messages per POST, at most
+    timeout_s: float = 10.0  # per request: connecting, sending and reading the answer
+    concurrency: int = 4  # requests in flight per endpoint
+    backoff_base_s: float = 1.0  # a failed batch comes back after U(0, base * 2^(attempt-1))
+    backoff_cap_s: float = 60.0  # ... capped at this
+    failures_to_pause: int = 10  # consecutive failed requests that pause an endpoint
+
+
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 
@@ -123,6 +135,7 @@ class Settings:
     logs: LogSettings = field(default_factory=LogSettings)
     subscribers: SubscriberSettings = field(default_factory=SubscriberSettings)
     http: HTTPSettings = field(default_factory=HTTPSettings)
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
 
     @property
     def resolved_store_url(self) -> str:
@@ -182,6 +195,7 @@ def load_settings(
         )
     _check_logs(settings.logs)
     _check_subscribers(settings.subscribers)
+    _check_webhooks(settings.webhooks)
     return settings  # type: ignore[no-any-return]
 
 
@@ -198,6 +212,22 @@ def _check_subscribers(subscribers: SubscriberSettings) -> None:
             field="subscribers__idle_expiry_s",
             detail="idle expiry is 0 (off) or a number of seconds",
         )
+
+
+def _check_webhooks(w: WebhookSettings) -> None:
+    rules = {
+        "batch_size": (w.batch_size >= 1, "at least 1 message"),
+        "timeout_s": (w.timeout_s > 0, "above 0 seconds"),
+        "concurrency": (w.concurrency >= 1, "at least 1 request"),
+        "backoff_base_s": (w.backoff_base_s >= 0, "0 seconds or more"),
+        "backoff_cap_s": (w.backoff_cap_s >= w.backoff_base_s, "at least the base"),
+        "failures_to_pause": (w.failures_to_pause >= 1, "at least 1 failure"),
+    }
+    for name, (ok, rule) in rules.items():
+        if not ok:
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID, field=f"webhooks__{name}", detail=f"{name}: {rule}"
+            )
 
 
 def _check_logs(logs: LogSettings) -> None:

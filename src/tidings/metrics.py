@@ -22,6 +22,7 @@ prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # 
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 MATCHING_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0)
 KINDS = ("topic", "content", "function")
+OUTCOMES = ("ok", "status", "error")  # of a webhook request
 
 # name (exposed as tidings_<name>_total) -> (help, label names)
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -38,6 +39,9 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "subscribers_registered": ("Subscribers registered.", ()),
     "subscribers_expired": ("Subscribers deleted as ephemeral or idle.", ()),
     "background_errors": ("Background tasks that failed.", ()),
+    "webhook_requests": ("Webhook POSTs, by outcome: ok (2xx), status (another answer), "
+                         "error (timeout, connection).", ("outcome",)),
+    "webhook_pauses": ("Webhook endpoints paused after repeated failures.", ()),
     "http_requests": ("HTTP requests, by route template, method and status.",
                       ("route", "method", "status")),
 }  # fmt: skip
@@ -74,6 +78,8 @@ class Metrics:
         }
         for kind in KINDS:  # present at zero from the start
             self._counters["deliveries_enqueued"].labels(kind=kind)
+        for outcome in OUTCOMES:
+            self._counters["webhook_requests"].labels(outcome=outcome)
         self.matching = self._histogram(
             "matching_seconds", "Matching time per publication.", MATCHING_BUCKETS_S
         )

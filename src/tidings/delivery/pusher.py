@@ -1,0 +1,182 @@
+"""One webhook endpoint's delivery: pull a batch whenever fewer than `concurrency` requests
+are in flight, POST it signed, acknowledge it on a 2xx and hand it back with backoff and full
+jitter otherwise (the queue's `max_attempts` then dead-letters it); after
+`failures_to_pause` consecutive failed requests the endpoint is paused and the pusher ends.
+
+Like the stream, a pusher holds at most `concurrency` batches leased, and releases what it
+holds when it stops (paused, deleted, shut down), so a slow endpoint costs bounded memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from tidings import __version__
+from tidings.config import WebhookSettings
+from tidings.delivery.signature import HEADER, sign
+from tidings.delivery.wire import message_json, servable
+from tidings.http1 import Client
+from tidings.store.base import Endpoint, Message
+
+if TYPE_CHECKING:
+    from tidings.broker import Broker
+
+log = logging.getLogger("tidings.webhooks")
+PULL_WAIT_S = 5.0  # a pull waits this long for a first message, then looks again
+USER_AGENT = f"Tidings-Webhooks/{__version__}"
+
+
+def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2^(attempt - 1))]."""
+    return rng.uniform(0.0, min(cap_s, base_s * 2.0 ** min(max(attempt - 1, 0), 60)))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: Literal["ok", "status", "error"]  # a 2xx; another answer; no answer
+    detail: str = ""
+
+
+class Paused(Exception):
+    """The endpoint failed `failures_to_pause` times in a row and is now paused."""
+
+
+class Pusher:
+    def __init__(
+        self, broker: Broker, endpoint: Endpoint, settings: WebhookSettings, rng: random.Random
+    ) -> None:
+        self.broker, self.endpoint, self.settings, self.rng = broker, endpoint, settings, rng
+        self.sid = endpoint.subscriber_id
+        self.failures = endpoint.failures  # consecutive, across restarts
+        self.paused = False
+        self.inflight: set[str] = set()  # receipts leased and not yet settled
+        self._recording = asyncio.Lock()  # state writes land in the order they were made
+        self._gate = asyncio.Semaphore(settings.concurrency)
+        self._http = Client(settings.concurrency, settings.timeout_s)
+        # leased for longer than a request may take, so no batch comes back while in flight
+        self._visibility_s = max(
+            broker.settings.queues.visibility_timeout_s, 3 * settings.timeout_s
+        )
+
+    async def run(self) -> None:
+        """Until paused, the subscriber is deleted (here or on another broker), or cancelled;
+        whatever is still leased is then released at once."""
+        with self.broker.revocations.watch(self.sid) as deleted:
+            feeding = asyncio.create_task(self._feed())
+            gone = asyncio.create_task(deleted.wait())
+            try:
+                await asyncio.wait({feeding, gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                await _cancel(feeding, gone)
+                self._http.close()
+                if self.inflight:
+                    await self.broker.nack(self.sid, list(self.inflight))
+            failed = None if feeding.cancelled() else feeding.exception()
+            if failed is not None:
+                raise failed
+
+    async def _feed(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as posts:
+                while True:
+                    await self._gate.acquire()
+                    batch = await self._pull()
+                    if batch:
+                        posts.create_task(self._deliver(batch))
+                    else:
+                        self._gate.release()
+                    if self.failures:  # a failing endpoint is not hammered
+                        await asyncio.sleep(self._backoff(self.failures))
+        except* Paused:  # the endpoint is paused: this pusher ends
+            pass
+
+    async def _pull(self) -> list[Message]:
+        try:
+            return await self.broker.pull(
+                self.sid, self.settings.batch_size, PULL_WAIT_S, self._visibility_s
+            )
+        except BaseException:
+            self._gate.release()
+            raise
+
+    async def _deliver(self, batch: list[Message]) -> None:
+        try:
+            served = await servable(self.broker, self.sid, batch, message_json)
+            if served:
+                self.inflight.update(served)
+                attempt = max(m.attempt for m in batch if m.receipt in served)
+                outcome = await self._post(served, attempt)
+                await self._settle(list(served), outcome, attempt)
+        finally:
+            self._gate.release()
+
+    async def _post(self, served: dict[str, orjson.Fragment], attempt: int) -> Outcome:
+        body = orjson.dumps({"messages": list(served.values())})
+        try:
+            answer = await self._http.post(self.endpoint.url, body, self._headers(body, attempt))
+        except Exception as exc:  # the endpoint's fault (refused, timed out, garbled): a failure
+            return Outcome("error", f"{type(exc).__name__}: {exc}"[:300])
+        if 200 <= answer.status < 300:
+            return Outcome("ok")
+        return Outcome("status", f"HTTP {answer.status}")
+
+    def _headers(self, body: bytes, attempt: int) -> dict[str, str]:
+        return {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            HEADER: sign(self.endpoint.secret, body, int(self.broker.clock())),
+            "Tidings-Subscriber": self.sid,
+            "Tidings-Delivery-Attempt": str(attempt),
+        }
+
+    async def _settle(self, receipts: list[str], outcome: Outcome, attempt: int) -> None:
+        self.broker.metrics.inc("webhook_requests", outcome=outcome.kind)
+        if outcome.kind == "ok":
+            await self.broker.ack(self.sid, receipts)
+            self.inflight.difference_update(receipts)
+            await self._succeeded()
+            return
+        await self.broker.nack(self.sid, receipts, delay_s=self._backoff(attempt))
+        self.inflight.difference_update(receipts)
+        await self._failed(outcome.detail)
+
+    async def _succeeded(self) -> None:
+        if self.failures:
+            self.failures = 0
+            await self._record("active", None)
+
+    async def _failed(self, detail: str) -> None:
+        self.failures += 1
+        if self.failures < self.settings.failures_to_pause:
+            await self._record("active", detail)
+            return
+        if not self.paused:  # once, though several requests fail together
+            self.paused = True
+            reason = f"{self.failures} consecutive failed requests; the last: {detail}"
+            await self._record("paused", reason)
+            self.broker.metrics.inc("webhook_pauses")
+            log.warning("webhook of subscriber %s paused: %s", self.sid, reason)
+        raise Paused
+
+    async def _record(self, state: Literal["active", "paused"], reason: str | None) -> None:
+        failures, now = self.failures, self.broker.clock()
+        async with self._recording:
+            await asyncio.to_thread(
+                self.broker.store.set_endpoint_state, self.sid, state, reason, failures, now
+            )
+
+    def _backoff(self, attempt: int) -> float:
+        s = self.settings
+        return backoff_s(attempt, s.backoff_base_s, s.backoff_cap_s, self.rng)
+
+
+async def _cancel(*tasks: asyncio.Task[Any]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

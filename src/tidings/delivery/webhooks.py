@@ -1,0 +1,152 @@
+"""Webhooks: a push channel beside the WebSocket, as Pub/Sub push or SNS HTTP subscriptions.
+
+A subscriber sets an endpoint URL; this broker runs one `Pusher` (tidings.delivery.pusher)
+per active endpoint, POSTing its queue in signed batches. `Webhooks` keeps the pushers in
+line with the endpoints: the API's calls (set, delete, resume) act at once, and the store is
+read again every `SYNC_S` for what other brokers sharing it changed (an endpoint set, paused
+or deleted there). Every broker on a shared store pushes every active endpoint: the queue's
+leases keep them from sending the same message twice at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from tidings.delivery.pusher import Pusher
+from tidings.delivery.signature import new_secret
+from tidings.errors import ErrorCode, TidingsError
+from tidings.store.base import Endpoint
+
+if TYPE_CHECKING:
+    from tidings.broker import Broker
+
+log = logging.getLogger("tidings.webhooks")
+SYNC_S = 5.0
+
+
+def no_webhook(subscriber_id: str) -> TidingsError:
+    return TidingsError(ErrorCode.NOT_FOUND, detail=f"subscriber {subscriber_id} has no webhook")
+
+
+class Webhooks:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.settings = broker.settings.webhooks
+        self.rng = random.Random()
+        self._running: dict[str, tuple[Pusher, asyncio.Task[None]]] = {}
+        self._changes = 0  # endpoint changes made here: a store read across one is stale
+        self._syncing: asyncio.Task[None] | None = None
+
+    # ---------------------------------------------------------------- life cycle
+
+    async def start(self) -> None:
+        await self.sync()
+        self._syncing = asyncio.get_running_loop().create_task(self._keep_in_sync())
+
+    async def close(self) -> None:
+        """Stop every pusher (each releases what it holds) and the periodic sync."""
+        tasks = [task for _, task in self._running.values()]
+        if self._syncing is not None:
+            tasks.append(self._syncing)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._running.clear()
+
+    def running(self) -> set[str]:
+        """The subscribers whose endpoint this broker is pushing to."""
+        return {sid for sid, (pusher, _) in self._running.items() if not pusher.paused}
+
+    # ---------------------------------------------------------------- the API's calls
+
+    async def endpoint(self, subscriber_id: str) -> Endpoint | None:
+        return await asyncio.to_thread(self.broker.store.get_endpoint, subscriber_id)
+
+    async def configure(self, subscriber_id: str, url: str) -> Endpoint:
+        """Set (or replace) the endpoint's URL, active; its secret is kept, or made."""
+        current = await self.endpoint(subscriber_id)
+        secret = current.secret if current is not None else new_secret()
+        endpoint = Endpoint(subscriber_id, url, secret, updated_at=self.broker.clock())
+        self._changes += 1
+        if not await asyncio.to_thread(self.broker.store.set_endpoint, subscriber_id, endpoint):
+            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
+        self._apply(subscriber_id, endpoint)
+        return endpoint
+
+    async def remove(self, subscriber_id: str) -> None:
+        self._changes += 1
+        if not await asyncio.to_thread(self.broker.store.set_endpoint, subscriber_id, None):
+            raise no_webhook(subscriber_id)
+        self._apply(subscriber_id, None)
+
+    async def resume(self, subscriber_id: str) -> Endpoint:
+        """Active again, its failures forgotten; its backlog is pushed from now on."""
+        self._changes += 1
+        store, now = self.broker.store, self.broker.clock()
+        if not await asyncio.to_thread(
+            store.set_endpoint_state, subscriber_id, "active", None, 0, now
+        ):
+            raise no_webhook(subscriber_id)
+        endpoint = await self.endpoint(subscriber_id)
+        if endpoint is None:
+            raise no_webhook(subscriber_id)
+        self._apply(subscriber_id, endpoint)
+        return endpoint
+
+    # ---------------------------------------------------------------- pushers
+
+    async def sync(self) -> None:
+        """Bring the pushers in line with the stored endpoints."""
+        while True:
+            seen = self._changes
+            endpoints = await asyncio.to_thread(self.broker.store.endpoints)
+            if seen == self._changes:  # else a call here changed one meanwhile: read again
+                break
+        wanted = {e.subscriber_id: e for e in endpoints}
+        for subscriber_id in set(self._running) | set(wanted):
+            self._apply(subscriber_id, wanted.get(subscriber_id))
+
+    async def _keep_in_sync(self) -> None:
+        while True:
+            await asyncio.sleep(SYNC_S)
+            try:
+                await self.sync()
+            except Exception:  # the store restarting, say: the next round tries again
+                self.broker.metrics.inc("background_errors_total")
+                log.exception("reading the webhook endpoints failed; trying again shortly")
+
+    def _apply(self, subscriber_id: str, endpoint: Endpoint | None) -> None:
+        """A pusher for `endpoint` if it is active, none otherwise; one pushing to another
+        URL or with another secret is replaced."""
+        running = self._running.get(subscriber_id)
+        wanted = endpoint is not None and endpoint.state == "active"
+        if running is not None and (
+            not wanted or running[0].paused or _moved(running[0], endpoint)
+        ):
+            running[1].cancel()  # it releases what it holds
+            del self._running[subscriber_id]
+            running = None
+        if endpoint is not None and wanted and running is None:
+            pusher = Pusher(self.broker, endpoint, self.settings, self.rng)
+            task = asyncio.get_running_loop().create_task(pusher.run())
+            self._running[subscriber_id] = (pusher, task)
+            task.add_done_callback(functools.partial(self._ended, subscriber_id))
+
+    def _ended(self, subscriber_id: str, task: asyncio.Task[None]) -> None:
+        running = self._running.get(subscriber_id)
+        if running is not None and running[1] is task:
+            del self._running[subscriber_id]
+        if not task.cancelled() and task.exception() is not None:  # the next sync restarts it
+            self.broker.metrics.inc("background_errors_total")
+            log.error("webhook pusher of %s failed", subscriber_id, exc_info=task.exception())
+
+
+def _moved(pusher: Pusher, endpoint: Endpoint | None) -> bool:
+    return endpoint is not None and (pusher.endpoint.url, pusher.endpoint.secret) != (
+        endpoint.url,
+        endpoint.secret,
+    )
