@@ -12,12 +12,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from tidings import console
-from tidings.api import admin, compat, functions, metrics, openapi, v1
+from tidings.api import admin, compat, functions, metrics, openapi, v1, webhooks
 from tidings.api import schemas as t
 from tidings.api.errors import HANDLERS, Internal
 from tidings.api.io import JSONResponse
 from tidings.api.schemas import Operation, described
 from tidings.broker import Broker
+from tidings.delivery.webhooks import Webhooks
 from tidings.sim.background import Simulations
 
 
@@ -45,16 +46,19 @@ def create_app(broker: Broker) -> Starlette:
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),
     ]
-    api = [*v1.routes, *admin.routes, *compat.routes, *functions.routes]
+    api = [*v1.routes, *webhooks.routes, *admin.routes, *compat.routes, *functions.routes]
     routes = [*ops, *api, *console.routes()]
     simulations = Simulations(broker.settings.data_dir / "simulations")
+    pushers = Webhooks(broker)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await broker.start()
         try:
+            await pushers.start()
             yield
         finally:
+            await pushers.close()  # before the broker: they release their leases through it
             simulations.close()
             await broker.close()
 
@@ -67,6 +71,7 @@ def create_app(broker: Broker) -> Starlette:
     )
     app.state.broker = broker
     app.state.simulations = simulations
+    app.state.webhooks = pushers
     described_routes = [r for r in [*ops, *api] if isinstance(r, Route)]
     app.state.openapi = openapi.document(described_routes, broker.settings)
     return app

@@ -114,6 +114,25 @@ class RedriveBody(Body):
     ids: list[DeadLetterId] | None = None
 
 
+MAX_URL = 2048
+EndpointURL = Annotated[
+    str,
+    Meta(
+        min_length=8,
+        max_length=MAX_URL,
+        pattern=r"^[hH][tT][tT][pP][sS]?://[\x21-\x7E]+$",
+        description="http:// or https://, printable ASCII (percent-encode the rest), a host, "
+        "no credentials",
+    ),
+]
+
+
+class WebhookBody(Body):
+    """Where the broker POSTs the subscriber's messages (docs/api.md, Webhooks)."""
+
+    url: EndpointURL
+
+
 # ---------------------------------------------------------------- /api requests (the thesis's)
 
 
@@ -323,11 +342,31 @@ class Depth(Struct):
     dead: int
 
 
+class WebhookState(Struct):
+    url: str
+    state: Literal["active", "paused"]
+    reason: str | None
+
+
 class SubscriberInfo(Struct):
     id: str
     created_at: float
     queue_url: str
     depth: Depth
+    webhook: WebhookState | None = None
+
+
+class Webhook(Struct):
+    """A subscriber's webhook. `secret` signs every request (`Tidings-Signature`);
+    `failures` counts consecutive failed requests, `reason` says the last one's (and, when
+    paused, why)."""
+
+    url: str
+    state: Literal["active", "paused"]
+    reason: str | None
+    failures: int
+    updated_at: float
+    secret: str
 
 
 class PredicateOut(Struct):

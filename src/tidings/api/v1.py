@@ -15,6 +15,7 @@ from tidings.api.serve import listable, servable
 from tidings.api.ws import stream
 from tidings.broker import Broker, PublicationInput, Published
 from tidings.config import Settings
+from tidings.delivery.webhooks import Webhooks
 from tidings.delivery.wire import message_json as message_json  # the stream's, too
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts, parse_publication_body, parse_subscription_body
@@ -30,6 +31,10 @@ def broker_of(request: Request) -> Broker:
 
 def settings_of(request: Request) -> Settings:
     return broker_of(request).settings
+
+
+def webhooks_of(request: Request) -> Webhooks:
+    return request.app.state.webhooks  # type: ignore[no-any-return]
 
 
 async def owner(request: Request) -> tuple[Broker, str]:
@@ -85,15 +90,17 @@ async def register(request: Request) -> Response:
 
 @described(Operation(answer=t.SubscriberInfo, token=True))
 async def subscriber_info(request: Request) -> Response:
-    """The subscriber and its queue's depth."""
+    """The subscriber, its queue's depth and its webhook (or null)."""
     broker, sid = await owner(request)
     found, depth = await broker.subscriber(sid), await broker.depth(sid)
+    hook = await webhooks_of(request).endpoint(sid)
     return JSONResponse(
         {
             "id": sid,
             "created_at": found.created_at,
             "queue_url": queue_url(request, sid),
             "depth": {"ready": depth.ready, "leased": depth.leased, "dead": depth.dead},
+            "webhook": hook and {"url": hook.url, "state": hook.state, "reason": hook.reason},
         }
     )
 

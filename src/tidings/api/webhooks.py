@@ -1,0 +1,95 @@
+"""A subscriber's webhook under /v1 (docs/api.md, Webhooks): set it, read it (with its
+secret, for its own token's holder), delete it, resume it after a pause. The pushing itself
+is `tidings.delivery.webhooks`."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tidings.api import schemas as t
+from tidings.api.io import JSONResponse, body_as
+from tidings.api.schemas import Operation, described
+from tidings.api.v1 import SMALL_BODY, owner, webhooks_of
+from tidings.delivery.webhooks import no_webhook
+from tidings.errors import invalid
+from tidings.store.base import Endpoint
+
+
+def endpoint_url(url: str) -> str:
+    """The URL, or 422 naming `url` with what is wrong with it."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a port that is no number or out of range, a bad IPv6 host
+        raise invalid("url", f"not a usable URL: {exc}") from None
+    problems = [
+        (len(url) > t.MAX_URL, f"at most {t.MAX_URL} characters"),
+        (not all(0x21 <= ord(c) <= 0x7E for c in url), "printable ASCII only: percent-encode"),
+        (parts.scheme not in ("http", "https"), "the scheme is http or https"),
+        (not parts.hostname, "the URL names no host"),
+        (port == 0, "port 0 cannot be reached"),
+        ("@" in parts.netloc, "no credentials in the URL: receivers verify the signature"),
+    ]
+    for wrong, rule in problems:
+        if wrong:
+            raise invalid("url", rule)
+    return url
+
+
+def webhook_json(e: Endpoint) -> dict[str, Any]:
+    return {
+        "url": e.url,
+        "state": e.state,
+        "reason": e.reason,
+        "failures": e.failures,
+        "updated_at": e.updated_at,
+        "secret": e.secret,
+    }
+
+
+@described(Operation(t.WebhookBody, answer=t.Webhook, token=True))
+async def set_webhook(request: Request) -> Response:
+    """Push the subscriber's messages to an HTTP endpoint; a new URL resumes delivery."""
+    _, sid = await owner(request)
+    _, body = await body_as(request, t.WebhookBody, SMALL_BODY)
+    endpoint = await webhooks_of(request).configure(sid, endpoint_url(body.url))
+    return JSONResponse(webhook_json(endpoint))
+
+
+@described(Operation(answer=t.Webhook, token=True))
+async def get_webhook(request: Request) -> Response:
+    """The subscriber's webhook: its URL, state, failures and secret."""
+    _, sid = await owner(request)
+    endpoint = await webhooks_of(request).endpoint(sid)
+    if endpoint is None:
+        raise no_webhook(sid)
+    return JSONResponse(webhook_json(endpoint))
+
+
+@described(Operation(status=204, token=True))
+async def delete_webhook(request: Request) -> Response:
+    """Stop pushing; the messages stay in the queue, for pulls or a stream."""
+    _, sid = await owner(request)
+    await webhooks_of(request).remove(sid)
+    return Response(status_code=204)
+
+
+@described(Operation(answer=t.Webhook, token=True))
+async def resume_webhook(request: Request) -> Response:
+    """Resume a webhook paused after repeated failures (takes no body)."""
+    _, sid = await owner(request)
+    return JSONResponse(webhook_json(await webhooks_of(request).resume(sid)))
+
+
+W = "/v1/subscribers/{subscriber_id}/webhook"
+routes = [
+    Route(W, set_webhook, methods=["PUT"]),
+    Route(W, get_webhook, methods=["GET"]),
+    Route(W, delete_webhook, methods=["DELETE"]),
+    Route(f"{W}/resume", resume_webhook, methods=["POST"]),
+]
