@@ -1,0 +1,230 @@
+"""Webhooks end to end: a real broker (the app, its store and pushers) POSTing to a real HTTP
+receiver that checks every signature with the verifier printed in docs/api.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.api.conftest import Sub
+from tests.delivery.receiver import Receiver, documented_verifier, wait_for
+
+from tidings.config import QueueSettings, WebhookSettings, load_settings
+from tidings.delivery.pusher import backoff_s
+from tidings.delivery.signature import sign, verify
+from tidings.server import EmbeddedServer
+
+FAST = {"batch_size": 10, "timeout_s": 2.0, "concurrency": 2, "backoff_base_s": 0.05}
+FAST |= {"backoff_cap_s": 0.2}
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def server(tmp: Path, max_attempts: int = 3, **webhooks: Any) -> EmbeddedServer:
+    settings = load_settings({"data_dir": tmp, "event_log": False}, env={})
+    return EmbeddedServer(
+        dataclasses.replace(
+            settings,
+            queues=QueueSettings(max_attempts=max_attempts),
+            webhooks=WebhookSettings(**(FAST | webhooks)),
+        )
+    )
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[EmbeddedServer]:
+    with server(tmp_path, failures_to_pause=100) as running:
+        yield running
+
+
+class Hooked(Sub):
+    """A subscriber to topic `t` whose webhook points at the receiver."""
+
+    def __init__(self, http: httpx.Client, receiver: Receiver, path: str = "/hook") -> None:
+        super().__init__(http)
+        self.subscribe(topics=["t"])
+        self.hook = self.put(receiver.url(path))
+        receiver.secret = self.hook["secret"]
+
+    def put(self, url: str) -> dict[str, Any]:
+        answer = self.http.put(f"{self.base}/webhook", json={"url": url}, headers=self.auth)
+        assert answer.status_code == 200, answer.text
+        return answer.json()  # type: ignore[no-any-return]
+
+    def webhook(self) -> dict[str, Any]:
+        return self.get("/webhook").json()  # type: ignore[no-any-return]
+
+    def depth(self) -> dict[str, int]:
+        return self.get("").json()["depth"]  # type: ignore[no-any-return]
+
+
+def publish(http: httpx.Client, n: int) -> list[str]:
+    batch = [{"topics": ["t"], "data": {"n": i}} for i in range(n)]
+    answer = http.post("/v1/publications/batch", json={"publications": batch})
+    return [p["id"] for p in answer.json()["publications"]]
+
+
+def drained(sub: Hooked) -> bool:
+    return sub.depth() == {"ready": 0, "leased": 0, "dead": 0}
+
+
+def test_published_messages_arrive_signed_in_batches_and_are_acknowledged(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    with httpx.Client(base_url=broker.url) as http:
+        sub = Hooked(http, receiver)
+        ids = publish(http, 25)
+        wait_for(lambda: len(receiver.delivered()) >= 25, "25 deliveries")
+        wait_for(lambda: drained(sub), "the queue acknowledged empty")
+    delivered = receiver.delivered()
+    assert sorted(m["publication_id"] for m in delivered[:25]) == sorted(ids)
+    requests = receiver.taken()
+    assert all(r.verified for r in requests)
+    assert all(len(r.messages()) <= 10 for r in requests) and len(requests) >= 3
+    first = requests[0]
+    assert first.headers["content-type"] == "application/json"
+    assert first.headers["tidings-subscriber"] == sub.id
+    assert first.headers["tidings-delivery-attempt"] == "1"
+    assert first.headers["user-agent"].startswith("Tidings-Webhooks/")
+    keys = {"id", "receipt", "attempt", "publication_id", "subscription_ids", "enqueued_at", "body"}
+    assert all(set(m) == keys for m in delivered)  # as a pull's messages
+    for r in requests:  # each batch in queue order
+        numbers = [m["body"]["data"]["n"] for m in r.messages()]
+        assert numbers == sorted(numbers)
+    assert broker.broker.metrics.value("webhook_requests_total", outcome="ok") >= 3
+
+
+def test_a_failing_endpoint_is_retried_then_its_messages_are_dead_letters(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    receiver.status = 500
+    with httpx.Client(base_url=broker.url) as http:
+        sub = Hooked(http, receiver)
+        [pub] = publish(http, 1)
+        letters = wait_for(lambda: sub.get("/dead-letters").json()["dead_letters"], "a letter")
+        hook = wait_for(lambda: sub.webhook()["failures"] == 3 and sub.webhook(), "3 failures")
+        depth = sub.depth()
+    assert [(d["publication_id"], d["reason"], d["attempt"]) for d in letters] == [
+        (pub, "max_attempts", 3)
+    ]
+    tries = [r for r in receiver.all() if r.messages()[0]["publication_id"] == pub]
+    assert [r.headers["tidings-delivery-attempt"] for r in tries] == ["1", "2", "3"]
+    assert all(r.verified and r.status == 500 for r in tries)
+    assert depth == {"ready": 0, "leased": 0, "dead": 1}
+    assert (hook["state"], hook["failures"], hook["reason"]) == ("active", 3, "HTTP 500")
+
+
+def test_repeated_failures_pause_the_endpoint_and_resume_delivers_the_backlog(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    receiver.status = 503
+    with (
+        server(tmp_path, max_attempts=10, failures_to_pause=3) as running,
+        httpx.Client(base_url=running.url) as http,
+    ):
+        sub = Hooked(http, receiver)
+        ids = publish(http, 5)
+        paused = wait_for(lambda: sub.webhook()["state"] == "paused" and sub.webhook(), "pause")
+        summary = sub.get("").json()["webhook"]
+        wait_for(lambda: sub.id not in running.broker.revocations.streaming(), "pusher gone")
+        failed = len(receiver.all())
+        publish_more = publish(http, 2)  # queued while paused
+        receiver.status = 200
+        resumed = sub.post("/webhook/resume")
+        wait_for(lambda: len(receiver.delivered()) >= 7, "the backlog")
+        wait_for(lambda: drained(sub), "the queue acknowledged empty")
+        pauses = running.broker.metrics.value("webhook_pauses_total")
+    assert paused["failures"] == 3
+    assert paused["reason"] == "3 consecutive failed requests; the last: HTTP 503"
+    assert summary == {"url": receiver.url(), "state": "paused", "reason": paused["reason"]}
+    assert failed == 3  # not one more request while paused
+    assert resumed.status_code == 200
+    assert (resumed.json()["state"], resumed.json()["failures"]) == ("active", 0)
+    got = sorted(m["publication_id"] for m in receiver.delivered())
+    assert got == sorted(ids + publish_more) and pauses == 1
+
+
+def test_a_tampered_body_an_old_time_or_another_secret_fail_verification(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    with httpx.Client(base_url=broker.url) as http:
+        Hooked(http, receiver)
+        publish(http, 1)
+        [request] = wait_for(receiver.taken, "a request")
+    documented = documented_verifier()
+    header, body, secret = request.headers["tidings-signature"], request.body, receiver.secret
+    assert documented(secret, body, header) and verify(secret, body, header, time.time())
+    tampered = body.replace(b'"n":0', b'"n":1')
+    assert tampered != body and not documented(secret, tampered, header)
+    assert not documented("whsec_another", body, header)
+    old = sign(secret, body, int(time.time()) - 301)
+    assert not documented(secret, body, old) and not verify(secret, body, old, time.time())
+    for garbled in ("", "t=x,v1=00", header.replace("v1=", "v0="), f"{header},t=1"):
+        assert not verify(secret, body, garbled, time.time())
+
+
+def test_deleting_the_subscriber_or_its_webhook_stops_its_pusher(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    pushing = broker.broker.revocations.streaming  # a pusher watches its subscriber
+    with httpx.Client(base_url=broker.url) as http:
+        first, second = Hooked(http, receiver, "/a"), Hooked(http, receiver, "/b")
+        wait_for(lambda: {first.id, second.id} <= pushing(), "both pushers")
+        assert http.delete(first.base, headers=first.auth).status_code == 204
+        wait_for(lambda: first.id not in pushing(), "the first pusher to stop")
+        assert http.delete(f"{second.base}/webhook", headers=second.auth).status_code == 204
+        wait_for(lambda: second.id not in pushing(), "the second pusher to stop")
+        publish(http, 1)
+        assert second.pull()  # the queue stays, for pulls
+
+
+def test_a_new_url_moves_delivery_and_keeps_the_secret(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    with httpx.Client(base_url=broker.url) as http:
+        sub = Hooked(http, receiver, "/old")
+        moved = sub.put(receiver.url("/new"))
+        [pub] = publish(http, 1)
+        wait_for(lambda: receiver.delivered("/new"), "a delivery to the new URL")
+    assert moved["secret"] == sub.hook["secret"] and moved["url"].endswith("/new")
+    assert [m["publication_id"] for m in receiver.delivered()] == [pub]
+
+
+def test_an_endpoint_stored_through_another_broker_is_pushed_to(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    """Brokers sharing a store read the endpoints again every few seconds."""
+    from tidings.store.base import Endpoint
+
+    with httpx.Client(base_url=broker.url) as http:
+        sub = Sub(http)
+        sub.subscribe(topics=["t"])
+        receiver.secret = "whsec_elsewhere"
+        endpoint = Endpoint(sub.id, receiver.url(), receiver.secret, updated_at=time.time())
+        assert broker.broker.store.set_endpoint(sub.id, endpoint)  # as another broker would
+        [pub] = publish(http, 1)
+        [request] = wait_for(receiver.taken, "a delivery", timeout_s=30)
+    assert request.verified and request.messages()[0]["publication_id"] == pub
+
+
+def test_the_backoff_grows_with_full_jitter_up_to_the_cap() -> None:
+    rng = random.Random(7)
+    samples = {n: [backoff_s(n, 1.0, 60.0, rng) for _ in range(2000)] for n in range(1, 10)}
+    for n, drawn in samples.items():
+        bound = min(60.0, 2.0 ** (n - 1))
+        assert all(0.0 <= d <= bound for d in drawn)
+        assert max(drawn) > 0.9 * bound and min(drawn) < 0.1 * bound  # jitter spans it
+    means = [sum(samples[n]) / 2000 for n in range(1, 8)]  # bounds 1, 2, ... 64 (capped)
+    assert means == sorted(means) and means[-1] < 32  # growing, then held by the cap
+    assert backoff_s(10_000, 1.0, 60.0, rng) <= 60.0
