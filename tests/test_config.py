@@ -67,3 +67,27 @@ def test_an_unknown_log_level_or_format_is_refused(overrides: dict[str, str], fi
     with pytest.raises(TidingsError) as refused:
         load_settings(overrides, env={})
     assert refused.value.field == field
+
+
+def test_the_webhook_settings_come_from_the_environment() -> None:
+    env = {"TIDINGS_WEBHOOKS__FAILURES_TO_PAUSE": "3", "TIDINGS_WEBHOOKS__TIMEOUT_S": "2.5"}
+    hooks = load_settings(env=env).webhooks
+    assert (hooks.failures_to_pause, hooks.timeout_s, hooks.concurrency) == (3, 2.5, 4)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("batch_size", 0),
+        ("timeout_s", 0),
+        ("concurrency", 0),
+        ("backoff_base_s", -1),
+        ("backoff_cap_s", 0.5),  # below the base (1 s)
+        ("failures_to_pause", 0),
+    ],
+)
+def test_a_webhook_setting_out_of_range_is_refused(name: str, value: float) -> None:
+    with pytest.raises(TidingsError) as caught:
+        load_settings({f"webhooks__{name}": value}, env={})
+    assert caught.value.code == ErrorCode.CONFIG_INVALID
+    assert caught.value.field == f"webhooks__{name}"

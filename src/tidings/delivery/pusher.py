@@ -147,7 +147,7 @@ class Pusher:
         await self._failed(outcome.detail)
 
     async def _succeeded(self) -> None:
-        if self.failures:
+        if self.failures and not self.paused:  # a pause stands once recorded
             self.failures = 0
             await self._record("active", None)
 
