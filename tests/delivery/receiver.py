@@ -46,6 +46,8 @@ class Receiver:
     secret: str = ""  # set once the broker has made it; requests before are unverified
     status: int = 200
     requests: list[Received] = field(default_factory=list)
+    # each request waits here for the others of its party (500 if they do not come)
+    hold: threading.Barrier | None = None
 
     def __post_init__(self) -> None:
         self.verify = documented_verifier()
@@ -77,10 +79,20 @@ class Receiver:
     def _record(self, path: str, headers: dict[str, str], body: bytes) -> int:
         header = headers.get("tidings-signature", "")
         verified = bool(self.secret) and self.verify(self.secret, body, header)
+        together = self._wait_for_the_party()
         with self._lock:
-            status = self.status
+            status = self.status if together else 500
             self.requests.append(Received(path, headers, body, status, verified, time.time()))
         return status
+
+    def _wait_for_the_party(self) -> bool:
+        if self.hold is None:
+            return True
+        try:
+            self.hold.wait()
+        except threading.BrokenBarrierError:
+            return False
+        return True
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         receiver = self

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,6 +218,47 @@ def test_an_endpoint_stored_through_another_broker_is_pushed_to(
         [pub] = publish(http, 1)
         [request] = wait_for(receiver.taken, "a delivery", timeout_s=30)
     assert request.verified and request.messages()[0]["publication_id"] == pub
+
+
+def test_several_batches_are_in_flight_at_once(broker: EmbeddedServer, receiver: Receiver) -> None:
+    """Each request is held until a second one arrives: with one request at a time, the
+    first would wait in vain (and be answered 500)."""
+    receiver.hold = threading.Barrier(2, timeout=20)
+    with httpx.Client(base_url=broker.url) as http:
+        sub = Hooked(http, receiver)
+        publish(http, 20)  # two batches of 10
+        wait_for(lambda: drained(sub), "the queue acknowledged empty")
+    requests = receiver.all()
+    assert [r.status for r in requests] == [200, 200]
+    assert sorted(len(r.messages()) for r in requests) == [10, 10]
+
+
+def test_a_refused_connection_and_a_silent_endpoint_are_failures(tmp_path: Path) -> None:
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    refusing = socket.create_server(("127.0.0.1", 0))
+    closed_port = refusing.getsockname()[1]
+    refusing.close()
+    with (
+        silent,
+        server(tmp_path, max_attempts=10, failures_to_pause=100, timeout_s=0.3) as running,
+        httpx.Client(base_url=running.url) as http,
+    ):
+        hooks = {}
+        for name, port in (("refused", closed_port), ("silent", silent.getsockname()[1])):
+            sub = Sub(http)
+            sub.subscribe(topics=["t"])
+            url = f"http://127.0.0.1:{port}/hook"
+            assert http.put(f"{sub.base}/webhook", json={"url": url}, headers=sub.auth).is_success
+            hooks[name] = sub
+        publish(http, 1)
+        reasons = {
+            name: wait_for(lambda s=s: s.get("/webhook").json()["reason"], f"{name} to fail")
+            for name, s in hooks.items()
+        }
+        errors = running.broker.metrics.value("webhook_requests_total", outcome="error")
+    assert reasons["refused"].startswith("ConnectionRefusedError")
+    assert reasons["silent"].startswith("TimeoutError")
+    assert errors >= 2
 
 
 def test_the_backoff_grows_with_full_jitter_up_to_the_cap() -> None:
