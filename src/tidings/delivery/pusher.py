@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -49,9 +50,15 @@ class Paused(Exception):
 
 class Pusher:
     def __init__(
-        self, broker: Broker, endpoint: Endpoint, settings: WebhookSettings, rng: random.Random
+        self,
+        broker: Broker,
+        endpoint: Endpoint,
+        settings: WebhookSettings,
+        rng: random.Random,
+        changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.broker, self.endpoint, self.settings, self.rng = broker, endpoint, settings, rng
+        self.changed = changed  # told before each state write (a concurrent read is stale)
         self.sid = endpoint.subscriber_id
         self.failures = endpoint.failures  # consecutive, across restarts
         self.paused = False
@@ -121,7 +128,8 @@ class Pusher:
         try:
             answer = await self._http.post(self.endpoint.url, body, self._headers(body, attempt))
         except Exception as exc:  # the endpoint's fault (refused, timed out, garbled): a failure
-            return Outcome("error", f"{type(exc).__name__}: {exc}"[:300])
+            said = f": {exc}" if str(exc) else ""
+            return Outcome("error", f"{type(exc).__name__}{said}"[:300])
         if 200 <= answer.status < 300:
             return Outcome("ok")
         return Outcome("status", f"HTTP {answer.status}")
@@ -166,6 +174,7 @@ class Pusher:
 
     async def _record(self, state: Literal["active", "paused"], reason: str | None) -> None:
         failures, now = self.failures, self.broker.clock()
+        self.changed()
         async with self._recording:
             await asyncio.to_thread(
                 self.broker.store.set_endpoint_state, self.sid, state, reason, failures, now

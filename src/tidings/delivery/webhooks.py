@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidings.webhooks")
 SYNC_S = 5.0
+SYNC_READS = 5  # reads of the endpoints per round, each spoilt by a change made meanwhile
 
 
 def no_webhook(subscriber_id: str) -> TidingsError:
@@ -57,10 +58,6 @@ class Webhooks:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._running.clear()
 
-    def running(self) -> set[str]:
-        """The subscribers whose endpoint this broker is pushing to."""
-        return {sid for sid, (pusher, _) in self._running.items() if not pusher.paused}
-
     # ---------------------------------------------------------------- the API's calls
 
     async def endpoint(self, subscriber_id: str) -> Endpoint | None:
@@ -71,21 +68,21 @@ class Webhooks:
         current = await self.endpoint(subscriber_id)
         secret = current.secret if current is not None else new_secret()
         endpoint = Endpoint(subscriber_id, url, secret, updated_at=self.broker.clock())
-        self._changes += 1
+        self._changed()
         if not await asyncio.to_thread(self.broker.store.set_endpoint, subscriber_id, endpoint):
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
         self._apply(subscriber_id, endpoint)
         return endpoint
 
     async def remove(self, subscriber_id: str) -> None:
-        self._changes += 1
+        self._changed()
         if not await asyncio.to_thread(self.broker.store.set_endpoint, subscriber_id, None):
             raise no_webhook(subscriber_id)
         self._apply(subscriber_id, None)
 
     async def resume(self, subscriber_id: str) -> Endpoint:
         """Active again, its failures forgotten; its backlog is pushed from now on."""
-        self._changes += 1
+        self._changed()
         store, now = self.broker.store, self.broker.clock()
         if not await asyncio.to_thread(
             store.set_endpoint_state, subscriber_id, "active", None, 0, now
@@ -99,13 +96,18 @@ class Webhooks:
 
     # ---------------------------------------------------------------- pushers
 
+    def _changed(self) -> None:
+        self._changes += 1
+
     async def sync(self) -> None:
         """Bring the pushers in line with the stored endpoints."""
-        while True:
+        for _ in range(SYNC_READS):
             seen = self._changes
             endpoints = await asyncio.to_thread(self.broker.store.endpoints)
-            if seen == self._changes:  # else a call here changed one meanwhile: read again
+            if seen == self._changes:  # else one changed here meanwhile: read again
                 break
+        else:
+            return  # changing faster than it can be read: the next round
         wanted = {e.subscriber_id: e for e in endpoints}
         for subscriber_id in set(self._running) | set(wanted):
             self._apply(subscriber_id, wanted.get(subscriber_id))
@@ -131,7 +133,7 @@ class Webhooks:
             del self._running[subscriber_id]
             running = None
         if endpoint is not None and wanted and running is None:
-            pusher = Pusher(self.broker, endpoint, self.settings, self.rng)
+            pusher = Pusher(self.broker, endpoint, self.settings, self.rng, self._changed)
             task = asyncio.get_running_loop().create_task(pusher.run())
             self._running[subscriber_id] = (pusher, task)
             task.add_done_callback(functools.partial(self._ended, subscriber_id))
