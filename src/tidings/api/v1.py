@@ -11,13 +11,14 @@ from starlette.routing import Route, WebSocketRoute
 from tidings.api import schemas as t
 from tidings.api.io import JSONResponse, base_url, bearer, body_as, query_as
 from tidings.api.schemas import Operation, described
-from tidings.api.serve import listable, servable
+from tidings.api.serve import listable
 from tidings.api.ws import stream
 from tidings.broker import Broker, PublicationInput, Published
 from tidings.config import Settings
+from tidings.delivery.frames import messages_answer
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts, parse_publication_body, parse_subscription_body
-from tidings.store.base import AckResult, DeadLetter, Message
+from tidings.store.base import AckResult, DeadLetter
 
 SMALL_BODY = 64 * 1024
 RECEIPTS_BODY = 1024 * 1024
@@ -41,18 +42,6 @@ async def owner(request: Request) -> tuple[Broker, str]:
 def queue_url(request: Request, subscriber_id: str) -> str:
     base = base_url(request, settings_of(request).public_url)
     return f"{base}/v1/subscribers/{subscriber_id}/messages"
-
-
-def message_json(m: Message) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "receipt": m.receipt,
-        "attempt": m.attempt,
-        "publication_id": m.publication_id,
-        "subscription_ids": list(m.subscription_ids),
-        "enqueued_at": m.enqueued_at,
-        "body": m.body,
-    }
 
 
 def dead_json(d: DeadLetter) -> dict[str, Any]:
@@ -220,8 +209,7 @@ async def pull(request: Request) -> Response:
     broker, sid = await owner(request)
     q = query_as(request, t.pull_query(broker.settings.queues))
     messages = await broker.pull(sid, q.max, q.wait, q.visibility)
-    served = await servable(broker, sid, messages, message_json)
-    return JSONResponse({"messages": list(served.values())})
+    return Response(messages_answer(messages, q.form), media_type="application/json")
 
 
 @described(Operation(t.AckBody, answer=t.Settled, token=True))
