@@ -61,3 +61,31 @@ async def test_a_large_backlog_is_split_into_bounded_batches() -> None:
     committer = Committer(recorder(batches), max_ops=10)
     await asyncio.gather(*(committer.submit(counted(0)) for _ in range(35)))
     assert max(batches) <= 10 and sum(batches) == 35
+
+
+async def test_fresh_enqueues_waiting_together_become_one_operation() -> None:
+    seen: list[list[QueueOp]] = []
+
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        seen.append(list(ops))
+        return [len(op.messages) if isinstance(op, Enqueue) else True for op in ops]
+
+    committer = Committer(apply)
+    fresh = [Enqueue(counted(n).messages, fresh=True) for n in (1, 2, 3)]
+    answers = await asyncio.gather(
+        *(committer.submit(op) for op in fresh), committer.submit(Reject("s", "r", "x", 0.0))
+    )
+    assert answers == [1, 2, 3, True]
+    [[merged, reject]] = seen
+    assert isinstance(merged, Enqueue) and len(merged.messages) == 6
+    assert isinstance(reject, Reject)
+
+
+async def test_a_failed_merged_enqueue_fails_each_of_its_callers() -> None:
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        return [OSError("constraint") if isinstance(op, Enqueue) else True for op in ops]
+
+    committer = Committer(apply)
+    ops = [Enqueue(counted(1).messages, fresh=True) for _ in range(2)]
+    answers = await asyncio.gather(*(committer.submit(op) for op in ops), return_exceptions=True)
+    assert all(isinstance(a, OSError) for a in answers)
