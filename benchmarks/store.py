@@ -6,8 +6,9 @@ Workload: one subscriber; N messages of a 150-byte JSON body (`{"data": "x" * 12
 enqueued in batches of 100 (the broker's `fresh` bulk path and the checked path), then leased
 in batches of `--lease-max` and acknowledged. Two ways of calling the store:
 - `per_call`: one thread, one transaction per call (the same-run baseline);
-- `group`: `--threads` threads submit through `GroupCommitter`, whose single writer thread
-  gathers what is waiting into one transaction; each caller returns once it is committed.
+- `group`: `--threads` concurrent callers (asyncio tasks) submit through the broker's
+  `Committer`, which runs whatever is waiting as one `Store.apply` (one transaction); each
+  caller returns once it is committed.
 Prints JSON lines: a header (machine, versions, command), then one line per (backend, op,
 mode) with `messages_per_s`, `transactions`, and for `group` lines `ratio_vs_per_call`.
 SQLite runs on a file in a temporary directory with `synchronous=NORMAL` (and `full` for the
@@ -17,11 +18,11 @@ enqueue baseline), PostgreSQL in a fresh schema dropped afterwards.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,14 +31,14 @@ from typing import Any
 
 from common import emit, machine, versions
 
+from tidings.delivery.committer import Committer
 from tidings.model import Subscriber
 from tidings.store import open_store
-from tidings.store.base import NewMessage
-from tidings.store.group import GroupCommitter
+from tidings.store.base import Ack, Enqueue, Lease, NewMessage, encode_body
 from tidings.store.sql import SQLStore
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
-BODY = {"data": "x" * 120, "topic": "bench/a"}
+BODY = encode_body({"data": "x" * 120, "topic": "bench/a"})
 T0 = 1_000_000.0
 
 
@@ -72,13 +73,14 @@ def batches(n: int, tag: str) -> list[list[NewMessage]]:
     ]
 
 
-def in_threads(threads: int, work: Callable[[int], None]) -> float:
-    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+def concurrently(callers: int, work: Callable[[int], Any]) -> float:
+    """Seconds for `callers` asyncio tasks running `work(k)` at once."""
+
+    async def run() -> None:
+        await asyncio.gather(*(work(k) for k in range(callers)))
+
     start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    asyncio.run(run())
     return time.perf_counter() - start
 
 
@@ -92,12 +94,13 @@ def enqueue_per_call(store: SQLStore, n: int, fresh: bool, threads: int) -> floa
 
 def enqueue_group(store: SQLStore, n: int, fresh: bool, threads: int) -> float:
     work = batches(n, "gc")
-    committer = GroupCommitter(store)
-    elapsed = in_threads(
-        threads, lambda k: [committer.enqueue(b, fresh=fresh) for b in work[k::threads]]
-    )
-    committer.close()
-    return elapsed
+    committer = Committer(store.apply)
+
+    async def caller(k: int) -> None:
+        for b in work[k::threads]:
+            await committer.submit(Enqueue(b, fresh=fresh))
+
+    return concurrently(threads, caller)
 
 
 def drain(lease: Callable[..., Any], ack: Callable[..., Any], size: int) -> int:
@@ -115,12 +118,17 @@ def lease_ack_per_call(store: SQLStore, n: int, size: int, threads: int) -> floa
 
 
 def lease_ack_group(store: SQLStore, n: int, size: int, threads: int) -> float:
-    committer = GroupCommitter(store)
+    committer = Committer(store.apply)
     counts: list[int] = []
-    elapsed = in_threads(
-        threads, lambda k: counts.append(drain(committer.lease, committer.ack, size))
-    )
-    committer.close()
+
+    async def caller(k: int) -> None:
+        done = 0
+        while batch := await committer.submit(Lease("s1", size, 30.0, 5, T0)):
+            await committer.submit(Ack("s1", [m.receipt for m in batch]))
+            done += len(batch)
+        counts.append(done)
+
+    elapsed = concurrently(threads, caller)
     assert sum(counts) == n
     return elapsed
 

@@ -43,15 +43,21 @@ from tidings.model import (
 from tidings.sandbox import FunctionOutcome, FunctionRunner
 from tidings.sandbox.health import count_call
 from tidings.store.base import (
+    Ack,
     AckResult,
     Change,
     DeadLetter,
+    Enqueue,
+    Lease,
     Message,
+    Nack,
     NewMessage,
     QueueDepth,
+    Reject,
+    Store,
     SubscriberRecord,
+    encode_body,
 )
-from tidings.store.sql import SQLStore
 
 log = logging.getLogger("tidings.broker")
 NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
@@ -77,7 +83,7 @@ class Broker:
     def __init__(
         self,
         settings: Settings,
-        store: SQLStore,
+        store: Store,
         *,
         runner: FunctionRunner | None = None,
         eventlog: EventLog | None = None,
@@ -102,7 +108,7 @@ class Broker:
         self._failures: dict[str, int] = {}
         self._tokens: dict[str, str] = {}
         self._told = 0  # deletions and resyncs told so far: a token read across one is stale
-        self._committer = Committer(store.batch)
+        self._committer = Committer(store.apply)  # every queue operation: one commit path
         self._tasks: set[asyncio.Task[Any]] = set()
         self._version = -1
         self._settled = 0  # subscriptions at the last settle of the heap
@@ -236,6 +242,7 @@ class Broker:
         the last look (a poison message, a subscriber that never acknowledges)."""
         moved = await asyncio.to_thread(self.store.expire, now, self.settings.queues.retention_s)
         self.metrics.inc("expired_total", moved)
+        await asyncio.to_thread(self.store.sweep_bodies)
         dead = (await asyncio.to_thread(self.store.queue_totals, now))[0].dead
         if self._dead_seen is not None and dead - self._dead_seen >= DEAD_LETTER_BURST:
             log.warning(
@@ -424,7 +431,7 @@ class Broker:
     def _per_topic(self, pub: Publication) -> list[NewMessage]:
         messages = []
         for topic in pub.topics:
-            body = {**pub.to_json(), "matched_topic": topic}  # shared: encoded once per topic
+            body = encode_body({**pub.to_wire(), "matched_topic": topic})  # once per topic
             key = f"{pub.id}#{topic}"
             for owner, sids in self._timed_match(Event((topic,), None)).items():
                 topical = tuple(s for s in sids if self._kinds.get(s) == "topic")
@@ -450,7 +457,7 @@ class Broker:
         return [self._messages(p, m) for p, m in zip(pubs, answers, strict=True)]
 
     def _messages(self, pub: Publication, matches: dict[str, list[str]]) -> list[NewMessage]:
-        body = pub.to_json()  # shared by all its deliveries: encoded once
+        body = encode_body(pub.to_wire())  # shared by all its deliveries: encoded once
         return [
             NewMessage(owner, pub.id, pub.id, tuple(sids), body, pub.published_at)
             for owner, sids in matches.items()
@@ -458,7 +465,7 @@ class Broker:
 
     async def _commit(self, pubs: list[Publication], messages: list[NewMessage]) -> None:
         if messages:  # fresh: a new publication's keys were never enqueued before
-            await self._committer.submit(self.store.enqueue_op(messages, fresh=True))
+            await self._committer.submit(Enqueue(messages, fresh=True))
         self.metrics.inc("publications_total", len(pubs))
         self._count_enqueued(messages)
         if self.eventlog is not None:
@@ -516,13 +523,13 @@ class Broker:
                 matched.setdefault(sub.subscriber_id, []).append(sub.id)
         if not matched:
             return
-        body = pub.to_json()
+        body = encode_body(pub.to_wire())
         messages = [
             NewMessage(owner, pub.id, pub.id, tuple(sorted(ids)), body, self.clock())
             for owner, ids in matched.items()
         ]
         # checked, not fresh: topic or content may have delivered this publication already
-        added = await self._committer.submit(self.store.enqueue_op(messages))
+        added = await self._committer.submit(Enqueue(messages))
         self.metrics.inc("deliveries_enqueued", added, kind="function")
         if self.eventlog is not None:
             self.eventlog.delivery_events(self._enqueued_events(messages))
@@ -556,13 +563,8 @@ class Broker:
         visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
         deadline = time.monotonic() + min(wait_s, q.max_wait_s)
         while True:
-            leased = await asyncio.to_thread(
-                self.store.lease,
-                subscriber_id,
-                max_messages,
-                visibility,
-                q.max_attempts,
-                self.clock(),
+            leased = await self._committer.submit(
+                Lease(subscriber_id, max_messages, visibility, q.max_attempts, self.clock())
             )
             remaining = deadline - time.monotonic()
             if leased or remaining <= 0:
@@ -583,7 +585,7 @@ class Broker:
             self.eventlog.delivery_events(delivery_event(m, "delivered", now) for m in leased)
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        result = await self._committer.submit(self.store.ack_op(subscriber_id, receipts))
+        result = await self._committer.submit(Ack(subscriber_id, receipts))
         self.metrics.inc("deliveries_acked_total", len(result.acked))
         settled = self.leases.settle(result.acked)
         now = self.clock()
@@ -596,9 +598,7 @@ class Broker:
     async def nack(
         self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
     ) -> AckResult:
-        result = await asyncio.to_thread(
-            self.store.nack, subscriber_id, receipts, self.clock(), delay_s
-        )
+        result = await self._committer.submit(Nack(subscriber_id, receipts, self.clock(), delay_s))
         self.leases.settle(result.acked)
         self.metrics.inc("deliveries_nacked", len(result.acked))
         self.signals.notify([subscriber_id])
@@ -635,8 +635,8 @@ class Broker:
     async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
         """Dead-letter one leased message that cannot be served (e.g. its answer does not
         encode), alone: the rest of its batch is delivered as usual."""
-        moved = await asyncio.to_thread(
-            self.store.reject, subscriber_id, message.receipt, reason, self.clock()
+        moved = await self._committer.submit(
+            Reject(subscriber_id, message.receipt, reason, self.clock())
         )
         if moved:
             self.leases.settle([message.receipt])

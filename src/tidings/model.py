@@ -166,6 +166,19 @@ class Publication:
             "function_types": list(self.function_types),
         }
 
+    def to_wire(self) -> dict[str, JSON]:
+        """As queued and delivered: `to_json` without its empty fields."""
+        out: dict[str, JSON] = {"id": self.id, "published_at": self.published_at}
+        if self.data is not None:
+            out["data"] = self.data
+        if self.topics:
+            out["topics"] = list(self.topics)
+        if self.attributes:
+            out["attributes"] = dict(self.attributes)
+        if self.function_types:
+            out["function_types"] = list(self.function_types)
+        return out
+
     @classmethod
     def from_json(cls, raw: Mapping[str, JSON]) -> Publication:
         """Rebuild a publication that Tidings itself wrote (log, queue); no validation."""

@@ -22,6 +22,7 @@ import uvicorn
 from tidings import logs
 from tidings.admin import admin_token
 from tidings.api.app import create_app
+from tidings.api.lane import PublishLane
 from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
@@ -51,7 +52,7 @@ def build_broker(settings: Settings) -> Broker:
 
 def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
     return uvicorn.Config(
-        create_app(broker),
+        PublishLane(create_app(broker), broker),
         host=settings.host,
         port=settings.port,
         log_config=None,  # tidings.logs sets up every logger, uvicorn's included

@@ -159,3 +159,18 @@ def test_a_batch_can_answer_with_counts_instead_of_every_id(http: httpx.Client, 
     sub.drain()
     refused = http.post("/v1/publications/batch", params={"answer": "all"}, json=batch)
     assert (refused.status_code, refused.json()["error"]["field"]) == (422, "answer")
+
+
+def test_a_pull_in_the_compact_form_leaves_out_the_repeated_ids(
+    http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["compact"])
+    http.post("/v1/publications", json={"topics": ["compact"], "data": "x"})
+    [message] = sub.get("/messages", max=10, form="compact").json()["messages"]
+    assert sorted(message) == ["body", "receipt", "subscription_ids"]
+    assert message["body"]["data"] == "x" and "attributes" not in message["body"]
+
+
+def test_an_unknown_message_form_is_a_client_error(sub: Sub) -> None:
+    response = sub.get("/messages", form="tiny")
+    assert (response.status_code, response.json()["error"]["field"]) == (422, "form")

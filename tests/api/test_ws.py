@@ -11,6 +11,7 @@ import orjson
 import pytest
 from tests.api.conftest import Sub
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tidings.server import EmbeddedServer
 
@@ -123,3 +124,25 @@ async def test_a_slow_commit_never_stops_the_stream_from_reading(
             break
         await asyncio.sleep(0.05)
     assert depth == {"ready": 0, "leased": 0, "dead": 0}
+
+
+async def test_a_stream_in_the_compact_form_leaves_out_the_repeated_ids(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["compact"])
+    async with connect(ws_url(server, sub, "?form=compact"), additional_headers=sub.auth) as ws:
+        http.post("/v1/publications", json={"topics": ["compact"], "data": 1})
+        [message] = await frames(ws, 1)
+    assert sorted(message) == ["body", "receipt", "subscription_ids"]
+    assert message["body"]["data"] == 1  # type: ignore[index]
+
+
+async def test_an_unknown_form_is_refused_with_an_error_frame(
+    server: EmbeddedServer, sub: Sub
+) -> None:
+    async with connect(ws_url(server, sub, "?form=tiny"), additional_headers=sub.auth) as ws:
+        [error] = await frames(ws, 1)
+        assert error["error"]["field"] == "form"  # type: ignore[index]
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400

@@ -9,53 +9,83 @@ from typing import Any
 import pytest
 
 from tidings.delivery.committer import Committer
+from tidings.store.base import Enqueue, NewMessage, QueueOp, Reject
+
+
+def counted(n: int) -> Enqueue:
+    """An operation whose answer (in `recorder`) is `n`."""
+    return Enqueue([NewMessage("s", f"p{i}", f"p{i}", (), b"{}", 0.0) for i in range(n)])
 
 
 def recorder(batches: list[int]) -> Any:
-    def run_batch(ops: Sequence[Any]) -> list[Any]:
-        batches.append(len(ops))
-        results: list[Any] = []
-        for op in ops:
-            try:
-                results.append(op(None))
-            except Exception as exc:
-                results.append(exc)
-        return results
+    """A stand-in for `Store.apply`: enqueues answer their size, a reject is refused."""
 
-    return run_batch
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        batches.append(len(ops))
+        return [
+            len(op.messages) if isinstance(op, Enqueue) else ValueError("refused") for op in ops
+        ]
+
+    return apply
 
 
 async def test_concurrent_operations_share_commits_and_keep_their_own_results() -> None:
     batches: list[int] = []
     committer = Committer(recorder(batches))
-    results = await asyncio.gather(*(committer.submit(lambda _, i=i: i * 2) for i in range(100)))
-    assert results == [i * 2 for i in range(100)]
-    assert sum(batches) == 100 and len(batches) < 100
+    results = await asyncio.gather(*(committer.submit(counted(i)) for i in range(100)))
+    assert results == list(range(100))
+    assert sum(batches) == 100 and len(batches) == committer.commits < 100
 
 
 async def test_one_operations_failure_is_only_its_own() -> None:
     committer = Committer(recorder([]))
-
-    def boom(_: Any) -> int:
-        raise ValueError("bad")
-
     ok, bad = await asyncio.gather(
-        committer.submit(lambda _: 1), committer.submit(boom), return_exceptions=True
+        committer.submit(counted(1)),
+        committer.submit(Reject("s", "1.1.x", "why", 0.0)),
+        return_exceptions=True,
     )
     assert ok == 1 and isinstance(bad, ValueError)
 
 
 async def test_a_failed_commit_reaches_every_waiter() -> None:
-    def run_batch(ops: Sequence[Any]) -> list[Any]:
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
         raise OSError("disk full")
 
-    committer = Committer(run_batch)
+    committer = Committer(apply)
     with pytest.raises(OSError):
-        await asyncio.gather(*(committer.submit(lambda _: 1) for _ in range(3)))
+        await asyncio.gather(*(committer.submit(counted(1)) for _ in range(3)))
 
 
 async def test_a_large_backlog_is_split_into_bounded_batches() -> None:
     batches: list[int] = []
     committer = Committer(recorder(batches), max_ops=10)
-    await asyncio.gather(*(committer.submit(lambda _: 0) for _ in range(35)))
+    await asyncio.gather(*(committer.submit(counted(0)) for _ in range(35)))
     assert max(batches) <= 10 and sum(batches) == 35
+
+
+async def test_fresh_enqueues_waiting_together_become_one_operation() -> None:
+    seen: list[list[QueueOp]] = []
+
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        seen.append(list(ops))
+        return [len(op.messages) if isinstance(op, Enqueue) else True for op in ops]
+
+    committer = Committer(apply)
+    fresh = [Enqueue(counted(n).messages, fresh=True) for n in (1, 2, 3)]
+    answers = await asyncio.gather(
+        *(committer.submit(op) for op in fresh), committer.submit(Reject("s", "r", "x", 0.0))
+    )
+    assert answers == [1, 2, 3, True]
+    [[merged, reject]] = seen
+    assert isinstance(merged, Enqueue) and len(merged.messages) == 6
+    assert isinstance(reject, Reject)
+
+
+async def test_a_failed_merged_enqueue_fails_each_of_its_callers() -> None:
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        return [OSError("constraint") if isinstance(op, Enqueue) else True for op in ops]
+
+    committer = Committer(apply)
+    ops = [Enqueue(counted(1).messages, fresh=True) for _ in range(2)]
+    answers = await asyncio.gather(*(committer.submit(op) for op in ops), return_exceptions=True)
+    assert all(isinstance(a, OSError) for a in answers)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
+from tidings.delivery.committer import Committer
 from tidings.model import Op, Predicate, Subscriber, Subscription
-from tidings.store.base import NewMessage, QueueDepth
-from tidings.store.group import GroupCommitter
+from tidings.store.base import Ack, Enqueue, Lease, NewMessage, QueueDepth, encode_body
 from tidings.store.sql import SQLStore
 
 T0 = 1_000_000.0
@@ -18,7 +19,7 @@ def subscriber(store: SQLStore, sid: str = "s1") -> str:
 
 
 def msg(pub: str, owner: str = "s1", key: str | None = None, at: float = T0) -> NewMessage:
-    return NewMessage(owner, pub, key or pub, ("sub1",), {"id": pub}, at)
+    return NewMessage(owner, pub, key or pub, ("sub1",), encode_body({"id": pub}), at)
 
 
 def lease(store: SQLStore, n: int = 10, now: float = T0, owner: str = "s1", attempts: int = 5):  # type: ignore[no-untyped-def]
@@ -201,14 +202,20 @@ def test_a_failing_operation_in_a_batch_leaves_nothing_and_the_others_commit(
     store: SQLStore,
 ) -> None:
     subscriber(store)
-
-    def half_then_fail(cur: object) -> None:
-        store.enqueue_op([msg("half")])(cur)
-        raise ValueError("caller's mistake")
-
-    results = store.batch([half_then_fail, store.enqueue_op([msg("p1")])])
-    assert isinstance(results[0], ValueError) and results[1] == 1
+    # "half" goes in, then a row without an owner breaks the statement (NOT NULL)
+    nobody = NewMessage(None, "p0", "p0", ("x",), b"{}", T0)  # type: ignore[arg-type]
+    results = store.apply([Enqueue([msg("half"), nobody], fresh=True), Enqueue([msg("p1")])])
+    assert isinstance(results[0], Exception) and results[1] == 1
     assert [m.publication_id for m in lease(store)] == ["p1"]
+    assert store.enqueue([msg("half")]) == 1  # its dedup key was undone with it
+
+
+def test_queue_operations_applied_together_answer_in_order(store: SQLStore) -> None:
+    subscriber(store)
+    enqueued, leased = store.apply([Enqueue([msg("p1"), msg("p2")]), Lease("s1", 1, 30, 5, T0)])
+    assert enqueued == 2 and [m.publication_id for m in leased] == ["p1"]
+    [acked] = store.apply([Ack("s1", [leased[0].receipt])])
+    assert acked.acked == [leased[0].receipt]
 
 
 def test_a_nack_with_a_stale_receipt_releases_nothing(store: SQLStore) -> None:
@@ -259,53 +266,40 @@ def test_each_subscriber_leases_only_from_its_own_queue(store: SQLStore) -> None
 def test_bodies_come_back_as_the_json_values_enqueued(store: SQLStore) -> None:
     subscriber(store)
     body = {"text": "grüße ✓", "n": [1, 2.5, None, True], "nested": {"k": ""}}
-    store.enqueue([NewMessage("s1", "p1", "p1", ("a", "b"), body, T0)])
+    store.enqueue([NewMessage("s1", "p1", "p1", ("a", "b"), encode_body(body), T0)])
     (got,) = lease(store)
     assert (got.body, got.subscription_ids, got.enqueued_at) == (body, ("a", "b"), T0)
+    assert got.raw == encode_body(body)  # the stored bytes, as they were encoded
 
 
-def test_group_committed_leases_from_threads_hand_out_each_message_once(
-    store: SQLStore,
-) -> None:
+async def test_group_committed_leases_hand_out_each_message_once(store: SQLStore) -> None:
     subscriber(store)
-    committer = GroupCommitter(store)
-    committer.enqueue([msg(f"p{i}") for i in range(300)])
+    committer = Committer(store.apply)
+    await committer.submit(Enqueue([msg(f"p{i}") for i in range(300)]))
     seen: list[str] = []
 
-    def worker() -> None:
-        while batch := committer.lease("s1", 7, 30.0, 5, T0):
+    async def worker() -> None:
+        while batch := await committer.submit(Lease("s1", 7, 30.0, 5, T0)):
             seen.extend(m.publication_id for m in batch)
-            assert committer.ack("s1", [m.receipt for m in batch]).unknown == []
+            acked = await committer.submit(Ack("s1", [m.receipt for m in batch]))
+            assert acked.unknown == []
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    committer.close()
+    await asyncio.gather(*(worker() for _ in range(4)))
     assert sorted(seen) == sorted(f"p{i}" for i in range(300))
     assert store.depth("s1", T0) == QueueDepth()
+    assert committer.commits < 300 / 7 * 2  # the workers' leases and acks shared commits
 
 
-def test_group_committed_enqueues_from_threads_lose_and_duplicate_nothing(
-    store: SQLStore,
-) -> None:
+async def test_group_committed_enqueues_lose_and_duplicate_nothing(store: SQLStore) -> None:
     subscriber(store)
-    committer = GroupCommitter(store)
-    added: list[int] = []
+    committer = Committer(store.apply)
 
-    def worker(k: int) -> None:
-        for i in range(0, 100, 10):
-            keys = [f"p{k * 50 + j}" for j in range(i, i + 10)]
-            added.append(committer.enqueue([msg(key) for key in keys]))
+    async def worker(k: int) -> list[int]:
+        keys = [[f"p{k * 50 + j}" for j in range(i, i + 10)] for i in range(0, 100, 10)]
+        return [await committer.submit(Enqueue([msg(key) for key in ks])) for ks in keys]
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    committer.close()
-    assert sum(added) == 250 == store.depth("s1", T0).ready
+    added = await asyncio.gather(*(worker(k) for k in range(4)))
+    assert sum(map(sum, added)) == 250 == store.depth("s1", T0).ready
 
 
 def test_a_key_repeated_within_one_batch_is_enqueued_once_at_its_first_place(
@@ -397,3 +391,56 @@ def test_a_current_schema_is_not_created_again(store: SQLStore) -> None:
         cur.execute("DELETE FROM presence")
     store.create_schema(now=T0 + 1000)  # current: nothing runs, not even the backfill
     assert store.subscribers_page("", 10)[0].last_seen == T0  # `created_at`, as no row
+
+
+def bodies(store: SQLStore) -> int:
+    with store._read() as cur:
+        cur.execute("SELECT COUNT(*) FROM bodies")
+        return int(cur.fetchone()[0])
+
+
+def test_a_fanned_out_body_is_stored_once_and_goes_with_its_last_delivery(
+    store: SQLStore,
+) -> None:
+    for sid in ("s1", "s2", "s3"):
+        subscriber(store, sid)
+    body = encode_body({"data": "x" * 150})  # one object shared by the deliveries
+    store.enqueue([NewMessage(s, "p1", "p1", ("x",), body, T0) for s in ("s1", "s2", "s3")], True)
+    assert bodies(store) == 1
+    for sid in ("s1", "s2"):
+        store.ack(sid, [m.receipt for m in lease(store, owner=sid)])
+    assert bodies(store) == 1  # s3 still has it
+    store.ack("s3", [m.receipt for m in lease(store, owner="s3")])
+    assert bodies(store) == 0
+
+
+def test_dead_letters_keep_their_body_until_redriven_and_acknowledged(store: SQLStore) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1")], fresh=True)
+    store.expire(T0 + 10, retention_s=5)
+    assert bodies(store) == 1 and store.dead_letters("s1")[0].body == {"id": "p1"}
+    store.redrive("s1", None, T0 + 11)
+    store.ack("s1", [m.receipt for m in lease(store, now=T0 + 11)])
+    assert bodies(store) == 0
+
+
+def test_removing_a_subscriber_drops_the_bodies_only_it_referred_to(store: SQLStore) -> None:
+    subscriber(store, "s1"), subscriber(store, "s2")
+    store.enqueue([msg("shared", owner="s1"), msg("shared", owner="s2")], fresh=True)
+    store.enqueue([msg("own", owner="s1")], fresh=True)
+    store.expire(T0 + 10, retention_s=5)  # "own" and "shared" of s1 become dead letters
+    store.remove_subscriber("s1")
+    assert bodies(store) == 1
+    assert [m.body for m in lease(store, owner="s2", now=T0 + 11)] == []  # expired too
+    store.remove_subscriber("s2")
+    assert bodies(store) == 0
+
+
+def test_a_checked_enqueue_stores_its_own_body_beside_a_fresh_one(store: SQLStore) -> None:
+    subscriber(store, "s1"), subscriber(store, "s2")
+    store.enqueue([msg("p1", owner="s1")], fresh=True)
+    store.enqueue([msg("p1", owner="s2"), msg("p1", owner="s1")])  # s1's is a repeat
+    assert bodies(store) == 2
+    for sid in ("s1", "s2"):
+        store.ack(sid, [m.receipt for m in lease(store, owner=sid)])
+    assert bodies(store) == 0

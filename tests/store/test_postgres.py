@@ -12,7 +12,7 @@ from tests.conftest import require_service
 
 from tidings.model import Subscriber, Subscription
 from tidings.store import open_store
-from tidings.store.base import NewMessage
+from tidings.store.base import NewMessage, encode_body
 from tidings.store.sql import SQLStore
 
 from .conftest import PG
@@ -34,7 +34,9 @@ def test_two_stores_leasing_one_queue_at_once_never_hand_out_a_message_twice(
 ) -> None:
     first = two_stores[0]
     first.add_subscriber(Subscriber("s1", "h", 1.0))
-    first.enqueue([NewMessage("s1", f"p{i}", f"p{i}", ("x",), i, 1.0) for i in range(400)])
+    first.enqueue(
+        [NewMessage("s1", f"p{i}", f"p{i}", ("x",), encode_body(i), 1.0) for i in range(400)]
+    )
     taken: list[list[int]] = [[], []]
 
     def drain(store: SQLStore, into: list[int]) -> None:

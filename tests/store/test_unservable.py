@@ -3,8 +3,6 @@ receipts and ids are nobody's, never an error."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
 from tidings.store.sql import SQLStore
@@ -12,12 +10,11 @@ from tidings.store.sql import SQLStore
 
 def corrupt(store: SQLStore, publication_id: str) -> None:
     """Overwrite a stored body with text that is not JSON (as a bad migration might)."""
-    sql = f"UPDATE messages SET body = '{{not json' WHERE publication_id = '{publication_id}'"
-
-    def op(cur: Any) -> None:
-        cur.execute(sql)
-
-    store.batch([op])
+    with store._tx() as cur:
+        cur.execute(
+            "UPDATE bodies SET body = '{not json' WHERE key IN "
+            f"(SELECT body_key FROM messages WHERE publication_id = '{publication_id}')"
+        )
 
 
 def test_an_undecodable_message_is_dead_lettered_alone_and_the_others_are_leased(

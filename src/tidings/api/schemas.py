@@ -195,10 +195,17 @@ class FunctionCallBody(Body):
 # ---------------------------------------------------------------- queries
 
 
+FORM = Annotated[
+    Literal["full", "compact"],
+    Meta(description="full, or compact: no repeated ids, no enqueueing time, attempt if not 1"),
+]
+
+
 class PullQuery(Struct):
     max: int = 10
     wait: float = 0.0
     visibility: float = 30.0
+    form: FORM = "full"
 
 
 class CompatPullQuery(Struct):
@@ -225,7 +232,11 @@ def _pull_fields(q: QueueSettings) -> list[tuple[str, Any, Any]]:
 def pull_query(q: QueueSettings) -> type[PullQuery]:
     """The pull's query, bounded by the queue settings."""
     visibility = Annotated[float, Meta(ge=0, le=43200, description="seconds leased")]
-    fields = [*_pull_fields(q), ("visibility", visibility, q.visibility_timeout_s)]
+    fields = [
+        *_pull_fields(q),
+        ("visibility", visibility, q.visibility_timeout_s),
+        ("form", FORM, "full"),
+    ]
     return msgspec.defstruct("PullQuery", fields, bases=(PullQuery,))  # type: ignore[return-value]
 
 
@@ -438,13 +449,16 @@ def batch_query(q: QueueSettings) -> type[BatchQuery]:
 
 
 class MessageOut(Struct):
-    id: int
+    """A delivered message; the compact form (`form=compact`) leaves out `id`,
+    `publication_id` and `enqueued_at`, and `attempt` when it is 1."""
+
     receipt: str
-    attempt: int
-    publication_id: str
     subscription_ids: list[str]
-    enqueued_at: float
     body: Any
+    attempt: int = 1
+    id: int | UnsetType = UNSET
+    publication_id: str | UnsetType = UNSET
+    enqueued_at: float | UnsetType = UNSET
 
 
 class Messages(Struct):

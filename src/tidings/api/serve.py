@@ -1,6 +1,6 @@
-"""Encoding dead letters one by one, so that one that cannot be encoded never fails the
-answer for the others: it is listed without its body. (Leased messages: `servable`, in
-`tidings.delivery.wire`, shared with the webhooks.)"""
+"""Encoding leased messages and dead letters one by one, so that one that cannot be encoded
+never fails the answer for the others: a message is dead-lettered alone with the reason, a
+dead letter is listed without its body."""
 
 from __future__ import annotations
 
@@ -9,10 +9,27 @@ from typing import Any
 
 import orjson
 
-from tidings.delivery.wire import ENCODE_ERRORS, servable
-from tidings.store.base import DeadLetter
+from tidings.broker import Broker
+from tidings.store.base import DeadLetter, Message
 
-__all__ = ["listable", "servable"]
+ENCODE_ERRORS = (orjson.JSONEncodeError, TypeError, ValueError)
+
+
+async def servable(
+    broker: Broker,
+    subscriber_id: str,
+    messages: Sequence[Message],
+    shape: Callable[[Message], dict[str, Any]],
+) -> dict[str, orjson.Fragment]:
+    """Each message as encoded JSON, by receipt; one that does not encode is dead-lettered
+    instead."""
+    out = {}
+    for m in messages:
+        try:
+            out[m.receipt] = orjson.Fragment(orjson.dumps(shape(m)))
+        except ENCODE_ERRORS as exc:
+            await broker.reject(subscriber_id, m, f"unservable: {exc}")
+    return out
 
 
 def listable(

@@ -11,12 +11,12 @@ from starlette.routing import Route, WebSocketRoute
 from tidings.api import schemas as t
 from tidings.api.io import JSONResponse, base_url, bearer, body_as, query_as
 from tidings.api.schemas import Operation, described
-from tidings.api.serve import listable, servable
+from tidings.api.serve import listable
 from tidings.api.ws import stream
 from tidings.broker import Broker, PublicationInput, Published
 from tidings.config import Settings
+from tidings.delivery.frames import messages_answer
 from tidings.delivery.webhooks import Webhooks
-from tidings.delivery.wire import message_json as message_json  # the stream's, too
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts, parse_publication_body, parse_subscription_body
 from tidings.store.base import AckResult, DeadLetter
@@ -216,8 +216,7 @@ async def pull(request: Request) -> Response:
     broker, sid = await owner(request)
     q = query_as(request, t.pull_query(broker.settings.queues))
     messages = await broker.pull(sid, q.max, q.wait, q.visibility)
-    served = await servable(broker, sid, messages, message_json)
-    return JSONResponse({"messages": list(served.values())})
+    return Response(messages_answer(messages, q.form), media_type="application/json")
 
 
 @described(Operation(t.AckBody, answer=t.Settled, token=True))

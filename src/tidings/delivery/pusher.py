@@ -1,10 +1,12 @@
-"""One webhook endpoint's delivery: pull a batch whenever fewer than `concurrency` requests
-are in flight, POST it signed, acknowledge it on a 2xx and hand it back with backoff and full
-jitter otherwise (the queue's `max_attempts` then dead-letters it); after
-`failures_to_pause` consecutive failed requests the endpoint is paused and the pusher ends.
+"""One webhook endpoint's delivery: POST a leased batch whenever fewer than `concurrency`
+requests are in flight, signed; acknowledge it on a 2xx and hand it back with backoff and full
+jitter otherwise (the queue's `max_attempts` then dead-letters it); after `failures_to_pause`
+consecutive failed requests the endpoint is paused and the pusher ends.
 
-Like the stream, a pusher holds at most `concurrency` batches leased, and releases what it
-holds when it stops (paused, deleted, shut down), so a slow endpoint costs bounded memory.
+Flow control is the push stream's (`tidings.delivery.stream.PushStream`, as the WebSocket's):
+at most `concurrency` batches of `batch_size` are leased at once, the rest waits in the durable
+queue, and whatever is leased when the pusher stops (paused, deleted, shut down) is released
+at once. Batches are leased for longer than a request may take.
 """
 
 from __future__ import annotations
@@ -12,24 +14,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import orjson
-
 from tidings import __version__
 from tidings.config import WebhookSettings
+from tidings.delivery.frames import messages_answer
 from tidings.delivery.signature import HEADER, sign
-from tidings.delivery.wire import message_json, servable
+from tidings.delivery.stream import PushStream
 from tidings.http1 import Client
-from tidings.store.base import Endpoint, Message
+from tidings.store.base import AckResult, Endpoint, Message
 
 if TYPE_CHECKING:
     from tidings.broker import Broker
 
 log = logging.getLogger("tidings.webhooks")
-PULL_WAIT_S = 5.0  # a pull waits this long for a first message, then looks again
 USER_AGENT = f"Tidings-Webhooks/{__version__}"
 
 
@@ -48,6 +48,31 @@ class Paused(Exception):
     """The endpoint failed `failures_to_pause` times in a row and is now paused."""
 
 
+class Leases:
+    """The broker as a push stream's queues, leasing webhook-sized batches for `visibility_s`."""
+
+    def __init__(self, broker: Broker, batch_size: int, visibility_s: float) -> None:
+        self.broker, self.batch_size, self.visibility_s = broker, batch_size, visibility_s
+
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+    ) -> list[Message]:
+        wanted = min(max_messages, self.batch_size)
+        return await self.broker.pull(subscriber_id, wanted, wait_s, self.visibility_s)
+
+    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        return await self.broker.ack(subscriber_id, receipts)
+
+    async def nack(
+        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
+    ) -> AckResult:
+        return await self.broker.nack(subscriber_id, receipts, delay_s)
+
+
 class Pusher:
     def __init__(
         self,
@@ -62,14 +87,13 @@ class Pusher:
         self.sid = endpoint.subscriber_id
         self.failures = endpoint.failures  # consecutive, across restarts
         self.paused = False
-        self.inflight: set[str] = set()  # receipts leased and not yet settled
         self._recording = asyncio.Lock()  # state writes land in the order they were made
-        self._gate = asyncio.Semaphore(settings.concurrency)
+        self._gate = asyncio.Semaphore(settings.concurrency)  # requests in flight
         self._http = Client(settings.concurrency, settings.timeout_s)
         # leased for longer than a request may take, so no batch comes back while in flight
-        self._visibility_s = max(
-            broker.settings.queues.visibility_timeout_s, 3 * settings.timeout_s
-        )
+        visibility_s = max(broker.settings.queues.visibility_timeout_s, 3 * settings.timeout_s)
+        leases = Leases(broker, settings.batch_size, visibility_s)
+        self.stream = PushStream(leases, self.sid, settings.concurrency * settings.batch_size)
 
     async def run(self) -> None:
         """Until paused, the subscriber is deleted (here or on another broker), or cancelled;
@@ -82,8 +106,7 @@ class Pusher:
             finally:
                 await _cancel(feeding, gone)
                 self._http.close()
-                if self.inflight:
-                    await self.broker.nack(self.sid, list(self.inflight))
+                await self.stream.close()  # what is still leased, released at once
             failed = None if feeding.cancelled() else feeding.exception()
             if failed is not None:
                 raise failed
@@ -93,38 +116,29 @@ class Pusher:
             async with asyncio.TaskGroup() as posts:
                 while True:
                     await self._gate.acquire()
-                    batch = await self._pull()
-                    if batch:
-                        posts.create_task(self._deliver(batch))
-                    else:
-                        self._gate.release()
+                    posts.create_task(self._deliver(await self._next_batch()))
                     if self.failures:  # a failing endpoint is not hammered
                         await asyncio.sleep(self._backoff(self.failures))
         except* Paused:  # the endpoint is paused: this pusher ends
             pass
 
-    async def _pull(self) -> list[Message]:
+    async def _next_batch(self) -> list[Message]:
         try:
-            return await self.broker.pull(
-                self.sid, self.settings.batch_size, PULL_WAIT_S, self._visibility_s
-            )
+            return await self.stream.next_batch()
         except BaseException:
             self._gate.release()
             raise
 
     async def _deliver(self, batch: list[Message]) -> None:
         try:
-            served = await servable(self.broker, self.sid, batch, message_json)
-            if served:
-                self.inflight.update(served)
-                attempt = max(m.attempt for m in batch if m.receipt in served)
-                outcome = await self._post(served, attempt)
-                await self._settle(list(served), outcome, attempt)
+            attempt = max(m.attempt for m in batch)
+            outcome = await self._post(batch, attempt)
+            await self._settle([m.receipt for m in batch], outcome, attempt)
         finally:
             self._gate.release()
 
-    async def _post(self, served: dict[str, orjson.Fragment], attempt: int) -> Outcome:
-        body = orjson.dumps({"messages": list(served.values())})
+    async def _post(self, batch: list[Message], attempt: int) -> Outcome:
+        body = messages_answer(batch)  # a pull's answer: {"messages": [...]}, bodies as stored
         try:
             answer = await self._http.post(self.endpoint.url, body, self._headers(body, attempt))
         except Exception as exc:  # the endpoint's fault (refused, timed out, garbled): a failure
@@ -147,11 +161,11 @@ class Pusher:
         self.broker.metrics.inc("webhook_requests", outcome=outcome.kind)
         if outcome.kind == "ok":
             await self.broker.ack(self.sid, receipts)
-            self.inflight.difference_update(receipts)
+            self.stream.release(receipts)
             await self._succeeded()
             return
         await self.broker.nack(self.sid, receipts, delay_s=self._backoff(attempt))
-        self.inflight.difference_update(receipts)
+        self.stream.release(receipts)
         await self._failed(outcome.detail)
 
     async def _succeeded(self) -> None:

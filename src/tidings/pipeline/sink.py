@@ -11,8 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
 from tidings.store.base import NewMessage
 
 if TYPE_CHECKING:
@@ -25,14 +23,16 @@ class Enqueuer(Protocol):
 
 def messages_of(rows: Iterable[Any], now: float, bodies: dict[str, Any]) -> list[NewMessage]:
     """Delivery rows (publication_id, subscriber_id, subscription_ids, line) as messages.
-    The deliveries of one publication share one decoded body; a row without a line is a
-    publication whose body an earlier row brought."""
+    The deliveries of one publication share one body, the publication's logged line as it
+    is (encoded JSON, as the broker queues it); a row without a line is a publication whose
+    body an earlier row brought."""
     out = []
     for row in rows:
         pid = row["publication_id"]
         body = bodies.get(pid)
         if body is None:
-            body = bodies[pid] = orjson.loads(row["line"])
+            line = row["line"]
+            body = bodies[pid] = line.encode() if isinstance(line, str) else bytes(line)
         out.append(
             NewMessage(row["subscriber_id"], pid, pid, tuple(row["subscription_ids"]), body, now)
         )

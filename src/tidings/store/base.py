@@ -6,6 +6,15 @@ Implementations: `memory` (tests, simulation), `sqlite` (embedded default, WAL),
 Methods are synchronous and thread-safe; the asyncio broker calls them from worker
 threads. Times are epoch seconds passed in by the caller, so tests control the clock.
 
+Queue operations are values (`Enqueue`, `Lease`, `Ack`, `Nack`, `Reject`): `Store.apply`
+interprets a sequence of them in one transaction, which is how the broker's one committer
+(`tidings.delivery.committer`) turns many callers' work into one commit. `enqueue`, `lease`
+and the rest are the same operations applied one at a time.
+
+Storage (docs/storage.md): a publication's body is stored once, as the bytes it was encoded
+to at publishing; a delivery is a small row that refers to it, and a body goes when no
+delivery or dead letter refers to it any more.
+
 Queue semantics (peek-lock, as SQS or Service Bus):
 - `enqueue` commits all given messages in one transaction, idempotent by
   (subscriber_id, dedup_key): a repeat is ignored, not an error.
@@ -26,36 +35,51 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+import orjson
 
 from tidings.model import JSON, Subscriber, Subscription
 
 
+def encode_body(value: JSON) -> bytes:
+    """A body as the store keeps it and subscribers receive it: JSON, encoded once."""
+    return orjson.dumps(value)
+
+
 @dataclass(frozen=True, slots=True)
 class NewMessage:
-    """A delivery to put into a subscriber's queue."""
+    """A delivery to put into a subscriber's queue. Deliveries of one publication share
+    one `body` object (the same bytes), and the store keeps it once."""
 
     subscriber_id: str
     publication_id: str
     dedup_key: str  # the publication id natively; `<publication id>#<topic>` for compat topics
     subscription_ids: tuple[str, ...]
-    body: JSON  # what the subscriber receives (a JSON value)
+    body: bytes  # what the subscriber receives: encoded JSON (`encode_body`)
     enqueued_at: float
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A leased message, as handed to a subscriber."""
+    """A leased message, as handed to a subscriber. `raw` is the body's stored JSON, checked
+    to decode when leased: frames embed it as it is, never decoded and encoded again."""
 
     id: int
     subscriber_id: str
     publication_id: str
     subscription_ids: tuple[str, ...]
-    body: JSON
+    raw: bytes
     enqueued_at: float
     attempt: int
     receipt: str
     lease_until: float
+
+    @property
+    def body(self) -> JSON:
+        """The body as a Python value (decoded on each use: the hot path does not)."""
+        value: JSON = orjson.loads(self.raw)
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +93,60 @@ class DeadLetter:
     attempt: int
     reason: Literal["max_attempts", "retention"] | str
     dead_at: float
+
+
+# ---------------------------------------------------------------- queue operations as values
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """Put messages into their queues; answers how many were new. `fresh` promises no key
+    was enqueued before (a new publication), allowing bulk inserts without checks."""
+
+    messages: Sequence[NewMessage]
+    fresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Hand out up to `max_messages` ready messages (answers `list[Message]`)."""
+
+    subscriber_id: str
+    max_messages: int
+    visibility_s: float
+    max_attempts: int
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Delete leased messages by their current receipts (answers `AckResult`)."""
+
+    subscriber_id: str
+    receipts: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """Make leased messages ready again after `delay_s` (answers `AckResult`)."""
+
+    subscriber_id: str
+    receipts: Sequence[str]
+    now: float
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Dead-letter one leased message by its current receipt (answers `bool`)."""
+
+    subscriber_id: str
+    receipt: str
+    reason: str
+    now: float
+
+
+QueueOp = Enqueue | Lease | Ack | Nack | Reject
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +278,10 @@ class Store(EndpointStore, Protocol):
         """Every subscription, for building the matcher at start-up."""
         ...
 
+    def snapshot(self) -> tuple[int, list[Subscription]]:
+        """Every subscription and their version (`subscriptions_version`), read together."""
+        ...
+
     def iter_subscriptions(self, page: int = 10_000) -> Iterator[Subscription]:
         """Every subscription, streamed `page` rows at a time, so that a reader (the
         pipeline's snapshot) never holds them all; not one transaction."""
@@ -211,6 +293,11 @@ class Store(EndpointStore, Protocol):
         ...
 
     # ---- queues
+    def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
+        """Run the operations in order in one transaction; each answer is the operation's
+        value, or the exception it raised (its writes undone; the others still commit)."""
+        ...
+
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
         """Commit all messages in one transaction; returns how many were new. `fresh`
         promises that no key was enqueued before (a new publication), allowing bulk inserts."""
@@ -249,6 +336,10 @@ class Store(EndpointStore, Protocol):
         ...
 
     def expire(self, now: float, retention_s: float) -> int: ...
+    def sweep_bodies(self) -> int:
+        """Delete the bodies nothing refers to any more, where concurrent writers can leave
+        one behind (docs/storage.md); how many went."""
+        ...
 
     # ---- several brokers on one store
     def watch(self, on_change: Callable[[Change], None]) -> Callable[[], None]:

@@ -2,6 +2,9 @@
 
 A message row is visible when `visible_at <= now`; leasing bumps `attempt`, sets a new
 `receipt` and hides the row until `now + visibility`. Acknowledging deletes the row.
+Bodies live in `bodies`, once per publication (per topic for compat topic publishing); a
+message or dead letter names its body by `body_key`, and the last acknowledgement (or
+deletion) of a body's deliveries deletes it (docs/storage.md).
 The `dedup` table remembers every (subscriber, dedup key) ever enqueued, so a repeat is
 ignored even after the first copy was acknowledged (replays rely on this); `expire` prunes
 it together with the retention.
@@ -27,15 +30,21 @@ from tidings.model import (
     subscription_from_json,
 )
 from tidings.store.base import (
+    Ack,
     AckResult,
     Change,
     DeadLetter,
     Endpoint,
     EndpointState,
+    Enqueue,
+    Lease,
     Message,
+    Nack,
     NewMessage,
     QueueDepth,
+    QueueOp,
     QueueStats,
+    Reject,
     SubscriberRecord,
 )
 
@@ -57,10 +66,17 @@ class Dialect:
     serial: str  # the auto-increment primary key column type
     insert_ignore: str  # "INSERT OR IGNORE INTO" or "INSERT INTO"
     on_conflict_ignore: str  # "" or "ON CONFLICT DO NOTHING"
-    skip_locked: str  # "" or "FOR UPDATE SKIP LOCKED"
+    skip_locked: str  # "" or "FOR UPDATE OF m SKIP LOCKED" (`m`: the messages table)
     concat_receipt: str  # SQL for `seq.attempt.nonce`, the attempt already bumped
     clustered: str = ""  # "WITHOUT ROWID": a keyed table stored as its own index
     schema_lock: str = ""  # a statement serialising schema creation across processes
+    # after copying rows with their ids into a table (a migration): `{table}` and `{column}`
+    reseed: str = ""
+    columns_of: str = ""  # a query naming a `{table}`'s columns (none if there is no table)
+    # several processes write at once (PostgreSQL): two last acknowledgements of one body
+    # in concurrent transactions can each see the other's row and leave the body behind,
+    # so a periodic sweep collects such orphans
+    concurrent_writers: bool = False
 
     def q(self, sql: str) -> str:
         return sql.replace("?", self.param) if self.param != "?" else sql
@@ -73,21 +89,26 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     id TEXT PRIMARY KEY, subscriber_id TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS subscriptions_owner ON subscriptions (subscriber_id);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS bodies (key TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS messages (
     seq {serial}, subscriber_id TEXT NOT NULL, publication_id TEXT NOT NULL,
-    subscription_ids TEXT NOT NULL, body TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
+    subscription_ids TEXT NOT NULL, body_key TEXT NOT NULL,
+    enqueued_at DOUBLE PRECISION NOT NULL,
     attempt INTEGER NOT NULL DEFAULT 0, visible_at DOUBLE PRECISION NOT NULL DEFAULT 0,
     receipt TEXT);
 CREATE INDEX IF NOT EXISTS messages_fifo ON messages (subscriber_id, seq);
 CREATE INDEX IF NOT EXISTS messages_age ON messages (enqueued_at);
+CREATE INDEX IF NOT EXISTS messages_body ON messages (body_key);
 CREATE TABLE IF NOT EXISTS dedup (
     subscriber_id TEXT NOT NULL, dedup_key TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (subscriber_id, dedup_key)) {clustered};
 CREATE TABLE IF NOT EXISTS dead_letters (
     id {serial}, subscriber_id TEXT NOT NULL, publication_id TEXT NOT NULL,
-    subscription_ids TEXT NOT NULL, body TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
+    subscription_ids TEXT NOT NULL, body_key TEXT NOT NULL,
+    enqueued_at DOUBLE PRECISION NOT NULL,
     attempt INTEGER NOT NULL, reason TEXT NOT NULL, dead_at DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS dead_letters_owner ON dead_letters (subscriber_id, id);
+CREATE INDEX IF NOT EXISTS dead_letters_body ON dead_letters (body_key);
 CREATE TABLE IF NOT EXISTS presence (
     subscriber_id TEXT PRIMARY KEY, last_seen DOUBLE PRECISION NOT NULL,
     ephemeral INTEGER NOT NULL DEFAULT 0);
@@ -105,7 +126,24 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
     WHERE NOT EXISTS (SELECT 1 FROM presence p WHERE p.subscriber_id = subscribers.id)"""
 # Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
-SCHEMA_VERSION = 3  # 3: endpoints
+SCHEMA_VERSION = 4  # 3: bodies stored once; 4: endpoints (webhooks), created if absent
+# Version 2 kept a copy of the body in every message and dead letter: the old tables are
+# renamed (their indexes dropped, so the new ones get the names), SCHEMA creates the new
+# ones, and each old row's body becomes a body of its own (`v2.<seq>`, `v2d.<id>`).
+BEFORE_V3 = """
+DROP INDEX IF EXISTS messages_fifo; DROP INDEX IF EXISTS messages_age;
+DROP INDEX IF EXISTS dead_letters_owner;
+ALTER TABLE messages RENAME TO messages_v2; ALTER TABLE dead_letters RENAME TO dead_letters_v2
+"""
+AFTER_V3 = """
+INSERT INTO bodies SELECT 'v2.' || seq, body FROM messages_v2;
+INSERT INTO messages SELECT seq, subscriber_id, publication_id, subscription_ids,
+    'v2.' || seq, enqueued_at, attempt, visible_at, receipt FROM messages_v2;
+INSERT INTO bodies SELECT 'v2d.' || id, body FROM dead_letters_v2;
+INSERT INTO dead_letters SELECT id, subscriber_id, publication_id, subscription_ids,
+    'v2d.' || id, enqueued_at, attempt, reason, dead_at FROM dead_letters_v2;
+DROP TABLE messages_v2; DROP TABLE dead_letters_v2
+"""
 
 # a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
 PRESENT = (
@@ -115,26 +153,57 @@ PRESENT = (
 )
 # presence rows of subscribers that exist (a report racing a deletion may leave one behind)
 SEEN = "SELECT p.subscriber_id FROM presence p JOIN subscribers s ON s.id = p.subscriber_id"
-MESSAGE_COLUMNS = "seq, subscriber_id, publication_id, subscription_ids, body, enqueued_at, attempt"
+MESSAGE_COLUMNS = (
+    "m.seq, m.subscriber_id, m.publication_id, m.subscription_ids, b.body, m.enqueued_at, m.attempt"
+)
+WITH_BODY = "messages m LEFT JOIN bodies b ON b.key = m.body_key"
+# the bodies among `keys` that nothing refers to any more
+DROP_BODIES = (
+    "DELETE FROM bodies WHERE key IN ({marks}) "
+    "AND NOT EXISTS (SELECT 1 FROM messages WHERE body_key = bodies.key) "
+    "AND NOT EXISTS (SELECT 1 FROM dead_letters WHERE body_key = bodies.key)"
+)
+BODY_PAGE = 500  # keys per statement when dropping or sweeping bodies
 
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def message_rows(messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
-    """Insert rows; a publication's body, shared by its deliveries, is encoded once."""
-    bodies: dict[int, str] = {}
+def body_key(m: NewMessage, nonce: str) -> str:
+    """The key a delivery's body is stored under. A fresh publication's key is new, so its
+    deliveries share one body; a checked enqueue (function matches, replays) stores its own
+    copy under a key of its own, so it never adds a reference to a body that a concurrent
+    last acknowledgement may be deleting (docs/storage.md)."""
+    return f"{m.dedup_key}~{nonce}" if nonce else m.dedup_key
+
+
+def message_rows(messages: Sequence[NewMessage], nonce: str = "") -> list[tuple[Any, ...]]:
+    """Insert rows: subscriber, publication, subscription ids, body key, enqueued at."""
     return [
         (
             m.subscriber_id,
             m.publication_id,
             _dumps(list(m.subscription_ids)),
-            bodies.get(id(m.body)) or bodies.setdefault(id(m.body), _dumps(m.body)),
+            body_key(m, nonce),
             m.enqueued_at,
         )
         for m in messages
     ]
+
+
+def body_rows(messages: Sequence[NewMessage], nonce: str = "") -> dict[str, str]:
+    """Each distinct body by its key, decoded to text once per shared bytes object."""
+    texts: dict[int, str] = {}
+    out: dict[str, str] = {}
+    for m in messages:
+        key = body_key(m, nonce)
+        if key not in out:
+            text = texts.get(id(m.body))
+            if text is None:
+                text = texts[id(m.body)] = m.body.decode()
+            out[key] = text
+    return out
 
 
 def _loads_or(text: str, default: Any) -> Any:
@@ -184,11 +253,15 @@ class SQLStore:
         with self._tx() as cur:
             if self._d.schema_lock:  # brokers starting at once on a fresh database
                 cur.execute(self._d.schema_lock)
-            for statement in SCHEMA.format(
-                serial=self._d.serial, clustered=self._d.clustered
-            ).split(";"):
-                if statement.strip():
-                    cur.execute(statement)
+            copies = self._has_copied_bodies(cur)
+            if copies:
+                self._run(cur, BEFORE_V3)
+            self._run(cur, SCHEMA.format(serial=self._d.serial, clustered=self._d.clustered))
+            if copies:
+                self._run(cur, AFTER_V3)
+                for table, column in (("messages", "seq"), ("dead_letters", "id")):
+                    if self._d.reseed:
+                        cur.execute(self._d.reseed.format(table=table, column=column))
             cur.execute(self._q(BACKFILL), (time.time() if now is None else now,))
             for name in ("subscriptions", "schema"):
                 cur.execute(
@@ -200,6 +273,19 @@ class SQLStore:
             cur.execute(
                 self._q("UPDATE meta SET value = ? WHERE name = 'schema'"), (SCHEMA_VERSION,)
             )
+
+    @staticmethod
+    def _run(cur: Cursor, script: str) -> None:
+        for statement in script.split(";"):
+            if statement.strip():
+                cur.execute(statement)
+
+    def _has_copied_bodies(self, cur: Cursor) -> bool:
+        """Whether the queue tables are of the layout that copied the body into every row
+        (before version 3); asked of the catalogue, so no statement fails (PostgreSQL would
+        abort the transaction)."""
+        cur.execute(self._d.columns_of.format(table="messages"))
+        return "body" in {str(r[0]) for r in cur.fetchall()}
 
     def _schema_version(self) -> int | None:
         """The schema's version, or None before there is one (a fresh database)."""
@@ -248,15 +334,18 @@ class SQLStore:
 
     def remove_subscriber(self, subscriber_id: str) -> bool:
         with self._tx() as cur:
-            for table, column in (
-                ("subscriptions", "subscriber_id"),
-                ("messages", "subscriber_id"),
-                ("dead_letters", "subscriber_id"),
-                ("dedup", "subscriber_id"),
-                ("presence", "subscriber_id"),
-                ("endpoints", "subscriber_id"),
-            ):
-                cur.execute(self._q(f"DELETE FROM {table} WHERE {column} = ?"), (subscriber_id,))
+            keys: set[str] = set()
+            for table in ("messages", "dead_letters"):
+                cur.execute(
+                    self._q(f"DELETE FROM {table} WHERE subscriber_id = ? RETURNING body_key"),
+                    (subscriber_id,),
+                )
+                keys.update(str(r[0]) for r in cur.fetchall())
+            self._drop_bodies(cur, keys)
+            for table in ("subscriptions", "dedup", "presence", "endpoints"):
+                cur.execute(
+                    self._q(f"DELETE FROM {table} WHERE subscriber_id = ?"), (subscriber_id,)
+                )
                 if table == "subscriptions" and cur.rowcount:
                     self._bump(cur)
             cur.execute(self._q("DELETE FROM subscribers WHERE id = ?"), (subscriber_id,))
@@ -406,21 +495,49 @@ class SQLStore:
 
     # ---------------------------------------------------------------- queues
 
-    def batch(self, ops: Sequence[Callable[[Cursor], Any]]) -> list[Any]:
-        """Group commit: run independent operations in one transaction. Each result is the
+    def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
+        """The operations in order, in one transaction (group commit). Each answer is the
         operation's value, or the exception it raised (the others still commit)."""
+        steps = [self._prepared(op) for op in ops]
         results: list[Any] = []
         with self._tx() as cur:
-            for op in ops:
-                results.append(self._isolated(cur, op))
+            for step in steps:
+                results.append(step if isinstance(step, Exception) else self._isolated(cur, step))
         return results
 
-    def _isolated(self, cur: Cursor, op: Callable[[Cursor], Any]) -> Any:
+    def _prepared(self, op: QueueOp) -> Callable[[Cursor], Any] | Exception:
+        try:
+            return self._step(op)
+        except Exception as exc:  # a malformed operation is its caller's answer alone
+            return exc
+
+    def _step(self, op: QueueOp) -> Callable[[Cursor], Any]:
+        """What an operation does to the tables, as a function of the transaction's cursor.
+        Anything that needs no cursor (receipt parsing, nonces) is done here, outside it."""
+        match op:
+            case Enqueue(messages, fresh):
+                return self._enqueue(messages, fresh)
+            case Lease(subscriber_id, max_messages, visibility_s, max_attempts, now):
+                return self._lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
+            case Ack(subscriber_id, receipts):
+                return self._settle(subscriber_id, receipts, None, 0.0)
+            case Nack(subscriber_id, receipts, now, delay_s):
+                return self._settle(subscriber_id, receipts, now, delay_s)
+            case Reject(subscriber_id, receipt, reason, now):
+                return self._reject(subscriber_id, receipt, reason, now)
+        raise TypeError(f"not a queue operation: {op!r}")
+
+    def _one(self, op: QueueOp) -> Any:
+        """One operation in a transaction of its own; what it raised is raised."""
+        with self._tx() as cur:
+            return self._step(op)(cur)
+
+    def _isolated(self, cur: Cursor, step: Callable[[Cursor], Any]) -> Any:
         """Run one operation inside a savepoint, so a failing one leaves no partial writes
         and (on PostgreSQL) does not abort the transaction the others commit in."""
         cur.execute("SAVEPOINT op")
         try:
-            result = op(cur)
+            result = step(cur)
         except Exception as exc:  # one caller's failure is that caller's answer
             cur.execute("ROLLBACK TO SAVEPOINT op")
             result = exc
@@ -428,53 +545,7 @@ class SQLStore:
         return result
 
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
-        if not messages:
-            return 0
-        with self._tx() as cur:
-            return self.enqueue_op(messages, fresh)(cur)
-
-    def enqueue_op(
-        self, messages: Sequence[NewMessage], fresh: bool = False
-    ) -> Callable[[Cursor], int]:
-        """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
-        rows go in with two bulk statements instead of a check per row."""
-        dedup = self._q(
-            f"{self._d.insert_ignore} dedup VALUES (?, ?, ?) {self._d.on_conflict_ignore}"
-        )
-        insert = self._q(
-            "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, "
-            "body, enqueued_at) VALUES (?, ?, ?, ?, ?)"
-        )
-
-        def op(cur: Cursor) -> int:
-            if fresh:
-                keys = [(m.subscriber_id, m.dedup_key, m.enqueued_at) for m in messages]
-                cur.executemany(dedup, keys)
-                cur.executemany(insert, message_rows(messages))
-                return len(messages)
-            added = 0
-            for m in messages:
-                cur.execute(dedup, (m.subscriber_id, m.dedup_key, m.enqueued_at))
-                if cur.rowcount == 1:
-                    cur.execute(insert, message_rows([m])[0])
-                    added += 1
-            return added
-
-        return op
-
-    def _dead_letter(
-        self, cur: Cursor, where: str, params: Sequence[Any], reason: str, now: float
-    ) -> int:
-        cur.execute(
-            self._q(
-                "INSERT INTO dead_letters (subscriber_id, publication_id, subscription_ids, body, "
-                f"enqueued_at, attempt, reason, dead_at) SELECT subscriber_id, publication_id, "
-                f"subscription_ids, body, enqueued_at, attempt, ?, ? FROM messages WHERE {where}"
-            ),
-            (reason, now, *params),
-        )
-        cur.execute(self._q(f"DELETE FROM messages WHERE {where}"), params)
-        return int(cur.rowcount)
+        return int(self._one(Enqueue(messages, fresh))) if messages else 0
 
     def lease(
         self,
@@ -484,10 +555,105 @@ class SQLStore:
         max_attempts: int,
         now: float,
     ) -> list[Message]:
-        with self._tx() as cur:
-            return self.lease_op(subscriber_id, max_messages, visibility_s, max_attempts, now)(cur)
+        leased: list[Message] = self._one(
+            Lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
+        )
+        return leased
 
-    def lease_op(
+    def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        result: AckResult = self._one(Ack(subscriber_id, receipts))
+        return result
+
+    def nack(
+        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
+    ) -> AckResult:
+        result: AckResult = self._one(Nack(subscriber_id, receipts, now, delay_s))
+        return result
+
+    def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
+        """Dead-letter one leased message, by its current receipt, with `reason` (a message
+        that cannot be served); False when the receipt is no longer current."""
+        return bool(self._one(Reject(subscriber_id, receipt, reason, now)))
+
+    def _enqueue(self, messages: Sequence[NewMessage], fresh: bool) -> Callable[[Cursor], int]:
+        """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
+        rows go in with three bulk statements instead of a check per row."""
+        nonce = "" if fresh else os.urandom(6).hex()
+        rows = message_rows(messages, nonce)
+        bodies = body_rows(messages, nonce)
+        dedup = self._q(
+            f"{self._d.insert_ignore} dedup VALUES (?, ?, ?) {self._d.on_conflict_ignore}"
+        )
+        insert = self._q(
+            "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, "
+            "body_key, enqueued_at) VALUES (?, ?, ?, ?, ?)"
+        )
+        add_body = self._q("INSERT INTO bodies VALUES (?, ?)")
+
+        def op(cur: Cursor) -> int:
+            if fresh:
+                keys = [(m.subscriber_id, m.dedup_key, m.enqueued_at) for m in messages]
+                cur.executemany(dedup, keys)
+                cur.executemany(add_body, list(bodies.items()))
+                cur.executemany(insert, rows)
+                return len(messages)
+            added, stored = 0, set()
+            for m, row in zip(messages, rows, strict=True):
+                cur.execute(dedup, (m.subscriber_id, m.dedup_key, m.enqueued_at))
+                if cur.rowcount != 1:
+                    continue
+                if row[3] not in stored:  # a body only for the deliveries that are new
+                    cur.execute(add_body, (row[3], bodies[row[3]]))
+                    stored.add(row[3])
+                cur.execute(insert, row)
+                added += 1
+            return added
+
+        return op
+
+    def _drop_bodies(self, cur: Cursor, keys: Iterable[str]) -> None:
+        """Delete the bodies among `keys` that no message or dead letter refers to."""
+        wanted = sorted(set(keys))
+        for i in range(0, len(wanted), BODY_PAGE):
+            page = wanted[i : i + BODY_PAGE]
+            cur.execute(self._q(DROP_BODIES.format(marks=", ".join("?" * len(page)))), page)
+
+    def sweep_bodies(self) -> int:
+        """Delete every body nothing refers to, a page of keys per transaction; only where
+        concurrent writers can leave one behind (`Dialect.concurrent_writers`)."""
+        if not self._d.concurrent_writers:
+            return 0
+        swept, after = 0, ""
+        while True:
+            with self._tx() as cur:
+                cur.execute(
+                    self._q("SELECT key FROM bodies WHERE key > ? ORDER BY key LIMIT ?"),
+                    (after, BODY_PAGE),
+                )
+                keys = [str(r[0]) for r in cur.fetchall()]
+                self._drop_bodies(cur, keys)
+                swept += max(0, cur.rowcount) if keys else 0
+            if len(keys) < BODY_PAGE:
+                return swept
+            after = keys[-1]
+
+    def _dead_letter(
+        self, cur: Cursor, where: str, params: Sequence[Any], reason: str, now: float
+    ) -> int:
+        """Move messages to the dead letters; their bodies stay, now referred to by those."""
+        cur.execute(
+            self._q(
+                "INSERT INTO dead_letters (subscriber_id, publication_id, subscription_ids, "
+                "body_key, enqueued_at, attempt, reason, dead_at) SELECT subscriber_id, "
+                "publication_id, subscription_ids, body_key, enqueued_at, attempt, ?, ? "
+                f"FROM messages WHERE {where}"
+            ),
+            (reason, now, *params),
+        )
+        cur.execute(self._q(f"DELETE FROM messages WHERE {where}"), params)
+        return int(cur.rowcount)
+
+    def _lease(
         self,
         subscriber_id: str,
         max_messages: int,
@@ -501,8 +667,8 @@ class SQLStore:
             # candidates in FIFO order; one leased max_attempts times already is a dead letter
             cur.execute(
                 self._q(
-                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE subscriber_id = ? AND "
-                    f"visible_at <= ? ORDER BY seq LIMIT ? {self._d.skip_locked}"
+                    f"SELECT {MESSAGE_COLUMNS} FROM {WITH_BODY} WHERE m.subscriber_id = ? AND "
+                    f"m.visible_at <= ? ORDER BY m.seq LIMIT ? {self._d.skip_locked}"
                 ),
                 (subscriber_id, now, max_messages),
             )
@@ -514,106 +680,93 @@ class SQLStore:
                 )
                 rows = [r for r in rows if int(r[6]) < max_attempts]
             until = now + visibility_s
-            good = [(r, d) for r in rows if (d := self._decoded(cur, r, now)) is not None]
-            rows = [r for r, _ in good]
-            if rows:
-                marks = ", ".join("?" * len(rows))
+            good = [(r, ids) for r in rows if (ids := self._checked(cur, r, now)) is not None]
+            if good:
+                marks = ", ".join("?" * len(good))
                 cur.execute(
                     self._q(
                         f"UPDATE messages SET attempt = attempt + 1, visible_at = ?, receipt = "
                         f"{self._d.concat_receipt} WHERE seq IN ({marks})"
                     ),
-                    (until, nonce, *(r[0] for r in rows)),
+                    (until, nonce, *(r[0] for r, _ in good)),
                 )
-            return [self._leased(r, ids, body, until, nonce) for r, (ids, body) in good]
+            return [self._leased(r, ids, until, nonce) for r, ids in good]
 
         return op
 
-    def _decoded(
-        self, cur: Cursor, row: Sequence[Any], now: float
-    ) -> tuple[tuple[str, ...], Any] | None:
-        """A row's subscription ids and body; a row that does not decode is dead-lettered
-        alone (with the reason), not leased, so it cannot fail the others' lease."""
+    def _checked(self, cur: Cursor, row: Sequence[Any], now: float) -> tuple[str, ...] | None:
+        """A row's subscription ids, its body checked to decode; a row that does not (or
+        whose body is missing) is dead-lettered alone, with the reason, so it cannot fail
+        the others' lease. The body is checked, not kept: frames embed its text."""
         try:
-            return tuple(orjson.loads(row[3])), orjson.loads(row[4])
+            if row[4] is None:
+                raise TypeError("the body is missing")
+            orjson.loads(row[4])
+            return tuple(orjson.loads(row[3]))
         except (orjson.JSONDecodeError, TypeError) as exc:
             self._dead_letter(cur, "seq = ?", (row[0],), f"undecodable: {exc}", now)
             return None
 
     def _leased(
-        self, row: Sequence[Any], ids: tuple[str, ...], body: Any, until: float, nonce: str
+        self, row: Sequence[Any], ids: tuple[str, ...], until: float, nonce: str
     ) -> Message:
         seq, attempt = int(row[0]), int(row[6]) + 1
+        raw = row[4]
         return Message(
             id=seq,
             subscriber_id=row[1],
             publication_id=row[2],
             subscription_ids=ids,
-            body=body,
+            raw=raw.encode() if isinstance(raw, str) else bytes(raw),
             enqueued_at=float(row[5]),
             attempt=attempt,
             receipt=_receipt(seq, attempt, nonce),
             lease_until=until,
         )
 
-    def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
-        """Dead-letter one leased message, by its current receipt, with `reason` (a message
-        that cannot be served); False when the receipt is no longer current."""
+    def _reject(
+        self, subscriber_id: str, receipt: str, reason: str, now: float
+    ) -> Callable[[Cursor], bool]:
         seq = _seq_of(receipt)
-        if seq is None:
-            return False
-        with self._tx() as cur:
+
+        def op(cur: Cursor) -> bool:
+            if seq is None:
+                return False
             where = "subscriber_id = ? AND seq = ? AND receipt = ?"
             return self._dead_letter(cur, where, (subscriber_id, seq, receipt), reason, now) > 0
 
-    def _by_receipt(
-        self, subscriber_id: str, receipts: Sequence[str], sql: str, extra: Sequence[Any]
+        return op
+
+    def _settle(
+        self, subscriber_id: str, receipts: Sequence[str], now: float | None, delay_s: float
     ) -> Callable[[Cursor], AckResult]:
-        """One statement for all receipts: `sql WHERE ... RETURNING seq, receipt`."""
+        """Ack (`now` None: delete, then drop the bodies nobody refers to now) or nack (make
+        ready at `now + delay_s`), in one statement for all receipts."""
         wanted = list(dict.fromkeys(receipts))
         valid = [r for r in wanted if _seq_of(r) is not None]
+        marks = ", ".join("?" * len(valid))
+        where = f"WHERE subscriber_id = ? AND seq IN ({marks}) AND receipt IN ({marks})"
+        keys: tuple[Any, ...] = (subscriber_id, *(_seq_of(r) for r in valid), *valid)
+        if now is None:
+            sql, params = f"DELETE FROM messages {where} RETURNING receipt, body_key", keys
+        else:
+            sql = f"UPDATE messages SET visible_at = ?, receipt = NULL {where} RETURNING seq"
+            params = (now + delay_s, *keys)
 
         def op(cur: Cursor) -> AckResult:
-            rows: list[Any] = []
-            if valid:
-                marks = ", ".join("?" * len(valid))
-                cur.execute(
-                    self._q(
-                        f"{sql} WHERE subscriber_id = ? AND seq IN ({marks}) "
-                        f"AND receipt IN ({marks}) RETURNING seq, receipt"
-                    ),
-                    (*extra, subscriber_id, *(_seq_of(r) for r in valid), *valid),
-                )
-                rows = cur.fetchall()
-            # a DELETE returns the receipt that matched; an UPDATE returns the new (NULL) one
-            seqs = {int(row[0]) for row in rows if row[1] is None}
-            done = {row[1] for row in rows} | {r for r in valid if _seq_of(r) in seqs}
+            if not valid:
+                return AckResult([], wanted)
+            cur.execute(self._q(sql), params)
+            rows = cur.fetchall()
+            if now is None:
+                done = {str(r[0]) for r in rows}
+                self._drop_bodies(cur, (str(r[1]) for r in rows))
+            else:  # an UPDATE returns the new (NULL) receipt: match by sequence
+                seqs = {int(r[0]) for r in rows}
+                done = {r for r in valid if _seq_of(r) in seqs}
             return AckResult([r for r in wanted if r in done], [r for r in wanted if r not in done])
 
         return op
-
-    def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        with self._tx() as cur:
-            return self.ack_op(subscriber_id, receipts)(cur)
-
-    def ack_op(self, subscriber_id: str, receipts: Sequence[str]) -> Callable[[Cursor], AckResult]:
-        return self._by_receipt(subscriber_id, receipts, "DELETE FROM messages", ())
-
-    def nack(
-        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
-    ) -> AckResult:
-        with self._tx() as cur:
-            return self.nack_op(subscriber_id, receipts, now, delay_s)(cur)
-
-    def nack_op(
-        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
-    ) -> Callable[[Cursor], AckResult]:
-        return self._by_receipt(
-            subscriber_id,
-            receipts,
-            "UPDATE messages SET visible_at = ?, receipt = NULL",
-            (now + delay_s,),
-        )
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth:
         with self._read() as cur:
@@ -668,10 +821,10 @@ class SQLStore:
         with self._read() as cur:
             cur.execute(
                 self._q(
-                    "SELECT id, subscriber_id, publication_id, subscription_ids, body, "
-                    "enqueued_at, "
-                    "attempt, reason, dead_at FROM dead_letters WHERE subscriber_id = ? "
-                    "ORDER BY id LIMIT ?"
+                    "SELECT d.id, d.subscriber_id, d.publication_id, d.subscription_ids, "
+                    "b.body, d.enqueued_at, d.attempt, d.reason, d.dead_at FROM dead_letters d "
+                    "LEFT JOIN bodies b ON b.key = d.body_key WHERE d.subscriber_id = ? "
+                    "ORDER BY d.id LIMIT ?"
                 ),
                 (subscriber_id, limit),
             )
@@ -703,9 +856,9 @@ class SQLStore:
         with self._tx() as cur:
             cur.execute(
                 self._q(
-                    "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, body, "
-                    f"enqueued_at) SELECT subscriber_id, publication_id, subscription_ids, body, ? "
-                    f"FROM dead_letters WHERE {where} ORDER BY id"
+                    "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, "
+                    "body_key, enqueued_at) SELECT subscriber_id, publication_id, "
+                    f"subscription_ids, body_key, ? FROM dead_letters WHERE {where} ORDER BY id"
                 ),
                 (now, *params),
             )

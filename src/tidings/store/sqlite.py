@@ -3,7 +3,7 @@
 `synchronous=NORMAL` keeps every committed transaction across a crash of the process
 (`kill -9`); `?synchronous=full` in the URL also survives a power loss, at a cost per commit.
 One writer connection serves all threads, one transaction at a time (group commit gathers
-many callers' writes into one, see `Store.batch`). Reads of a file database go through a
+many callers' writes into one, see `Store.apply`). Reads of a file database go through a
 connection per thread, so they never wait for the writer (WAL lets them read the last
 committed state meanwhile).
 """
@@ -26,6 +26,7 @@ DIALECT = Dialect(
     concat_receipt="seq || '.' || (attempt + 1) || '.' || ?",
     skip_locked="",
     clustered="WITHOUT ROWID",
+    columns_of="SELECT name FROM pragma_table_info('{table}')",
 )
 
 

@@ -1,0 +1,95 @@
+"""Push delivery's flow control, for every channel that pushes (WebSocket, webhooks).
+
+A push stream leases a subscriber's messages in batches while fewer than `prefetch` are
+unacknowledged, so a slow subscriber holds the broker to a bounded amount of work and
+memory (the rest waits in its durable queue). Acknowledgements are committed beside the
+reader, never in its way: a channel that stops reading while a commit runs stops answering
+its keep-alive pings and is dropped, and its messages would be delivered twice. At close,
+the acknowledgements already read are committed first, then whatever is still
+unacknowledged is released for redelivery at once (not after its visibility timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+from tidings.store.base import AckResult, Message
+
+SETTLING = 64  # acknowledgement commits of one stream running at once, at most
+SETTLE_WAIT_S = 10.0  # at close, for the acknowledgements already read
+BATCH = 500  # messages leased at once, at most
+POLL_S = 5.0  # a lease waits this long for messages before asking again
+
+
+class Queues(Protocol):
+    """What a push stream needs of the broker."""
+
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+    ) -> list[Message]: ...
+    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
+    async def nack(
+        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
+    ) -> AckResult: ...
+
+
+class PushStream:
+    def __init__(self, queues: Queues, subscriber_id: str, prefetch: int) -> None:
+        self.queues = queues
+        self.subscriber_id = subscriber_id
+        self.prefetch = prefetch
+        self.inflight: set[str] = set()  # receipts handed out, not yet settled
+        self._room = asyncio.Event()
+        self._settling: set[asyncio.Task[None]] = set()
+
+    def free(self) -> int:
+        return self.prefetch - len(self.inflight)
+
+    async def next_batch(self) -> list[Message]:
+        """The next messages to push, once there is room for them (never an empty list)."""
+        while True:
+            if self.free() <= 0:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            batch = await self.queues.pull(
+                self.subscriber_id, min(self.free(), BATCH), wait_s=POLL_S
+            )
+            if batch:
+                self.inflight.update(m.receipt for m in batch)
+                return batch
+
+    async def settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
+        """Start committing an ack or nack and return; waits only while `SETTLING` commits
+        of this stream are already running."""
+        while len(self._settling) >= SETTLING:
+            await asyncio.wait(self._settling, return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.create_task(self._settle(kind, receipts))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    async def _settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
+        if kind == "ack":
+            await self.queues.ack(self.subscriber_id, receipts)
+        else:
+            await self.queues.nack(self.subscriber_id, receipts)
+        self.release(receipts)
+
+    def release(self, receipts: Sequence[str]) -> None:
+        """These are no longer in flight (settled, or handed back): room for more."""
+        self.inflight.difference_update(receipts)
+        self._room.set()
+
+    async def close(self) -> None:
+        """Commit the acknowledgements already read, then release the unacknowledged."""
+        if self._settling:
+            await asyncio.wait(set(self._settling), timeout=SETTLE_WAIT_S)
+        if self.inflight:
+            await self.queues.nack(self.subscriber_id, list(self.inflight))
+            self.inflight.clear()

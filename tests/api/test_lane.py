@@ -1,0 +1,84 @@
+"""The publish lane answers `POST /v1/publications` exactly as the routed handler does, and
+hands every other request to the application."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.test_broker import settings_for, started
+
+from tidings.api.app import create_app
+from tidings.api.lane import PublishLane
+from tidings.broker import Broker
+
+CASES = [
+    ({"data": {"t": 1}, "topics": ["a/b"]}, None),
+    (None, b'{"data": 1, "data": 2}'),  # a duplicate key
+    (None, b"{not json"),
+    (None, b"\xff\xfe"),  # not UTF-8
+    (None, b""),
+    ({"topics": "not-a-list"}, None),
+    ({"topics": ["a/+"]}, None),  # a wildcard is not a topic one publishes to
+    ({"data": "x" * 300_000}, None),  # past the publication size limit
+    ({"attributes": {"nested": {"no": 1}}}, None),
+    ([1, 2], None),
+]
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    b = await started(settings_for(tmp_path))
+    yield b
+    await b.close()
+    b.store.close()
+
+
+def client(app: object) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")  # type: ignore[arg-type]
+
+
+def comparable(response: httpx.Response) -> tuple[int, object]:
+    body = response.json()
+    if response.status_code == 201:  # ids and times differ from call to call
+        body = sorted(body)
+    return response.status_code, body
+
+
+@pytest.mark.parametrize(("json", "content"), CASES)
+async def test_the_lane_answers_as_the_routed_handler(
+    broker: Broker, json: object, content: bytes | None
+) -> None:
+    routed = create_app(broker)
+    async with client(routed) as plain, client(PublishLane(routed, broker)) as lane:
+        kwargs = {"content": content} if content is not None else {"json": json}
+        expected = await plain.post("/v1/publications", **kwargs)  # type: ignore[arg-type]
+        got = await lane.post("/v1/publications", **kwargs)  # type: ignore[arg-type]
+    assert comparable(got) == comparable(expected)
+    assert got.headers["content-type"] == "application/json"
+
+
+async def test_a_published_message_through_the_lane_is_delivered_and_counted(
+    broker: Broker,
+) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("lane",))
+    routed = create_app(broker)
+    async with client(PublishLane(routed, broker)) as lane:
+        answer = await lane.post("/v1/publications", json={"topics": ["lane"], "data": 7})
+        assert (answer.status_code, answer.json()["deliveries"]) == (201, 1)
+        labels = {"route": "/v1/publications", "method": "POST", "status": "201"}
+        assert broker.metrics.value("http_requests", **labels) == 1
+        [message] = await broker.pull(me.id, 10, wait_s=0)
+        assert message.body["data"] == 7  # type: ignore[index]
+
+
+async def test_other_requests_go_on_to_the_application(broker: Broker) -> None:
+    async with client(PublishLane(create_app(broker), broker)) as lane:
+        assert (await lane.get("/healthz")).json() == {"status": "ok"}
+        wrong_method = await lane.get("/v1/publications")
+        assert wrong_method.status_code == 405
+        batch = await lane.post("/v1/publications/batch", json={"publications": [{"data": 1}]})
+        assert batch.status_code == 201

@@ -1,0 +1,70 @@
+"""The push stream's flow control, on a real broker over SQLite: at most `prefetch` in
+flight, acknowledgements settled beside the reader, the unacknowledged released at close."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.test_broker import settings_for, started
+
+from tidings.broker import Broker, PublicationInput
+from tidings.delivery.stream import PushStream
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    b = await started(settings_for(tmp_path))
+    yield b
+    await b.close()
+    b.store.close()
+
+
+async def subscribed(broker: Broker, publications: int) -> str:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("t",))
+    await broker.publish_batch([PublicationInput(i, ("t",)) for i in range(publications)])
+    return me.id
+
+
+async def test_no_more_than_prefetch_messages_are_handed_out_until_some_are_settled(
+    broker: Broker,
+) -> None:
+    sid = await subscribed(broker, 10)
+    push = PushStream(broker, sid, prefetch=4)
+    first = await push.next_batch()
+    assert len(first) == 4 and push.free() == 0
+    waiting = asyncio.create_task(push.next_batch())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # no room: it does not lease
+    await push.settle("ack", [m.receipt for m in first[:2]])
+    second = await asyncio.wait_for(waiting, 10)
+    assert len(second) == 2 and len(push.inflight) == 4
+    assert {m.receipt for m in first[2:] + second} == push.inflight
+    await push.close()
+
+
+async def test_closing_commits_the_acks_read_then_releases_the_rest_at_once(
+    broker: Broker,
+) -> None:
+    sid = await subscribed(broker, 3)
+    push = PushStream(broker, sid, prefetch=10)
+    acked, *released = await push.next_batch()
+    await push.settle("ack", [acked.receipt])  # returns before its commit is done
+    await push.close()
+    again = await broker.pull(sid, 10, wait_s=0)  # ready now, not after the visibility
+    assert [m.publication_id for m in again] == [m.publication_id for m in released]
+    assert all(m.attempt == 2 for m in again)
+    assert (await broker.depth(sid)).leased == 2
+
+
+async def test_a_nack_hands_messages_back_and_frees_their_room(broker: Broker) -> None:
+    sid = await subscribed(broker, 2)
+    push = PushStream(broker, sid, prefetch=2)
+    batch = await push.next_batch()
+    await push.settle("nack", [m.receipt for m in batch])
+    again = await asyncio.wait_for(push.next_batch(), 10)
+    assert sorted(m.publication_id for m in again) == sorted(m.publication_id for m in batch)
+    await push.close()
