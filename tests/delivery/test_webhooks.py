@@ -261,6 +261,32 @@ def test_a_refused_connection_and_a_silent_endpoint_are_failures(tmp_path: Path)
     assert errors >= 2
 
 
+def test_two_brokers_on_one_postgresql_both_push_and_both_stop(
+    tmp_path: Path, schema: str, receiver: Receiver
+) -> None:
+    """Set through one broker, the endpoint is pushed by both (the other reads it within
+    its sync); every message arrives; deleted through one, both pushers stop."""
+    from tests.conftest import PG
+
+    def broker(name: str) -> EmbeddedServer:
+        settings = load_settings({"store_url": f"{PG}?schema={schema}"}, env={})
+        hooks = WebhookSettings(**(FAST | {"failures_to_pause": 100}))
+        return EmbeddedServer(
+            dataclasses.replace(settings, data_dir=tmp_path / name, webhooks=hooks)
+        )
+
+    with broker("a") as a, broker("b") as b, httpx.Client(base_url=a.url) as http:
+        sub = Hooked(http, receiver)
+        both = (a.broker.revocations.streaming, b.broker.revocations.streaming)
+        wait_for(lambda: all(sub.id in pushing() for pushing in both), "both pushers")
+        with httpx.Client(base_url=b.url) as other:
+            ids = publish(other, 30)
+        wait_for(lambda: {m["publication_id"] for m in receiver.delivered()} >= set(ids), "all")
+        assert all(r.verified for r in receiver.all())
+        assert http.delete(sub.base, headers=sub.auth).status_code == 204
+        wait_for(lambda: not any(sub.id in pushing() for pushing in both), "both to stop")
+
+
 def test_the_backoff_grows_with_full_jitter_up_to_the_cap() -> None:
     rng = random.Random(7)
     samples = {n: [backoff_s(n, 1.0, 60.0, rng) for _ in range(2000)] for n in range(1, 10)}
