@@ -43,6 +43,9 @@ def perf(
     ] = False,
     persistent: Annotated[bool, typer.Option(help="Durable queues, persistent messages.")] = False,
     inflight: Annotated[int, typer.Option(help="Outstanding sends per producer.")] = 64,
+    batch: Annotated[
+        int, typer.Option(help="Messages per send: one batch request, or pipelined publishes.")
+    ] = 1,
     selectivity: Annotated[
         float | None,
         typer.Option(help="Content workload: the fraction of messages each consumer wants."),
@@ -50,8 +53,9 @@ def perf(
     drain: Annotated[float, typer.Option(help="Seconds to wait for stragglers at the end.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the workload's randomness.")] = 1,
     processes: Annotated[
-        int, typer.Option(help="Spread the consumers over this many processes (fan-out runs).")
-    ] = 1,
+        int,
+        typer.Option(help="Run the consumers in this many processes of their own (0: in this one)."),
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="The summary as one JSON line.")] = False,
     instance: Annotated[
         str | None,
@@ -62,7 +66,7 @@ def perf(
     workload = Workload(
         producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
         duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
-        selectivity=selectivity, drain=drain, seed=seed, processes=processes,
+        batch=batch, selectivity=selectivity, drain=drain, seed=seed, processes=processes,
     )  # fmt: skip
     with _address(target, url) as address:
         summary = asyncio.run(_run(target, address, workload, as_json))

@@ -29,6 +29,7 @@ class Summary:
     lost: int
     duplicates: int
     wasted: int
+    closed: int
     send_errors: int
     first_error: str | None
     duration_s: float
@@ -44,13 +45,18 @@ class Audience:
 
     def __init__(self, workload: Workload) -> None:
         self.wanted = [workload.wanted(c) for c in range(workload.consumers)]
+        self._everything = not workload.content
         by_topic: list[list[range]] = [[] for _ in range(workload.topics)]
         for consumer, window in enumerate(self.wanted):
             by_topic[workload.topic_of_consumer(consumer)].append(window)
         self._low = [np.array([w.start for w in ws], dtype=np.int64) for ws in by_topic]
         self._high = [np.array([w.stop for w in ws], dtype=np.int64) for ws in by_topic]
 
-    def receivers(self, topic: int, x: int) -> int:
+    def receivers(self, topic: int, xs: list[int]) -> int:
+        """Deliveries wanted of messages with these xs on `topic`, in all."""
+        if self._everything:
+            return len(xs) * self.listeners(topic)  # no content workload: every listener
+        x = np.asarray(xs, dtype=np.int64)[:, None]
         return int(np.count_nonzero((self._low[topic] <= x) & (x < self._high[topic])))
 
     def listeners(self, topic: int) -> int:
@@ -71,7 +77,8 @@ def deliverer(recorder: Recorder, audience: Audience) -> Deliver:
 
 
 class Producer:
-    """Sends at `rate` (or flat out), at most `inflight` sends outstanding."""
+    """Sends `batch` messages at a time at `rate` (or flat out), at most `inflight` sends
+    outstanding. The messages of a batch share their send time and topic."""
 
     def __init__(
         self, index: int, target: Target, workload: Workload, recorder: Recorder, audience: Audience
@@ -91,7 +98,7 @@ class Producer:
                 await asyncio.sleep(max(0.0, start + seq / self.workload.rate - loop.time()))
             await self.slots.acquire()
             self._launch(seq)
-            seq += 1
+            seq += self.workload.batch
         await asyncio.gather(*self._flying, return_exceptions=True)
 
     def _launch(self, seq: int) -> None:
@@ -100,14 +107,16 @@ class Producer:
         task.add_done_callback(self._flying.discard)
 
     async def _send(self, seq: int) -> None:
-        topic, x = seq % self.workload.topics, self.random.randrange(X_DOMAIN)
+        count, size = self.workload.batch, self.workload.size
+        topic = (seq // count) % self.workload.topics
+        xs = [self.random.randrange(X_DOMAIN) for _ in range(count)]
         send_ns = time.time_ns()
-        body = encode(Header(send_ns, self.index, seq, x), self.workload.size)
+        bodies = [encode(Header(send_ns, self.index, seq + i, x), size) for i, x in enumerate(xs)]
         try:
-            await self.target.publish(self.index, topic, body, x)
-            wanted = self.audience.receivers(topic, x)
-            routed = wanted if self.target.filters else self.audience.listeners(topic)
-            self.recorder.on_sent(send_ns, wanted, routed)
+            await self.target.publish_batch(self.index, topic, bodies, xs)
+            wanted = self.audience.receivers(topic, xs)
+            routed = wanted if self.target.filters else count * self.audience.listeners(topic)
+            self.recorder.on_sent(send_ns, count, wanted, routed)
         except Exception as exc:  # a refused send is counted and reported, not fatal
             self.errors.append(exc)
         finally:
@@ -123,7 +132,7 @@ async def run(
     stop = stop or asyncio.Event()
     audience = Audience(workload)
     await target.open()
-    crew = Crew(target.name, target.url, workload) if workload.processes > 1 else None
+    crew = Crew(target.name, target.url, workload) if workload.processes else None
     try:
         recorder = Recorder()
         await (crew.start() if crew else _subscribe(target, workload, recorder, audience))
@@ -166,6 +175,8 @@ async def _measure(
         await _drain(recorder, workload.drain, stop)
     if crew:
         await crew.stop(listeners)
+    else:
+        recorder.closed = target.closed
     reporter.cancel()
     errors = [e for p in producers for e in p.errors]
     return summarise(target, recorder, produced_s, errors, stop.is_set())
@@ -205,12 +216,13 @@ def summarise(
         lost=max(0, recorder.expected - recorder.received),
         duplicates=recorder.duplicates,
         wasted=recorder.wasted,
+        closed=recorder.closed,
         send_errors=len(errors),
         first_error=str(errors[0]) if errors else None,
         duration_s=round(produced_s, 3),
         sent_per_s=recorder.sent / produced_s if produced_s else 0.0,
         received_per_s=recorder.received / received_s if received_s else 0.0,
         latency_ms=percentiles(latencies),
-        max_ms=max(latencies, default=float("nan")),
+        max_ms=float(latencies.max()) if len(latencies) else float("nan"),
         stopped_early=stopped,
     )

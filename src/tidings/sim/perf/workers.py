@@ -71,10 +71,11 @@ async def _expect(pipe: Connection, kind: str) -> None:
 
 async def _relay(pipe: Connection, recorder: Recorder) -> None:
     while True:
-        kind, receipts, wasted, duplicates = await _receive(pipe)
+        kind, receipts, wasted, duplicates, closed = await _receive(pipe)
         recorder.merge(receipts)
         recorder.wasted += wasted
         recorder.duplicates += duplicates
+        recorder.closed += closed
         if kind == "done":
             return
 
@@ -103,17 +104,20 @@ async def _consume(
             topic = workload.topic_of_consumer(consumer)
             await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
         pipe.send(("ready",))
-        sent = [0, 0]
+        sent = [0, 0, 0]
         while not pipe.poll():
             await asyncio.sleep(FLUSH_S)
+            recorder.closed = target.closed
             pipe.send(("receipts", recorder.take_fresh(), *_deltas(recorder, sent)))
         pipe.recv()
     finally:
         await target.close()
+    recorder.closed = target.closed
     pipe.send(("done", recorder.take_fresh(), *_deltas(recorder, sent)))
 
 
-def _deltas(recorder: Recorder, sent: list[int]) -> tuple[int, int]:
-    wasted, duplicates = recorder.wasted - sent[0], recorder.duplicates - sent[1]
-    sent[:] = [recorder.wasted, recorder.duplicates]
-    return wasted, duplicates
+def _deltas(recorder: Recorder, sent: list[int]) -> tuple[int, int, int]:
+    now = [recorder.wasted, recorder.duplicates, recorder.closed]
+    wasted, duplicates, closed = (a - b for a, b in zip(now, sent, strict=True))
+    sent[:] = now
+    return wasted, duplicates, closed

@@ -1,6 +1,7 @@
 """Redis Pub/Sub (redis-py asyncio): a connection per consumer subscribed to `perf.<run>.<topic>`.
-At most once and kept nowhere, so `--persistent` is refused; every PUBLISH is a round trip whose
-reply is the confirm. It cannot filter by content: consumers filter on receipt."""
+At most once and kept nowhere, so `--persistent` is refused. A batch of PUBLISHes goes in one
+pipeline (one write, the replies read together). It cannot filter by content: consumers filter
+on receipt."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tidings.sim.perf.workload import Workload
 class RedisTarget:
     name = "redis"
     filters = False
+    closed = 0
 
     def __init__(self, url: str | None, workload: Workload) -> None:
         if workload.persistent:
@@ -38,6 +40,9 @@ class RedisTarget:
         except (OSError, RedisConnectionError) as exc:
             raise unreachable(self.name, self.url, exc) from None
 
+    async def prepare(self, consumer: int, topic: int, wanted: range) -> None:
+        raise refuse("--offline", self.name, "Pub/Sub keeps nothing for an absent subscriber")
+
     async def subscribe(self, consumer: int, topic: int, wanted: range, deliver: Deliver) -> None:
         pubsub = self._client.pubsub()
         self._pubsubs.append(pubsub)
@@ -45,8 +50,14 @@ class RedisTarget:
         await pubsub.get_message(timeout=5)  # the subscribe confirmation: routing has begun
         self._tasks.append(asyncio.create_task(_listen(pubsub, consumer, deliver)))
 
-    async def publish(self, producer: int, topic: int, body: bytes, x: int) -> None:
-        await self._client.publish(self.channel(topic), body)
+    async def publish_batch(
+        self, producer: int, topic: int, bodies: list[bytes], xs: list[int]
+    ) -> None:
+        channel = self.channel(topic)
+        pipeline = self._client.pipeline(transaction=False)
+        for body in bodies:
+            pipeline.publish(channel, body)
+        await pipeline.execute()
 
     async def close(self) -> None:
         await stop_tasks(self._tasks)
