@@ -12,6 +12,7 @@ from typing import Annotated
 
 import orjson
 import typer
+import uvloop
 
 from tidings.sim.perf.report import second_line, summary_lines, summary_record
 from tidings.sim.perf.runner import Summary, run
@@ -54,7 +55,7 @@ def perf(
     seed: Annotated[int, typer.Option(help="Seed of the workload's randomness.")] = 1,
     processes: Annotated[
         int,
-        typer.Option(help="Run the consumers in this many processes of their own (0: in this one)."),
+        typer.Option(help="Consumers in this many processes of their own (0: in this one)."),
     ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="The summary as one JSON line.")] = False,
     instance: Annotated[
@@ -69,7 +70,7 @@ def perf(
         batch=batch, selectivity=selectivity, drain=drain, seed=seed, processes=processes,
     )  # fmt: skip
     with _address(target, url) as address:
-        summary = asyncio.run(_run(target, address, workload, as_json))
+        summary = uvloop.run(_run(target, address, workload, as_json))
     if as_json:
         typer.echo(orjson.dumps(summary_record(summary, workload, instance)).decode())
     else:

@@ -10,6 +10,8 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
+import uvloop
+
 from tidings.errors import ErrorCode, TidingsError
 from tidings.sim.perf.stats import Recorder
 from tidings.sim.perf.targets import make_target
@@ -85,7 +87,7 @@ def _main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     try:
-        asyncio.run(_consume(name, url, workload, consumers, pipe))
+        uvloop.run(_consume(name, url, workload, consumers, pipe))
     except TidingsError as exc:
         pipe.send(("error", exc.code.value, exc.field, exc.params))
     except Exception as exc:  # reported to the parent, which prints one line

@@ -14,10 +14,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from tidings.sim.perf.targets import mqtt_wire as m
+from tidings.sim.perf.targets.acks import OrderedAcks
 from tidings.sim.perf.targets.base import Deliver, refuse, unreachable
 from tidings.sim.perf.workload import Workload
 
@@ -29,37 +29,11 @@ class MqttError(Exception):
     """The broker refused the connection or the subscription."""
 
 
-@dataclass
-class PubAcks:
-    """QoS 1 publishes awaiting their PUBACKs; a window completes once `last` have come."""
-
-    sent: int = 0
-    acked: int = 0
-    windows: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
-
-    def reserve(self, count: int) -> asyncio.Future[None]:
-        self.sent += count
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.windows.append((self.sent, done))
-        return done
-
-    def on_ack(self, count: int) -> None:
-        self.acked += count
-        while self.windows and self.windows[0][0] <= self.acked:
-            self.windows.pop(0)[1].set_result(None)
-
-    def fail(self, error: Exception) -> None:
-        for _, done in self.windows:
-            if not done.done():
-                done.set_exception(error)
-        self.windows.clear()
-
-
 class MqttConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.packets = m.PacketReader()
-        self.acks = PubAcks()
+        self.acks = OrderedAcks()
         self.on_message: OnMessage | None = None
         self.error: Exception | None = None
         self._next_id = 0
@@ -134,7 +108,7 @@ class MqttConnection:
             elif incoming.kind == m.SUBACK:
                 self._subacks.put_nowait(incoming)
         if acked:
-            self.acks.on_ack(acked)
+            self.acks.on_acks(acked)
         if pubacks:
             self.writer.write(b"".join(pubacks))
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 
+from tidings.sim.perf.targets.acks import OrderedAcks
 from tidings.sim.perf.targets.base import Deliver, probe, refuse, stop_tasks, unreachable
 from tidings.sim.perf.workload import Workload
 
@@ -96,38 +96,13 @@ class NatsTarget:
             await connection.drain()
 
 
-@dataclass
-class _Window:
-    last: int  # the count of acks that completes it
-    done: asyncio.Future[None]
-
-
-class _PublishAcks:
+class _PublishAcks(OrderedAcks):
     """JetStream publish acks on one inbox, in publishing order (one stream)."""
 
-    def __init__(self) -> None:
-        self.sent = 0
-        self.acked = 0
-        self.error: str | None = None
-        self.windows: list[_Window] = []
-
-    def reserve(self, count: int) -> asyncio.Future[None]:
-        self.sent += count
-        done = asyncio.get_running_loop().create_future()
-        self.windows.append(_Window(self.sent, done))
-        return done
-
     async def on_ack(self, message: Msg) -> None:
-        self.acked += 1
-        if self.error is None and b'"error"' in message.data:
-            self.error = message.data.decode(errors="replace")
-        while self.windows and self.windows[0].last <= self.acked:
-            done = self.windows.pop(0).done
-            if self.error is None:
-                done.set_result(None)
-            else:
-                done.set_exception(RuntimeError(f"JetStream refused a publish: {self.error}"))
-                self.error = None
+        refused = b'"error"' in message.data
+        error = RuntimeError(f"JetStream refused a publish: {message.data!r}") if refused else None
+        self.on_acks(1, error)
 
 
 class JetStreamTarget(NatsTarget):
