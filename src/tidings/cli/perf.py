@@ -47,6 +47,13 @@ def perf(
     batch: Annotated[
         int, typer.Option(help="Messages per send: one batch request, or pipelined publishes.")
     ] = 1,
+    messages: Annotated[
+        int, typer.Option(help="Per producer: stop after this many (0: at --duration).")
+    ] = 0,
+    offline: Annotated[
+        bool,
+        typer.Option(help="Consumers away while the producers send; then they drain it."),
+    ] = False,
     selectivity: Annotated[
         float | None,
         typer.Option(help="Content workload: the fraction of messages each consumer wants."),
@@ -67,7 +74,8 @@ def perf(
     workload = Workload(
         producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
         duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
-        batch=batch, selectivity=selectivity, drain=drain, seed=seed, processes=processes,
+        batch=batch, messages=messages, offline=offline, selectivity=selectivity, drain=drain,
+        seed=seed, processes=processes,
     )  # fmt: skip
     with _address(target, url) as address:
         summary = uvloop.run(_run(target, address, workload, as_json))

@@ -4,6 +4,7 @@ stragglers, and sum up. The same code drives every target."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ class Summary:
     latency_ms: tuple[float, ...]  # min, median, 75th, 95th, 99th
     max_ms: float
     stopped_early: bool
+    drain_per_s: float | None  # offline runs: receipts/s from the consumers' return to the last
 
 
 class Audience:
@@ -94,7 +96,8 @@ class Producer:
     async def run(self, until: float, stop: asyncio.Event) -> None:
         loop, seq = asyncio.get_running_loop(), 0
         start = loop.time()
-        while loop.time() < until and not stop.is_set():
+        limit = self.workload.messages or float("inf")
+        while loop.time() < until and seq < limit and not stop.is_set():
             if self.workload.rate:
                 await asyncio.sleep(max(0.0, start + seq / self.workload.rate - loop.time()))
             await self.slots.acquire()
@@ -136,12 +139,23 @@ async def run(
     crew = Crew(target.name, target.url, workload) if workload.processes else None
     try:
         recorder = Recorder()
-        await (crew.start() if crew else _subscribe(target, workload, recorder, audience))
+        if crew:
+            await crew.start()
+        elif workload.offline:
+            await _prepare(target, workload, audience)
+        else:
+            await _subscribe(target, workload, recorder, audience)
         return await _measure(target, workload, recorder, audience, on_second, stop, crew)
     finally:
         if crew:
             crew.kill()
         await target.close()
+
+
+async def _prepare(target: Target, workload: Workload, audience: Audience) -> None:
+    for consumer in range(workload.consumers):
+        topic = workload.topic_of_consumer(consumer)
+        await target.prepare(consumer, topic, audience.wanted[consumer])
 
 
 async def _subscribe(
@@ -172,6 +186,9 @@ async def _measure(
     until = loop.time() + workload.duration
     await asyncio.gather(*(p.run(until, stop) for p in producers))
     produced_s = (time.time_ns() - recorder.start_ns) / 1e9
+    back_ns = time.time_ns()
+    if workload.offline and not stop.is_set():  # the consumers come back to their backlog
+        await (crew.go() if crew else _subscribe(target, workload, recorder, audience))
     if not stop.is_set():
         await _drain(recorder, workload.drain, stop)
     if crew:
@@ -180,7 +197,11 @@ async def _measure(
         recorder.closed = target.closed
     reporter.cancel()
     errors = [e for p in producers for e in p.errors]
-    return summarise(target, recorder, produced_s, errors, stop.is_set())
+    summary = summarise(target, recorder, produced_s, errors, stop.is_set())
+    if not workload.offline:
+        return summary
+    drained_s = (recorder.last_receive_ns - back_ns) / 1e9
+    return dataclasses.replace(summary, drain_per_s=recorder.received / max(drained_s, 1e-9))
 
 
 async def _report(recorder: Recorder, on_second: Callable[[Second], None]) -> None:
@@ -226,4 +247,5 @@ def summarise(
         latency_ms=percentiles(latencies),
         max_ms=float(latencies.max()) if len(latencies) else float("nan"),
         stopped_early=stopped,
+        drain_per_s=None,
     )

@@ -42,6 +42,11 @@ class Crew:
         for pipe in self._pipes:
             await _expect(pipe, "ready")
 
+    async def go(self) -> None:
+        """Offline runs: the consumers, prepared at `start`, begin to consume."""
+        for pipe in self._pipes:
+            pipe.send("go")
+
     def listen(self, recorder: Recorder) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(_relay(pipe, recorder)) for pipe in self._pipes]
 
@@ -104,8 +109,16 @@ async def _consume(
     try:
         for consumer in consumers:
             topic = workload.topic_of_consumer(consumer)
-            await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
+            if workload.offline:
+                await target.prepare(consumer, topic, audience.wanted[consumer])
+            else:
+                await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
         pipe.send(("ready",))
+        if workload.offline:
+            await asyncio.to_thread(pipe.recv)  # "go": the producers are done
+            for consumer in consumers:
+                topic = workload.topic_of_consumer(consumer)
+                await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
         sent = [0, 0, 0]
         while not pipe.poll():
             await asyncio.sleep(FLUSH_S)

@@ -29,6 +29,8 @@ class Workload:
     persistent: bool = False
     inflight: int = 64  # sends outstanding per producer, for targets whose send is a round trip
     batch: int = 1  # messages per send: a batch request, or publishes pipelined in one write
+    messages: int = 0  # per producer, then stop; 0 = until `duration` is over
+    offline: bool = False  # consumers away while the producers send, then they drain the backlog
     selectivity: float | None = None  # content mode: fraction of messages each consumer wants
     drain: float = 5.0  # seconds to wait for stragglers once the producers stop
     seed: int = 1
@@ -43,6 +45,7 @@ class Workload:
         _at_least("--rate", self.rate, 0)
         _at_least("--inflight", self.inflight, 1)
         _at_least("--batch", self.batch, 1)
+        _at_least("--messages", self.messages, 0)
         _at_least("--drain", self.drain, 0)
         _at_least("--processes", self.processes, 0)
         if self.duration <= 0:
