@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import random
 import time
 from collections.abc import Callable
@@ -182,7 +183,8 @@ async def _measure(
     producers = [
         Producer(p, target, workload, recorder, audience) for p in range(workload.producers)
     ]
-    reporter = asyncio.create_task(_report(recorder, on_second))
+    reported = [0]  # seconds reported so far
+    reporter = asyncio.create_task(_report(recorder, on_second, reported))
     until = loop.time() + workload.duration
     await asyncio.gather(*(p.run(until, stop) for p in producers))
     produced_s = (time.time_ns() - recorder.start_ns) / 1e9
@@ -196,6 +198,9 @@ async def _measure(
     else:
         recorder.closed = target.closed
     reporter.cancel()
+    elapsed_s = (time.time_ns() - recorder.start_ns) / 1e9
+    for second in range(reported[0], math.ceil(elapsed_s)):  # the last, partial one too
+        on_second(recorder.second(second))
     errors = [e for p in producers for e in p.errors]
     summary = summarise(target, recorder, produced_s, errors, stop.is_set())
     if not workload.offline:
@@ -204,13 +209,14 @@ async def _measure(
     return dataclasses.replace(summary, drain_per_s=recorder.received / max(drained_s, 1e-9))
 
 
-async def _report(recorder: Recorder, on_second: Callable[[Second], None]) -> None:
-    second = 0
+async def _report(
+    recorder: Recorder, on_second: Callable[[Second], None], reported: list[int]
+) -> None:
     while True:
-        next_ns = recorder.start_ns + (second + 1) * 1_000_000_000
+        next_ns = recorder.start_ns + (reported[0] + 1) * 1_000_000_000
         await asyncio.sleep(max(0.0, (next_ns - time.time_ns()) / 1e9) + 0.01)
-        on_second(recorder.second(second))
-        second += 1
+        on_second(recorder.second(reported[0]))
+        reported[0] += 1
 
 
 async def _drain(recorder: Recorder, drain_s: float, stop: asyncio.Event) -> None:

@@ -46,7 +46,7 @@ class Confirms:
     next_tag: int = 1
     acked_upto: int = 0
     singles: set[int] = field(default_factory=set)
-    nacked: list[int] = field(default_factory=list)
+    nacked: list[tuple[int, int]] = field(default_factory=list)  # tag ranges, both ends in
     windows: deque[Window] = field(default_factory=deque)
 
     def reserve(self, count: int) -> Window:
@@ -57,7 +57,7 @@ class Confirms:
 
     def settle(self, tag: int, multiple: bool, nack: bool) -> None:
         if nack:
-            self.nacked.append(tag)  # with `multiple`, the tags before it too: failed below
+            self.nacked.append((self.acked_upto + 1 if multiple else tag, tag))
         if multiple:
             self.acked_upto = max(self.acked_upto, tag)
         else:
@@ -70,8 +70,8 @@ class Confirms:
     def _release(self) -> None:
         while self.windows and self.windows[0].last <= self.acked_upto:
             window = self.windows.popleft()
-            failed = [t for t in self.nacked if t >= window.first]
-            self.nacked = [t for t in self.nacked if t > window.last]
+            failed = [lo for lo, hi in self.nacked if lo <= window.last and hi >= window.first]
+            self.nacked = [(lo, hi) for lo, hi in self.nacked if hi > window.last]
             if failed:
                 window.done.set_exception(AmqpError(f"the broker nacked tag {failed[0]}"))
             else:
