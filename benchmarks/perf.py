@@ -212,7 +212,12 @@ def _against_issue(name: str, target: str, figure: float) -> dict[str, Any]:
     if issue is None:
         return {}
     ratio = figure / issue
-    return {"issue_figure": issue, "over_issue": round(ratio, 3), "within_20pct": ratio >= 0.8}
+    return {
+        "issue_figure": issue,
+        "over_issue": round(ratio, 3),
+        "within_20pct": abs(ratio - 1) <= 0.2,
+        "at_least_80pct": ratio >= 0.8,  # the tool did not hold the broker below the issue's
+    }
 
 
 def overload_rate(fan_out: dict[str, Runs] | None) -> float:
