@@ -40,7 +40,7 @@ TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issu
 KNOWN_TARGETS = [*TARGETS, "tidings-http", "mqtt"]
 DURABLE = {t: ["--confirm", "--persistent"] for t in ("nats-jetstream", "rabbitmq", "mqtt")}
 ONE_TO_ONE = ["-x", "1", "-y", "1", "-s", "150", "--processes", "1"]
-FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "10", "--processes", "2"]
+FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "1", "--processes", "2"]
 # issue #14's table, this machine kind: 1 -> 1 msg/s, fan-out deliveries/s
 ISSUE = {
     "1-1-batched": {
