@@ -135,6 +135,7 @@ class MqttTarget:
         self.workload = workload
         self.qos = 1 if workload.confirm or workload.persistent else 0
         self._connections: list[MqttConnection] = []
+        self._kept: list[str] = []  # client ids whose sessions the broker keeps
 
     def topic_name(self, topic: int) -> str:
         return f"perf/{self.workload.run_id}/{topic}"
@@ -156,6 +157,8 @@ class MqttTarget:
     async def subscribe(self, consumer: int, topic: int, wanted: range, deliver: Deliver) -> None:
         client_id = f"perf-{self.workload.run_id}-{consumer}"
         connection = await self._connect(client_id, clean=not self.workload.persistent)
+        if self.workload.persistent:
+            self._kept.append(client_id)
         connection.on_message = lambda payload, at_ns: deliver(consumer, payload, at_ns)
         await connection.subscribe(self.topic_name(topic), self.qos)
 
@@ -167,3 +170,5 @@ class MqttTarget:
     async def close(self) -> None:
         for connection in self._connections:
             await connection.close()
+        for client_id in self._kept:  # a clean session discards the kept one
+            await (await self._connect(client_id, clean=True)).close()
