@@ -85,8 +85,11 @@ class TidingsTarget:
                 self._streams.append(stream)
                 ready.set_result(None)
                 await _consume(stream, consumer, deliver)
-        except TidingsClientError:
-            self._ended += 1
+        except TidingsClientError as exc:
+            if not ready.done():  # never opened: the subscribe fails with the reason
+                ready.set_exception(exc)
+                return
+            self._ended += 1  # the broker ended it and refused to open it again
             raise
 
     async def publish_batch(
