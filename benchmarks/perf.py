@@ -1,18 +1,30 @@
-"""Tidings side by side with the peer brokers on this machine, through `tidings perf`.
+"""Tidings side by side with the peer brokers on this machine: one harness, one sitting.
 
-    python benchmarks/perf.py [--quick] [--targets tidings,rabbitmq,...] [--cases ...]
+    python benchmarks/perf.py [--quick] [--runs N] [--targets tidings,rabbitmq,...]
+        [--cases 1-1-batched,...]
 
-Every case runs the same workload code against every target, each run in its own `tidings perf`
-process (Tidings: a broker process of its own, SQLite in a temporary directory). The baseline,
-measured in the same run, is core NATS (at most once, nothing kept): each line carries
-`ratio_vs_nats` = received/s divided by core NATS's received/s for the same case.
+Every (case, target) runs `--runs` times (3; 1 with --quick), interleaved over the targets, each
+run a `tidings perf` process of its own with its consumers in processes of their own; Tidings
+gets a fresh broker process (SQLite in a temporary directory) per run. Each line is the median
+run of one (case, target) by the case's metric, with every run's figure, the broker process's
+memory (before, peak, after, from /proc), the load average before and after, and ratios
+measured in the same run: on Tidings' line Tidings over each peer, on a peer's line Tidings over
+it, and how the peer compares with the figure issue #14 measured on this machine kind.
+
+Durable peers run durable: JetStream with file storage and publish acks, RabbitMQ with durable
+queues, persistent messages and publisher confirms (MQTT: QoS 1, kept sessions).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,60 +33,245 @@ import orjson
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, versions
 
-BASELINE = "nats"
-TARGETS = ["nats", "tidings", "tidings-http", "rabbitmq", "nats-jetstream", "mqtt", "redis"]
-CASES: dict[str, list[str]] = {
-    "1-1-150B": ["-x", "1", "-y", "1", "-s", "150"],
-    "1-1-1KiB": ["-x", "1", "-y", "1", "-s", "1024"],
-    "1-100-fanout-500": ["-x", "1", "-y", "100", "-s", "150", "-r", "500", "--processes", "2"],
-    "content-1pct-500": [
-        "-x", "1", "-y", "100", "-s", "150", "-r", "500", "--selectivity", "0.01",
-        "--processes", "2",
-    ],
+from tidings.server import broker_process
+from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
+
+TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
+KNOWN_TARGETS = [*TARGETS, "tidings-http", "mqtt"]
+DURABLE = {t: ["--confirm", "--persistent"] for t in ("nats-jetstream", "rabbitmq", "mqtt")}
+ONE_TO_ONE = ["-x", "1", "-y", "1", "-s", "150", "--processes", "1"]
+FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "1", "--processes", "2"]
+# issue #14's table, this machine kind: 1 -> 1 msg/s, fan-out deliveries/s
+ISSUE = {
+    "1-1-batched": {
+        "tidings": 17_200, "nats-jetstream": 57_400, "rabbitmq": 36_700, "nats": 250_000,
+        "redis": 122_000,
+    },
+    "1-1-per-request-64": {"tidings": 2_900},
+    "fanout-500x100": {
+        "tidings": 12_700, "nats-jetstream": 50_000, "rabbitmq": 25_000, "nats": 50_000,
+        "redis": 50_000,
+    },
 }  # fmt: skip
 
 
-def perf(target: str, args: list[str], duration: float) -> dict[str, Any] | None:
-    command = [sys.executable, "-m", "tidings.cli.main", "perf", "-t", target, *args]
-    command += ["-z", str(duration), "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=duration * 10 + 120)
+@dataclass(frozen=True)
+class Case:
+    args: list[str]
+    full_s: float
+    quick_s: float
+    targets: tuple[str, ...] | None = None  # None: every target asked for
+    metric: str = "received_per_s"
+    messages: tuple[int, int] | None = None  # (full, quick): stop after these many instead
+
+
+CASES: dict[str, Case] = {
+    "1-1-batched": Case([*ONE_TO_ONE, "--batch", "100", "--inflight", "8"], 10, 3),
+    "1-1-per-request-64": Case(
+        [*ONE_TO_ONE, "--batch", "1", "--inflight", "64"], 10, 3, targets=("tidings",)
+    ),
+    "fanout-500x100": Case([*FAN_OUT, "-r", "500"], 60, 5),
+    "backlog-1e6": Case(
+        [*ONE_TO_ONE, "--offline", "--batch", "500", "--inflight", "4", "--drain", "900"],
+        3600,
+        3600,
+        targets=("tidings", "rabbitmq", "nats-jetstream"),
+        metric="drain_per_s",
+        messages=(1_000_000, 100_000),
+    ),
+    "overload": Case(FAN_OUT, 60, 5, targets=("tidings",)),  # rate: see overload_rate
+}
+
+
+@dataclass
+class Runs:
+    """Every run of one (case, target), and the load average around them."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    load_before: list[float] = field(default_factory=lambda: _load())
+    load_after: list[float] = field(default_factory=list)
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+@contextlib.contextmanager
+def broker(target: str) -> Iterator[tuple[str | None, int | None]]:
+    """The URL to pass (Tidings: a broker process of its own) and the broker's process id."""
+    if not target.startswith("tidings"):
+        yield None, pid_of(BROKER_COMMANDS[target])
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix="tidings-bench-") as data_dir,
+        broker_process(Path(data_dir)) as (process, url),
+    ):
+        yield url, process.pid
+
+
+def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | str:
+    """One `tidings perf` run: its JSON summary with the broker's memory, or why it failed."""
+    with broker(target) as (url, pid):
+        command = [sys.executable, "-m", "tidings.cli.main", "perf", "-t", target, *args]
+        command += [*DURABLE.get(target, []), "-z", str(seconds), "--json"]
+        command += ["--url", url] if url else []
+        sampler = RssSampler(pid).start() if pid else None
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 1200)
+        except subprocess.TimeoutExpired:
+            return "timed out"
+        finally:
+            memory = sampler.stop() if sampler else {}
     if done.returncode != 0:
-        print(f"# {target}: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-        return None
+        return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     result: dict[str, Any] = orjson.loads(done.stdout.splitlines()[-1])
-    return result
+    return result | {"broker_memory": memory}
 
 
-def record(case: str, result: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
-    keep = ("target", "sent_per_s", "received_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms")
-    out = {"benchmark": "perf", "case": case, **{k: result.get(k) for k in keep}}
-    out |= {k: result[k] for k in ("lost", "duplicates", "wasted", "send_errors")}
-    out["ratio_vs_nats"] = (
-        round(result["received_per_s"] / baseline["received_per_s"], 3)
-        if baseline and baseline["received_per_s"]
-        else None
-    )
-    out["workload"] = result["workload"]
+def case_args(name: str, case: Case, quick: bool, rate: float | None) -> list[str]:
+    args = list(case.args)
+    if case.messages:
+        args += ["--messages", str(case.messages[1] if quick else case.messages[0])]
+    if rate is not None:
+        args += ["-r", f"{rate:g}"]
+    return args
+
+
+def measure(
+    name: str, case: Case, targets: list[str], quick: bool, runs: int, rate: float | None
+) -> dict[str, Runs]:
+    chosen = [t for t in targets if case.targets is None or t in case.targets]
+    measured = {t: Runs() for t in chosen}
+    seconds = case.quick_s if quick else case.full_s
+    for _ in range(runs):  # interleaved: a drift in the machine's load touches every target
+        for target in chosen:
+            outcome = run_once(target, case_args(name, case, quick, rate), seconds)
+            if isinstance(outcome, str):
+                print(f"# {name} {target}: {outcome}", file=sys.stderr)
+                measured[target].failures.append(outcome)
+            else:
+                measured[target].results.append(outcome)
+    for target_runs in measured.values():
+        target_runs.load_after = _load()
+    return measured
+
+
+def median_run(results: list[dict[str, Any]], metric: str) -> dict[str, Any]:
+    ordered = sorted(results, key=lambda r: r.get(metric) or 0.0)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+KEEP = (
+    "sent", "received", "expected", "lost", "duplicates", "closed", "wasted", "send_errors",
+    "first_error", "sent_per_s", "received_per_s", "drain_per_s", "p50_ms", "p95_ms", "p99_ms",
+    "max_ms", "broker_memory", "workload",
+)  # fmt: skip
+
+
+def lines(name: str, case: Case, measured: dict[str, Runs]) -> list[dict[str, Any]]:
+    medians = {
+        t: median_run(r.results, case.metric)[case.metric] for t, r in measured.items() if r.results
+    }
+    out = []
+    for target, runs in measured.items():
+        if not runs.results:
+            out.append(
+                {"benchmark": "perf", "case": name, "target": target, "failed": runs.failures}
+            )
+            continue
+        median = median_run(runs.results, case.metric)
+        record = {"benchmark": "perf", "case": name, "target": target, "metric": case.metric}
+        record |= {k: _rounded(median.get(k)) for k in KEEP}
+        record["runs"] = [round(r.get(case.metric) or 0.0, 1) for r in runs.results]
+        record["failed_runs"] = runs.failures
+        record |= _ratios(target, medians)
+        record |= _against_issue(name, target, medians[target])
+        record |= {"load_avg_before": runs.load_before, "load_avg_after": runs.load_after}
+        out.append(record)
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="3 s per run instead of 10 s")
+def _rounded(value: Any) -> Any:
+    return round(value, 2) if isinstance(value, float) else value
+
+
+def _ratios(target: str, medians: dict[str, float]) -> dict[str, Any]:
+    tidings = medians.get("tidings")
+    if not tidings:
+        return {}
+    if target == "tidings":
+        peers = {t: round(tidings / m, 3) for t, m in medians.items() if t != target and m}
+        return {"tidings_over_peer": peers}
+    return {"tidings_over_this": round(tidings / medians[target], 3) if medians[target] else None}
+
+
+def _against_issue(name: str, target: str, figure: float) -> dict[str, Any]:
+    """The issue's figure for this (case, target), and this run's figure over it."""
+    issue = ISSUE.get(name, {}).get(target)
+    if issue is None:
+        return {}
+    ratio = figure / issue
+    return {
+        "issue_figure": issue,
+        "over_issue": round(ratio, 3),
+        "within_20pct": abs(ratio - 1) <= 0.2,
+        "at_least_80pct": ratio >= 0.8,  # the tool did not hold the broker below the issue's
+    }
+
+
+def overload_rate(fan_out: dict[str, Runs] | None) -> float:
+    """Twice the publication rate Tidings sustained in this run's fan-out (100 consumers);
+    without one, twice the fan-out's 500/s."""
+    runs = fan_out.get("tidings") if fan_out else None
+    if not runs or not runs.results:
+        return 1000.0
+    delivered = median_run(runs.results, "received_per_s")["received_per_s"]
+    return round(2 * min(500.0, delivered / 100), 1)
+
+
+def broker_versions() -> dict[str, str]:
+    packages = ["rabbitmq-server", "nats-server", "redis-server", "mosquitto"]
+    done = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", *packages],
+        capture_output=True,
+        text=True,
+    )
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs, one run each")
+    parser.add_argument("--runs", type=int, help="runs per (case, target); median reported")
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--cases", default=",".join(CASES))
     args = parser.parse_args()
-    duration = 3.0 if args.quick else 10.0
-    targets = [BASELINE] + [t for t in args.targets.split(",") if t != BASELINE]
-    emit({"machine": machine(), "versions": versions("aio-pika", "nats-py", "paho-mqtt", "redis")})
-    for case in args.cases.split(","):
-        baseline = None
-        for target in targets:
-            result = perf(target, CASES[case], duration)
-            if result is None:
-                continue
-            baseline = baseline or (result if target == BASELINE else None)
-            emit(record(case, result, baseline))
+    for option, chosen, known in (
+        ("--targets", args.targets, KNOWN_TARGETS),
+        ("--cases", args.cases, list(CASES)),
+    ):
+        unknown = [c for c in chosen.split(",") if c not in known]
+        if unknown:
+            parser.error(f"{option}: unknown {', '.join(unknown)}; one of {', '.join(known)}")
+    if args.runs is not None and args.runs < 1:
+        parser.error("--runs: must be at least 1")
+    return args
+
+
+def main() -> None:
+    args = parse()
+    runs = args.runs or (1 if args.quick else 3)
+    header = {"machine": machine(), "load_avg": _load(), "runs": runs, "quick": args.quick}
+    header["versions"] = versions("nats-py", "redis", "hiredis", "uvloop") | broker_versions()
+    emit(header)
+    measured: dict[str, dict[str, Runs]] = {}
+    for name in args.cases.split(","):
+        case = CASES[name]
+        rate = overload_rate(measured.get("fanout-500x100")) if name == "overload" else None
+        measured[name] = measure(name, case, args.targets.split(","), args.quick, runs, rate)
+        for record in lines(name, case, measured[name]):
+            emit(record | {"machine": header["machine"], "versions": header["versions"]})
 
 
 if __name__ == "__main__":

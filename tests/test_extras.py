@@ -74,7 +74,7 @@ def test_the_pipeline_without_spark_says_which_extra_to_install(tmp_path: Path) 
 
 
 def test_the_load_tool_without_a_peers_client_says_which_extra_to_install() -> None:
-    result = tidings_without("aio_pika", "perf", "--target", "rabbitmq", "-z", "1")
+    result = tidings_without("nats", "perf", "--target", "nats", "-z", "1")
     assert result.returncode == 1
     assert "pip install 'tidings[perf]'" in result.stderr
     assert "Traceback" not in result.stderr

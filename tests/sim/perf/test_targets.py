@@ -1,4 +1,5 @@
-"""Every target runs the same short workload for real: nothing lost, nothing duplicated."""
+"""Every target runs the same short workload for real: nothing lost, nothing duplicated; the
+lean clients (AMQP and MQTT over asyncio streams, nats-py, redis-py) batched and durable."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.server import EmbeddedServer, free_port
 from tidings.sim.perf.runner import Summary, run
 from tidings.sim.perf.targets import TARGETS, make_target
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.workload import X_DOMAIN, Workload
 
 SERVICE_OF = {
     "rabbitmq": "rabbitmq",
@@ -68,6 +69,68 @@ def test_in_the_content_workload_only_brokers_that_cannot_filter_waste_deliverie
         assert summary.wasted == 0
     else:
         assert summary.received + summary.wasted == 3 * summary.sent
+
+
+DURABLE = {"rabbitmq", "nats-jetstream", "mqtt"}
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_each_client_sends_batches_and_every_consumer_gets_each_message_exactly_once(
+    name: str, tidings_url: str
+) -> None:
+    durable = name in DURABLE
+    summary = run_briefly(
+        name, url_of(name, tidings_url), consumers=2, rate=0, duration=30, messages=300,
+        batch=50, inflight=2, confirm=durable, persistent=durable,
+    )  # fmt: skip
+    assert (summary.sent, summary.send_errors) == (300, 0)
+    assert (summary.received, summary.lost, summary.duplicates) == (600, 0, 0)
+    assert summary.closed == 0
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("name", ["tidings", "rabbitmq", "nats-jetstream"])
+def test_a_backlog_sent_while_the_consumer_was_away_is_drained_whole(
+    name: str, tidings_url: str
+) -> None:
+    durable = name != "tidings"
+    summary = run_briefly(
+        name, url_of(name, tidings_url), consumers=1, rate=0, duration=30, messages=400,
+        batch=100, offline=True, confirm=durable, persistent=durable,
+    )  # fmt: skip
+    assert (summary.received, summary.lost, summary.duplicates) == (400, 0, 0)
+    assert summary.drain_per_s is not None and summary.drain_per_s > 0
+
+
+@pytest.mark.parametrize("name", ["nats", "redis", "mqtt"])
+def test_a_backlog_is_refused_by_peers_that_keep_nothing_for_an_absent_consumer(
+    name: str,
+) -> None:
+    require_service(SERVICE_OF[name])
+    with pytest.raises(TidingsError) as caught:
+        run_briefly(name, None, consumers=1, offline=True, messages=10)
+    assert caught.value.field == "--offline"
+
+
+@pytest.mark.service
+def test_a_stream_the_broker_ends_is_counted_as_closed(tidings_url: str) -> None:
+    async def scenario() -> int:
+        workload = Workload(consumers=1, size=150)
+        target = make_target("tidings", tidings_url, workload)
+        await target.open()
+        await target.subscribe(0, 0, range(X_DOMAIN), lambda *_: None)
+        handle = target._handles[0]  # type: ignore[attr-defined]
+        await handle.unregister()  # the broker closes its stream; reopening is refused
+        for _ in range(500):
+            if target.closed:
+                break
+            await asyncio.sleep(0.02)
+        closed = target.closed
+        await target.close()
+        return closed
+
+    assert asyncio.run(scenario()) == 1
 
 
 @pytest.mark.service

@@ -47,3 +47,16 @@ def test_with_selectivity_each_consumer_wants_a_window_of_that_share_of_the_doma
 def test_consumers_are_spread_over_the_topics_round_robin() -> None:
     workload = Workload(consumers=5, topics=2)
     assert [workload.topic_of_consumer(c) for c in range(5)] == [0, 1, 0, 1, 0]
+
+
+def test_the_header_has_fixed_widths_so_that_a_consumer_reads_it_by_position() -> None:
+    body = encode(Header(send_ns=12, producer=3, seq=42, x=7), 48)
+    assert body == b"0000000000000000012:00003:0000000042:00007:xxxxx"
+    assert decode(body) == Header(12, 3, 42, 7)
+
+
+def test_batches_and_message_counts_out_of_bounds_are_refused_naming_the_option() -> None:
+    for field, overrides in (("--batch", {"batch": 0}), ("--messages", {"messages": -1})):
+        with pytest.raises(TidingsError) as caught:
+            Workload(**overrides)  # type: ignore[arg-type]
+        assert caught.value.field == field

@@ -38,6 +38,10 @@ def summary_lines(summary: Summary) -> list[str]:
         f"{summary.duplicates:,} duplicates, "
         f"{summary.wasted:,} wasted deliveries (filtered out by consumers)",
     ]
+    if summary.drain_per_s is not None:
+        lines.append(f"backlog drained at {summary.drain_per_s:,.0f} msg/s")
+    if summary.closed:
+        lines.append(f"{summary.closed:,} consumer streams closed by the broker")
     if summary.send_errors:
         lines.append(f"{summary.send_errors:,} sends failed; the first: {summary.first_error}")
     return lines
@@ -59,4 +63,4 @@ def summary_record(summary: Summary, workload: Workload, instance: str | None) -
     }
 
 
-PEER_PACKAGES = ("aio-pika", "nats-py", "paho-mqtt", "redis", "httpx", "websockets")
+PEER_PACKAGES = ("nats-py", "redis", "hiredis", "websockets", "uvloop")

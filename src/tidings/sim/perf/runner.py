@@ -4,6 +4,8 @@ stragglers, and sum up. The same code drives every target."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import random
 import time
 from collections.abc import Callable
@@ -14,7 +16,7 @@ import numpy as np
 from tidings.sim.perf.stats import Recorder, Second, percentiles
 from tidings.sim.perf.targets.base import Deliver, Target
 from tidings.sim.perf.workers import Crew
-from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, decode, encode
+from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, encode
 
 STALL_S = 2.0  # while draining, give up once nothing has arrived for this long
 
@@ -29,6 +31,7 @@ class Summary:
     lost: int
     duplicates: int
     wasted: int
+    closed: int
     send_errors: int
     first_error: str | None
     duration_s: float
@@ -37,6 +40,7 @@ class Summary:
     latency_ms: tuple[float, ...]  # min, median, 75th, 95th, 99th
     max_ms: float
     stopped_early: bool
+    drain_per_s: float | None  # offline runs: receipts/s from the consumers' return to the last
 
 
 class Audience:
@@ -44,13 +48,18 @@ class Audience:
 
     def __init__(self, workload: Workload) -> None:
         self.wanted = [workload.wanted(c) for c in range(workload.consumers)]
+        self._everything = not workload.content
         by_topic: list[list[range]] = [[] for _ in range(workload.topics)]
         for consumer, window in enumerate(self.wanted):
             by_topic[workload.topic_of_consumer(consumer)].append(window)
         self._low = [np.array([w.start for w in ws], dtype=np.int64) for ws in by_topic]
         self._high = [np.array([w.stop for w in ws], dtype=np.int64) for ws in by_topic]
 
-    def receivers(self, topic: int, x: int) -> int:
+    def receivers(self, topic: int, xs: list[int]) -> int:
+        """Deliveries wanted of messages with these xs on `topic`, in all."""
+        if self._everything:
+            return len(xs) * self.listeners(topic)  # no content workload: every listener
+        x = np.asarray(xs, dtype=np.int64)[:, None]
         return int(np.count_nonzero((self._low[topic] <= x) & (x < self._high[topic])))
 
     def listeners(self, topic: int) -> int:
@@ -58,20 +67,22 @@ class Audience:
 
 
 def deliverer(recorder: Recorder, audience: Audience) -> Deliver:
-    """Receipts into the recorder; what a consumer did not want is counted as waste."""
+    """Receipts into the recorder; what a consumer did not want is counted as waste. The
+    header is read by position (`workload.decode`, inlined: this runs for every receipt)."""
+    wanted, received = audience.wanted, recorder.on_received
 
     def deliver(consumer: int, body: bytes | str, at_ns: int) -> None:
-        header = decode(body)
-        if header.x not in audience.wanted[consumer]:
+        if int(body[37:42]) not in wanted[consumer]:
             recorder.on_wasted()
             return
-        recorder.on_received(consumer, header.producer, header.seq, header.send_ns, at_ns)
+        received(consumer, int(body[20:25]), int(body[26:36]), int(body[0:19]), at_ns)
 
     return deliver
 
 
 class Producer:
-    """Sends at `rate` (or flat out), at most `inflight` sends outstanding."""
+    """Sends `batch` messages at a time at `rate` (or flat out), at most `inflight` sends
+    outstanding. The messages of a batch share their send time and topic."""
 
     def __init__(
         self, index: int, target: Target, workload: Workload, recorder: Recorder, audience: Audience
@@ -86,12 +97,13 @@ class Producer:
     async def run(self, until: float, stop: asyncio.Event) -> None:
         loop, seq = asyncio.get_running_loop(), 0
         start = loop.time()
-        while loop.time() < until and not stop.is_set():
+        limit = self.workload.messages or float("inf")
+        while loop.time() < until and seq < limit and not stop.is_set():
             if self.workload.rate:
                 await asyncio.sleep(max(0.0, start + seq / self.workload.rate - loop.time()))
             await self.slots.acquire()
             self._launch(seq)
-            seq += 1
+            seq += self.workload.batch
         await asyncio.gather(*self._flying, return_exceptions=True)
 
     def _launch(self, seq: int) -> None:
@@ -100,14 +112,16 @@ class Producer:
         task.add_done_callback(self._flying.discard)
 
     async def _send(self, seq: int) -> None:
-        topic, x = seq % self.workload.topics, self.random.randrange(X_DOMAIN)
+        count, size = self.workload.batch, self.workload.size
+        topic = (seq // count) % self.workload.topics
+        xs = [self.random.randrange(X_DOMAIN) for _ in range(count)]
         send_ns = time.time_ns()
-        body = encode(Header(send_ns, self.index, seq, x), self.workload.size)
+        bodies = [encode(Header(send_ns, self.index, seq + i, x), size) for i, x in enumerate(xs)]
         try:
-            await self.target.publish(self.index, topic, body, x)
-            wanted = self.audience.receivers(topic, x)
-            routed = wanted if self.target.filters else self.audience.listeners(topic)
-            self.recorder.on_sent(send_ns, wanted, routed)
+            await self.target.publish_batch(self.index, topic, bodies, xs)
+            wanted = self.audience.receivers(topic, xs)
+            routed = wanted if self.target.filters else count * self.audience.listeners(topic)
+            self.recorder.on_sent(send_ns, count, wanted, routed)
         except Exception as exc:  # a refused send is counted and reported, not fatal
             self.errors.append(exc)
         finally:
@@ -123,15 +137,26 @@ async def run(
     stop = stop or asyncio.Event()
     audience = Audience(workload)
     await target.open()
-    crew = Crew(target.name, target.url, workload) if workload.processes > 1 else None
+    crew = Crew(target.name, target.url, workload) if workload.processes else None
     try:
         recorder = Recorder()
-        await (crew.start() if crew else _subscribe(target, workload, recorder, audience))
+        if crew:
+            await crew.start()
+        elif workload.offline:
+            await _prepare(target, workload, audience)
+        else:
+            await _subscribe(target, workload, recorder, audience)
         return await _measure(target, workload, recorder, audience, on_second, stop, crew)
     finally:
         if crew:
             crew.kill()
         await target.close()
+
+
+async def _prepare(target: Target, workload: Workload, audience: Audience) -> None:
+    for consumer in range(workload.consumers):
+        topic = workload.topic_of_consumer(consumer)
+        await target.prepare(consumer, topic, audience.wanted[consumer])
 
 
 async def _subscribe(
@@ -158,26 +183,40 @@ async def _measure(
     producers = [
         Producer(p, target, workload, recorder, audience) for p in range(workload.producers)
     ]
-    reporter = asyncio.create_task(_report(recorder, on_second))
+    reported = [0]  # seconds reported so far
+    reporter = asyncio.create_task(_report(recorder, on_second, reported))
     until = loop.time() + workload.duration
     await asyncio.gather(*(p.run(until, stop) for p in producers))
     produced_s = (time.time_ns() - recorder.start_ns) / 1e9
+    back_ns = time.time_ns()
+    if workload.offline and not stop.is_set():  # the consumers come back to their backlog
+        await (crew.go() if crew else _subscribe(target, workload, recorder, audience))
     if not stop.is_set():
         await _drain(recorder, workload.drain, stop)
     if crew:
         await crew.stop(listeners)
+    else:
+        recorder.closed = target.closed
     reporter.cancel()
-    errors = [e for p in producers for e in p.errors]
-    return summarise(target, recorder, produced_s, errors, stop.is_set())
-
-
-async def _report(recorder: Recorder, on_second: Callable[[Second], None]) -> None:
-    second = 0
-    while True:
-        next_ns = recorder.start_ns + (second + 1) * 1_000_000_000
-        await asyncio.sleep(max(0.0, (next_ns - time.time_ns()) / 1e9) + 0.01)
+    elapsed_s = (time.time_ns() - recorder.start_ns) / 1e9
+    for second in range(reported[0], math.ceil(elapsed_s)):  # the last, partial one too
         on_second(recorder.second(second))
-        second += 1
+    errors = [e for p in producers for e in p.errors]
+    summary = summarise(target, recorder, produced_s, errors, stop.is_set())
+    if not workload.offline:
+        return summary
+    drained_s = (recorder.last_receive_ns - back_ns) / 1e9
+    return dataclasses.replace(summary, drain_per_s=recorder.received / max(drained_s, 1e-9))
+
+
+async def _report(
+    recorder: Recorder, on_second: Callable[[Second], None], reported: list[int]
+) -> None:
+    while True:
+        next_ns = recorder.start_ns + (reported[0] + 1) * 1_000_000_000
+        await asyncio.sleep(max(0.0, (next_ns - time.time_ns()) / 1e9) + 0.01)
+        on_second(recorder.second(reported[0]))
+        reported[0] += 1
 
 
 async def _drain(recorder: Recorder, drain_s: float, stop: asyncio.Event) -> None:
@@ -205,12 +244,14 @@ def summarise(
         lost=max(0, recorder.expected - recorder.received),
         duplicates=recorder.duplicates,
         wasted=recorder.wasted,
+        closed=recorder.closed,
         send_errors=len(errors),
         first_error=str(errors[0]) if errors else None,
         duration_s=round(produced_s, 3),
         sent_per_s=recorder.sent / produced_s if produced_s else 0.0,
         received_per_s=recorder.received / received_s if received_s else 0.0,
         latency_ms=percentiles(latencies),
-        max_ms=max(latencies, default=float("nan")),
+        max_ms=float(latencies.max()) if len(latencies) else float("nan"),
         stopped_early=stopped,
+        drain_per_s=None,
     )

@@ -10,6 +10,8 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
+import uvloop
+
 from tidings.errors import ErrorCode, TidingsError
 from tidings.sim.perf.stats import Recorder
 from tidings.sim.perf.targets import make_target
@@ -39,6 +41,11 @@ class Crew:
             process.start()
         for pipe in self._pipes:
             await _expect(pipe, "ready")
+
+    async def go(self) -> None:
+        """Offline runs: the consumers, prepared at `start`, begin to consume."""
+        for pipe in self._pipes:
+            pipe.send("go")
 
     def listen(self, recorder: Recorder) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(_relay(pipe, recorder)) for pipe in self._pipes]
@@ -71,10 +78,11 @@ async def _expect(pipe: Connection, kind: str) -> None:
 
 async def _relay(pipe: Connection, recorder: Recorder) -> None:
     while True:
-        kind, receipts, wasted, duplicates = await _receive(pipe)
+        kind, receipts, wasted, duplicates, closed = await _receive(pipe)
         recorder.merge(receipts)
         recorder.wasted += wasted
         recorder.duplicates += duplicates
+        recorder.closed += closed
         if kind == "done":
             return
 
@@ -84,7 +92,7 @@ def _main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     try:
-        asyncio.run(_consume(name, url, workload, consumers, pipe))
+        uvloop.run(_consume(name, url, workload, consumers, pipe))
     except TidingsError as exc:
         pipe.send(("error", exc.code.value, exc.field, exc.params))
     except Exception as exc:  # reported to the parent, which prints one line
@@ -101,19 +109,30 @@ async def _consume(
     try:
         for consumer in consumers:
             topic = workload.topic_of_consumer(consumer)
-            await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
+            if workload.offline:
+                await target.prepare(consumer, topic, audience.wanted[consumer])
+            else:
+                await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
         pipe.send(("ready",))
-        sent = [0, 0]
+        if workload.offline:
+            await asyncio.to_thread(pipe.recv)  # "go": the producers are done
+            for consumer in consumers:
+                topic = workload.topic_of_consumer(consumer)
+                await target.subscribe(consumer, topic, audience.wanted[consumer], deliver)
+        sent = [0, 0, 0]
         while not pipe.poll():
             await asyncio.sleep(FLUSH_S)
+            recorder.closed = target.closed
             pipe.send(("receipts", recorder.take_fresh(), *_deltas(recorder, sent)))
         pipe.recv()
     finally:
         await target.close()
+    recorder.closed = target.closed
     pipe.send(("done", recorder.take_fresh(), *_deltas(recorder, sent)))
 
 
-def _deltas(recorder: Recorder, sent: list[int]) -> tuple[int, int]:
-    wasted, duplicates = recorder.wasted - sent[0], recorder.duplicates - sent[1]
-    sent[:] = [recorder.wasted, recorder.duplicates]
-    return wasted, duplicates
+def _deltas(recorder: Recorder, sent: list[int]) -> tuple[int, int, int]:
+    now = [recorder.wasted, recorder.duplicates, recorder.closed]
+    wasted, duplicates, closed = (a - b for a, b in zip(now, sent, strict=True))
+    sent[:] = now
+    return wasted, duplicates, closed

@@ -1,7 +1,8 @@
 """The workload every target runs: what is sent, to whom, and what each consumer wants.
 
-A message body is ASCII: `send_ns:producer:seq:x:` then padding to `size` bytes. The same bytes go
-to every target, so that no target pays for an encoding the others do not.
+A message body is ASCII: `send_ns:producer:seq:x:` in fixed widths (zero-padded: 19, 5, 10 and 5
+digits), then padding to `size` bytes. The same bytes go to every target, so that no target pays
+for an encoding the others do not; the fixed widths let a consumer read the header by slicing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tidings.errors import invalid
 
 X_DOMAIN = 10_000  # content mode: each message carries an attribute x uniform in [0, X_DOMAIN)
 MIN_SIZE = 48  # the header needs room: 19 + 1 + 5 + 1 + 10 + 1 + 5 + 1 digits and colons
+HEADER = "{:019d}:{:05d}:{:010d}:{:05d}:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +28,13 @@ class Workload:
     confirm: bool = False
     persistent: bool = False
     inflight: int = 64  # sends outstanding per producer, for targets whose send is a round trip
+    batch: int = 1  # messages per send: a batch request, or publishes pipelined in one write
+    messages: int = 0  # per producer, then stop; 0 = until `duration` is over
+    offline: bool = False  # consumers away while the producers send, then they drain the backlog
     selectivity: float | None = None  # content mode: fraction of messages each consumer wants
     drain: float = 5.0  # seconds to wait for stragglers once the producers stop
     seed: int = 1
-    processes: int = 1  # more than 1: consumers run in that many processes, producers in this one
+    processes: int = 0  # 0: consumers in this process; N: in N processes of their own
     run_id: str = field(default_factory=lambda: f"{random.getrandbits(32):08x}")
 
     def __post_init__(self) -> None:
@@ -39,8 +44,10 @@ class Workload:
         _at_least("--size", self.size, MIN_SIZE)
         _at_least("--rate", self.rate, 0)
         _at_least("--inflight", self.inflight, 1)
+        _at_least("--batch", self.batch, 1)
+        _at_least("--messages", self.messages, 0)
         _at_least("--drain", self.drain, 0)
-        _at_least("--processes", self.processes, 1)
+        _at_least("--processes", self.processes, 0)
         if self.duration <= 0:
             raise invalid("--duration", "must be more than 0 seconds")
         if self.selectivity is not None and not 0 < self.selectivity <= 1:
@@ -78,11 +85,10 @@ class Header:
 
 
 def encode(header: Header, size: int) -> bytes:
-    head = f"{header.send_ns}:{header.producer}:{header.seq}:{header.x}:".encode()
+    head = HEADER.format(header.send_ns, header.producer, header.seq, header.x).encode()
     return head + b"x" * (size - len(head))
 
 
 def decode(body: bytes | str) -> Header:
-    text = body if isinstance(body, str) else body[:64].decode("ascii", "replace")
-    send_ns, producer, seq, x, _ = text.split(":", 4)
-    return Header(int(send_ns), int(producer), int(seq), int(x))
+    """The header of a body, read by position (int() takes ASCII bytes as well as text)."""
+    return Header(int(body[0:19]), int(body[20:25]), int(body[26:36]), int(body[37:42]))

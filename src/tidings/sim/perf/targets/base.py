@@ -15,23 +15,33 @@ Deliver = Callable[[int, bytes | str, int], None]
 
 
 class Target(Protocol):
-    """A broker under load. `filters` says whether it can route by content itself."""
+    """A broker under load. `filters` says whether it can route by content itself; `closed`
+    counts the consumer streams the broker closed (the consumer opened them again)."""
 
     name: str
     url: str
     filters: bool
+    closed: int
 
     def __init__(self, url: str | None, workload: Workload) -> None: ...
 
     async def open(self) -> None:
         """Connect the producers' side; raise `unreachable` when the broker is not there."""
 
-    async def subscribe(self, consumer: int, topic: int, wanted: range, deliver: Deliver) -> None:
-        """Start one consumer on `topic`; return once the broker routes to it. Targets that
-        filter by content subscribe with `wanted` (x in the range); others ignore it."""
+    async def prepare(self, consumer: int, topic: int, wanted: range) -> None:
+        """Make the broker keep one consumer's messages on `topic` from now on, without
+        consuming them (a durable queue, a subscriber). Targets that filter by content
+        subscribe with `wanted` (x in the range); others ignore it."""
 
-    async def publish(self, producer: int, topic: int, body: bytes, x: int) -> None:
-        """Send one message; with `confirm`, return once the broker has it."""
+    async def subscribe(self, consumer: int, topic: int, wanted: range, deliver: Deliver) -> None:
+        """Start one consumer on `topic` (prepared first if it was not); return once the
+        broker routes to it."""
+
+    async def publish_batch(
+        self, producer: int, topic: int, bodies: list[bytes], xs: list[int]
+    ) -> None:
+        """Send these messages (one request, or pipelined in one write); with `confirm`,
+        return once the broker has every one of them."""
 
     async def close(self) -> None:
         """Stop the consumers, delete what the run created, disconnect."""
