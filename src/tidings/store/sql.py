@@ -499,11 +499,15 @@ class SQLStore:
         """The operations in order, in one transaction (group commit). Each answer is the
         operation's value, or the exception it raised (the others still commit)."""
         steps = [self._prepared(op) for op in ops]
-        results: list[Any] = []
-        with self._tx() as cur:
-            for step in steps:
-                results.append(step if isinstance(step, Exception) else self._isolated(cur, step))
-        return results
+        try:  # the usual case, nothing fails: no savepoint statements around each operation
+            with self._tx() as cur:
+                return [s if isinstance(s, Exception) else s(cur) for s in steps]
+        except Exception:  # all undone: again, each operation in a savepoint of its own
+            results: list[Any] = []
+            with self._tx() as cur:
+                for s in steps:
+                    results.append(s if isinstance(s, Exception) else self._isolated(cur, s))
+            return results
 
     def _prepared(self, op: QueueOp) -> Callable[[Cursor], Any] | Exception:
         try:
