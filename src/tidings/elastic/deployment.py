@@ -46,6 +46,7 @@ class Deployment:
         exit_points: int = 1,
         transport: str = "ipc",
         host: str = "127.0.0.1",
+        matcher_class: type[MatcherOperator] = MatcherOperator,
     ) -> None:
         if matchers < 1 or exit_points < 1:
             raise TidingsError(
@@ -65,6 +66,7 @@ class Deployment:
         self._numbers = {"m": 0, "e": 0}
         self.reports: list[ScaleReport] = []
         self._scaling = asyncio.Lock()
+        self._matcher_class = matcher_class  # tests put in one that pauses a scale
 
     # ------------------------------------------------------------ life cycle
 
@@ -109,7 +111,7 @@ class Deployment:
         return coordinator
 
     async def _start_matcher(self, member: str) -> MatcherOperator:
-        op = MatcherOperator(member, await self._session(), self._bind(member))
+        op = self._matcher_class(member, await self._session(), self._bind(member))
         await op.start()
         self.matchers[member] = op
         return op

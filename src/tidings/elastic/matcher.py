@@ -214,6 +214,7 @@ class MatcherOperator(Operator):
             return
         scale.sent = True
         state = scale.state
+        await self.resolve(state.new)  # the watch that also does it may not have run yet
         new = Selector(state.view, tuple(state.new))
         if self.id in state.old:  # snapshot, repartition by the new selector, send
             current = max(v for v in self.slices if v < state.view)
