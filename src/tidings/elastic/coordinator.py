@@ -31,6 +31,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from tidings.errors import ErrorCode, TidingsError
 
 log = logging.getLogger("tidings.elastic")
+# kazoo reports every lost connection at WARNING; with no logging set up (a CLI command) that
+# went to stderr through logging's last resort. Configured logging still receives them.
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
 
 Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
 ScaleKind: TypeAlias = Literal["matchers", "exit_points"]

@@ -227,18 +227,27 @@ class Deployment:
                 await op.coordinator.close()
 
     async def status(self) -> dict[str, Any]:
-        config = await self.coordinator.require_config()
-        members = await self.coordinator.members()
-        scale = await self.coordinator.scale()
-        return {
-            "cluster": self.cluster,
-            "zookeeper": self.zookeeper,
-            "matchers": {"view": config.matchers.view, "members": config.matchers.members},
-            "exit_points": {"view": config.exit_points.view, "members": config.exit_points.members},
-            "access_points": config.access_points,
-            "running": {m: info.role for m, info in sorted(members.items())},
-            "scale": None
-            if scale is None
-            else {"id": scale.id, "kind": scale.kind, "phase": scale.phase},
-            "last_scales": [r.to_json() for r in self.reports[-5:]],
-        }
+        found = await cluster_status(self.coordinator)
+        found["last_scales"] = [r.to_json() for r in self.reports[-5:]]
+        return found
+
+
+async def cluster_status(coordinator: Coordinator) -> dict[str, Any]:
+    """The views, the running operators (and which are unassigned), the scale in progress."""
+    config = await coordinator.require_config()
+    members = await coordinator.members()
+    scale = await coordinator.scale()
+    assigned = {*config.matchers.members, *config.exit_points.members, *config.access_points}
+    return {
+        "cluster": coordinator.cluster,
+        "zookeeper": coordinator.hosts,
+        "matchers": {"view": config.matchers.view, "members": config.matchers.members},
+        "exit_points": {"view": config.exit_points.view, "members": config.exit_points.members},
+        "access_points": config.access_points,
+        "running": {m: info.role for m, info in sorted(members.items())},
+        "unassigned": sorted(set(members) - assigned),
+        "missing": sorted(assigned - set(members)),
+        "scale": None
+        if scale is None
+        else {"id": scale.id, "kind": scale.kind, "phase": scale.phase, "reason": scale.reason},
+    }

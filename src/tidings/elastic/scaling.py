@@ -168,3 +168,31 @@ class Scaler:
         state = await self.coordinator.set_phase(state, "end")
         report.phases["release"] = time.perf_counter() - clock
         return report
+
+
+async def scale_with_running(
+    coordinator: Coordinator, matchers: int | None, exit_points: int | None
+) -> list[ScaleReport]:
+    """Scale each layer to a number of instances with the operators already running: the
+    first members stay, idle running operators are added (CONFLICT when too few run)."""
+    scaler, reports = Scaler(coordinator), []
+    for count, role in ((matchers, "matcher"), (exit_points, "exit_point")):
+        if count is None:
+            continue
+        config = await coordinator.require_config()
+        view = config.matchers if role == "matcher" else config.exit_points
+        current = list(view.members)
+        running = await coordinator.members()
+        idle = sorted(m for m, info in running.items() if info.role == role and m not in current)
+        new = current[:count] + idle[: max(0, count - len(current))]
+        if len(new) < count:
+            raise TidingsError(
+                ErrorCode.CONFLICT,
+                detail=f"{count} {role.replace('_', ' ')}s wanted, {len(new)} running: start "
+                f"more with `tidings {role.replace('_', '-')}`",
+            )
+        if role == "matcher":
+            reports.append(await scaler.scale_matchers(new))
+        else:
+            reports.append(await scaler.scale_exit_points(new))
+    return reports
