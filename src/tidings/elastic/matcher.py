@@ -307,6 +307,10 @@ class MatcherOperator(Operator):
             del self._ep_markers[message.scale]
             await self.coordinator.arrive(message.scale, "done", self.id)
 
+    def matching_p99(self) -> float:
+        recent = sorted(self.matching_seconds)
+        return recent[int(0.99 * (len(recent) - 1))] if recent else 0.0
+
     def subscriptions(self) -> int:
         current = max(self.slices, default=None)
         return 0 if current is None else len(self.slices[current].records)
