@@ -34,6 +34,14 @@ system_package() {  # command package what-needs-it
 
 system_package tesseract tesseract-ocr "detect_printed_text (the function library)"
 system_package bwrap bubblewrap "The function sandbox"
+# ZooKeeper's scripts are not on PATH: look for the server's jar (Debian's zookeeper package)
+if [ ! -e /usr/share/java/zookeeper.jar ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -q zookeeper >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q zookeeper >/dev/null 2>&1; }
+  fi
+  [ -e /usr/share/java/zookeeper.jar ] \
+    || need "Elastic matching (tidings serve --matching elastic, its tests) needs zookeeper: install it (Debian: apt-get install zookeeper)."
+fi
 if [ "${1:-}" = "--tests" ]; then  # what only the test suite needs
   system_package haproxy haproxy "The balanced-cluster tests"
   system_package chromium chromium "The console's browser tests"

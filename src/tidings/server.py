@@ -41,13 +41,22 @@ def build_broker(settings: Settings) -> Broker:
         else None
     )
     token, _ = admin_token(settings.admin_token, settings.data_dir)
-    return Broker(
+    elastic = None
+    if settings.matching == "elastic":
+        from tidings.elastic.seam import ElasticMatching
+
+        elastic = ElasticMatching(settings.elastic, store)
+    broker = Broker(
         settings,
         store,
         runner=create_runner(settings.functions),
         eventlog=log,
         admin_token_hash=hash_token(token),
+        elastic=elastic,
     )
+    if elastic is not None:
+        broker.metrics.registry.register(elastic.collector())
+    return broker
 
 
 def _config(settings: Settings, broker: Broker) -> uvicorn.Config:

@@ -146,6 +146,38 @@ async def simulation_summary(request: Request) -> Response:
     return JSONResponse(summary, headers={"Content-Disposition": disposition})
 
 
+class ClusterScaleBody(t.Body):
+    matchers: int | None = None
+    exit_points: int | None = None
+
+
+def _elastic(broker: Broker) -> Any:
+    if broker.elastic is None:
+        raise TidingsError(
+            ErrorCode.NOT_FOUND,
+            detail="this broker does not match elastically (--matching elastic)",
+        )
+    return broker.elastic
+
+
+@described(Operation(answer=dict[str, Any], token=True))
+async def cluster(request: Request) -> Response:
+    """The elastic deployment: its views, running operators and the scale in progress."""
+    broker = admin(request)
+    return JSONResponse(await _elastic(broker).status())
+
+
+@described(Operation(ClusterScaleBody, answer=dict[str, Any], token=True))
+async def cluster_scale(request: Request) -> Response:
+    """Scale the elastic matchers and/or exit points to these numbers (1 to 64 each)."""
+    broker = admin(request)
+    _, body = await body_as(request, ClusterScaleBody, CONFIG_LIMIT)
+    if body.matchers is None and body.exit_points is None:
+        raise TidingsError(ErrorCode.MISSING_FIELD, field="matchers")
+    reports = await _elastic(broker).scale(body.matchers, body.exit_points)
+    return JSONResponse({"scales": [r.to_json() for r in reports]})
+
+
 def simulations_of(request: Request) -> Simulations:
     return request.app.state.simulations  # type: ignore[no-any-return]
 
@@ -157,4 +189,6 @@ routes = [
     Route("/v1/admin/simulations", start_simulation, methods=["POST"]),
     Route("/v1/admin/simulations/{simulation_id}", simulation, methods=["GET"]),
     Route("/v1/admin/simulations/{simulation_id}/summary", simulation_summary, methods=["GET"]),
+    Route("/v1/admin/cluster", cluster, methods=["GET"]),
+    Route("/v1/admin/cluster/scale", cluster_scale, methods=["POST"]),
 ]

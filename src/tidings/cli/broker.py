@@ -84,7 +84,22 @@ def serve(
         str | None, typer.Option(help="Store URL: sqlite:///F, postgresql://, memory://")
     ] = None,
     matching: Annotated[
-        str | None, typer.Option(help="local, or spark to leave matching to the pipeline.")
+        str | None,
+        typer.Option(
+            help="local, spark to leave matching to the pipeline, or elastic (E-SilboPS "
+            "operators: docs/elastic.md)."
+        ),
+    ] = None,
+    zookeeper: Annotated[
+        str | None,
+        typer.Option(help="With --matching elastic: ZooKeeper's HOST:PORT (default: its own)."),
+    ] = None,
+    matchers: Annotated[
+        int | None, typer.Option(help="With --matching elastic: matchers at start (default 1).")
+    ] = None,
+    exit_points: Annotated[
+        int | None,
+        typer.Option(help="With --matching elastic: exit points at start (default 1)."),
     ] = None,
     event_log: Annotated[
         bool | None, typer.Option("--event-log/--no-event-log", help="Write the event logs.")
@@ -115,6 +130,9 @@ def serve(
             "data_dir": data_dir,
             "store_url": store,
             "matching": matching,
+            "elastic__zookeeper": zookeeper,
+            "elastic__matchers": matchers,
+            "elastic__exit_points": exit_points,
             "event_log": event_log,
             "logs__level": log_level and log_level.lower(),
             "logs__format": log_format,

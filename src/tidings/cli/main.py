@@ -26,6 +26,7 @@ COMMAND_MODULES: list[str] = [
     "tidings.cli.sim",  # sim, scenarios, experiment
     "tidings.cli.perf",  # perf
     "tidings.cli.placement",  # placement solve | solve-topics | experiment
+    "tidings.cli.elastic",  # matcher, exit-point, cluster status | scale
 ]
 
 

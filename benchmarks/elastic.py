@@ -1,0 +1,138 @@
+"""Elastic matching (E-SilboPS): notification throughput per deployment shape against the
+single-process Matcher measured in the same run, with speedup S(n), efficiency E(n) = S(n)/n
+and the Karp-Flatt metric e = (1/S - 1/n) / (1 - 1/n), n = matchers.
+
+`python benchmarks/elastic.py [--quick]`; JSON lines out. Every operator runs in this one
+process (asyncio tasks, one GIL), so the shapes measure the protocol's overhead, not the
+parallel speedup the paper's separate machines give: on this 2-core machine the point is
+the shape of the curves and the overhead. Needs Debian's zookeeper (started here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from common import emit, machine, versions
+
+from tidings.elastic.deployment import Deployment
+from tidings.elastic.zookeeper import local_zookeeper
+from tidings.matching.engine import Event, Matcher
+from tidings.model import Op, Predicate, Publication, Subscription
+from tidings.store.base import NewMessage
+
+SHAPES = [(1, 1), (2, 1), (2, 2), (3, 1)]
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.delivered = 0
+
+    async def deliver(self, messages: list[NewMessage]) -> None:
+        self.delivered += len(messages)
+
+
+def workload(subs: int, pubs: int, seed: int = 7) -> tuple[list[Subscription], list[Publication]]:
+    """Content subscriptions `x` in a random interval of width 20 of 0..10000, one subscriber
+    each of 1,000; publications with a random x (about 0.2% of subscriptions match each)."""
+    rng = random.Random(seed)
+    subscriptions = []
+    for i in range(subs):
+        low = rng.randrange(0, 10_000)
+        predicates = (Predicate("x", Op.GE, low), Predicate("x", Op.LT, low + 20))
+        subscriptions.append(Subscription(f"s{i}", f"u{i % 1000}", "content", (), predicates))
+    publications = [
+        Publication(f"p{i}", 0.0, {"i": i}, (), {"x": rng.randrange(0, 10_000)})
+        for i in range(pubs)
+    ]
+    return subscriptions, publications
+
+
+def baseline(subscriptions: list[Subscription], pubs: list[Publication], batch: int) -> float:
+    matcher = Matcher()
+    matcher.add_contents((s.id, s.subscriber_id, s.predicates) for s in subscriptions)
+    matcher.wait()
+    matcher.match_batch([Event(p.topics, p.attributes) for p in pubs[:batch]])  # warm (JIT)
+    started = time.perf_counter()
+    for i in range(0, len(pubs), batch):
+        chunk = pubs[i : i + batch]
+        for pub, matches in zip(
+            chunk, matcher.match_batch([Event(p.topics, p.attributes) for p in chunk]), strict=True
+        ):
+            body = pub.to_json()
+            [NewMessage(o, pub.id, pub.id, tuple(ids), body, 0.0) for o, ids in matches.items()]
+    return len(pubs) / (time.perf_counter() - started)
+
+
+async def elastic(
+    zk: str,
+    shape: tuple[int, int],
+    subscriptions: list[Subscription],
+    pubs: list[Publication],
+    batch: int,
+) -> float:
+    sink = CountingSink()
+    async with Deployment(zk, lambda: sink, matchers=shape[0], exit_points=shape[1]) as d:
+        for sub in subscriptions:
+            d.subscribe(sub)
+        await d.publish(pubs[:batch])  # warm: every subscription is in place after this
+        started = time.perf_counter()
+        for i in range(0, len(pubs), batch):
+            await d.publish(pubs[i : i + batch])
+        return len(pubs) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    loads = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
+    pubs_n, batch = (1_000, 100) if args.quick else (5_000, 100)
+    emit(
+        {
+            "benchmark": "elastic",
+            "machine": machine(),
+            "versions": versions("pyzmq", "kazoo", "msgspec"),
+            "note": "all operators in one process: overhead and shape, not parallel speedup",
+        }
+    )
+    with local_zookeeper() as zk:
+        for load in loads:
+            subscriptions, pubs = workload(load, pubs_n)
+            base = baseline(subscriptions, pubs, batch)
+            emit(
+                {
+                    "workload": {"subscriptions": load, "publications": pubs_n, "batch": batch},
+                    "shape": "single Matcher",
+                    "throughput_per_s": round(base, 1),
+                }
+            )
+            one = None
+            for shape in SHAPES:
+                rate = asyncio.run(elastic(zk, shape, subscriptions, pubs, batch))
+                one = rate if shape == (1, 1) else one
+                n = shape[0]
+                s = rate / one if one else 1.0
+                e = s / n
+                karp = (1 / s - 1 / n) / (1 - 1 / n) if n > 1 else None
+                emit(
+                    {
+                        "workload": {"subscriptions": load, "publications": pubs_n, "batch": batch},
+                        "shape": f"1-{shape[0]}-{shape[1]}",
+                        "throughput_per_s": round(rate, 1),
+                        "vs_single_matcher": round(rate / base, 3),
+                        "speedup": round(s, 3),
+                        "efficiency": round(e, 3),
+                        "karp_flatt": None if karp is None else round(karp, 3),
+                    }
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""The access point operator: routes each subscription to one matcher by the selector,
+broadcasts each publication to every matcher of the current view, and answers a publisher
+once every exit point of the publication's view has committed its deliveries.
+
+Stateless but for what is in flight: its publications are numbered (`seq`) so that the exit
+points can keep their order, and during a matcher scale it buffers subscription changes and
+applies them to the new view once the coordinator says the new state is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from tidings.elastic import wire
+from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.operator import Operator
+from tidings.elastic.partition import Selector
+from tidings.model import Publication
+
+log = logging.getLogger("tidings.elastic")
+
+
+@dataclass
+class _Pending:
+    remaining: int  # exit points still to commit
+    future: asyncio.Future[int]
+    deliveries: int = 0
+    sent_at: float = 0.0
+
+
+@dataclass
+class _Buffered:
+    subscribe: wire.SubscriptionRecord | None = None
+    unsubscribe: str = ""
+
+
+@dataclass
+class _ScaleSeen:
+    state: ScaleState
+    handled: set[str] = field(default_factory=set)  # phases acted on
+
+
+class AccessPointOperator(Operator):
+    role = "access_point"
+
+    def __init__(self, member_id: str, coordinator: Coordinator, bind: str) -> None:
+        super().__init__(member_id, coordinator, bind)
+        self.seq = 0  # the next publication's number
+        self.selector: Selector | None = None
+        self.exit_points = 0  # exit points in the view publications are sent under
+        self._pending: dict[int, _Pending] = {}
+        self._buffer: list[_Buffered] | None = None  # while a matcher scale runs
+        self._seen: dict[int, _ScaleSeen] = {}
+        self.phase_log: list[tuple[float, int, str, str]] = []  # (time, scale, kind, phase)
+        self.latencies: list[float] = []  # recent publish-to-commit times, seconds
+
+    async def prepare(self) -> None:
+        config = await self.coordinator.require_config()
+        await self._adopt(config)
+
+    async def _adopt(self, config: ClusterConfig) -> None:
+        view = config.matchers
+        self.selector = Selector(view.view, tuple(view.members))
+        self.exit_points = len(config.exit_points.members)
+        await self.resolve(view.members)
+
+    # ------------------------------------------------------------ the publisher's side
+
+    def publish_nowait(self, pub: Publication) -> asyncio.Future[int]:
+        """Broadcast one publication; the future gives its number of deliveries once every
+        exit point of its view has committed them."""
+        assert self.selector is not None
+        seq, self.seq = self.seq, self.seq + 1
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        self._pending[seq] = _Pending(self.exit_points, future, sent_at=loop.time())
+        frame = wire.encode(
+            wire.Publish(
+                self.id,
+                seq,
+                self.selector.view,
+                list(pub.topics),
+                dict(pub.attributes),
+                orjson.dumps(pub.to_json()),
+            )
+        )
+        for member in self.selector.members:
+            self.out.send_frame(member, frame)
+        self.count("publications")
+        return future
+
+    async def publish(self, pubs: Sequence[Publication]) -> list[int]:
+        futures = [self.publish_nowait(p) for p in pubs]
+        return list(await asyncio.gather(*futures))
+
+    def subscribe(self, record: wire.SubscriptionRecord) -> None:
+        if self._buffer is not None:
+            self._buffer.append(_Buffered(subscribe=record))
+            self.count("subscriptions_buffered")
+            return
+        assert self.selector is not None
+        self.out.send(
+            self.selector.of(record.id), wire.Subscribe(self.id, self.selector.view, record)
+        )
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        if self._buffer is not None:
+            self._buffer.append(_Buffered(unsubscribe=subscription_id))
+            return
+        assert self.selector is not None
+        self.out.send(
+            self.selector.of(subscription_id),
+            wire.Unsubscribe(self.id, self.selector.view, subscription_id),
+        )
+
+    def backlog(self) -> int:
+        """Publications sent and not yet committed everywhere."""
+        return len(self._pending)
+
+    # ------------------------------------------------------------ messages
+
+    async def handle(self, batch: list[wire.Message]) -> None:
+        now = asyncio.get_running_loop().time()
+        for message in batch:
+            if not isinstance(message, wire.Committed):
+                log.warning("%s ignores %s", self.id, type(message).__name__)
+                continue
+            for seq, count in zip(message.seqs, message.deliveries, strict=True):
+                pending = self._pending.get(seq)
+                if pending is None:
+                    self.count("unexpected_commits")
+                    continue
+                pending.deliveries += count
+                pending.remaining -= 1
+                if pending.remaining == 0:
+                    del self._pending[seq]
+                    self.latencies.append(now - pending.sent_at)
+                    if not pending.future.done():
+                        pending.future.set_result(pending.deliveries)
+        del self.latencies[:-2000]
+
+    # ------------------------------------------------------------ scaling
+
+    async def on_scale(self, state: ScaleState) -> None:
+        seen = self._seen.setdefault(state.id, _ScaleSeen(state))
+        if state.phase in seen.handled:
+            return
+        seen.handled.add(state.phase)
+        self.phase_log.append(
+            (asyncio.get_running_loop().time(), state.id, state.kind, state.phase)
+        )
+        if state.kind == "matchers":
+            await self._matcher_phase(state, seen)
+        elif state.phase == "start":
+            await self._exit_point_cut(state)
+        for old in [k for k in self._seen if k < state.id]:
+            del self._seen[old]
+
+    async def _matcher_phase(self, state: ScaleState, seen: _ScaleSeen) -> None:
+        if state.phase == "start":
+            self._buffer = [] if self._buffer is None else self._buffer
+            await self.resolve(dict.fromkeys([*state.old, *state.new]))
+            message = wire.StartScale(self.id, state.id, state.view, state.old, state.new)
+            for member in dict.fromkeys([*state.old, *state.new]):
+                self.out.send(member, message)
+        elif state.phase == "change" and "start" in seen.handled:
+            # one synchronous step: no publication or subscription can fall in between
+            last = self.seq - 1
+            for member in state.old:
+                self.out.send(
+                    member,
+                    wire.ChangeMatcherOnExitPoint(self.id, state.id, state.view, last_seq=last),
+                )
+            change = wire.ChangeMatcher(self.id, state.id, state.view)
+            for member in dict.fromkeys([*state.old, *state.new]):
+                self.out.send(member, change)
+            self.selector = Selector(state.view, tuple(state.new))
+            self._flush_buffer()
+            await self.coordinator.arrive(state.id, "switched", self.id)
+        elif state.phase == "aborted":
+            self._flush_buffer()  # to the selector in force: the old one, or the new one
+        elif state.phase == "end":
+            for gone in set(state.old) - set(state.new):
+                self.out.drop(gone)
+
+    def _flush_buffer(self) -> None:
+        buffered, self._buffer = self._buffer or [], None
+        for item in buffered:
+            if item.subscribe is not None:
+                self.subscribe(item.subscribe)
+            else:
+                self.unsubscribe(item.unsubscribe)
+
+    async def _exit_point_cut(self, state: ScaleState) -> None:
+        """The marker of the consistent cut, on every channel to the matchers; the
+        publications after it are counted against the new exit points."""
+        assert self.selector is not None
+        marker = wire.ExitPointScaling(
+            self.id, state.id, state.view, state.new, state.old, self.seq - 1
+        )
+        for member in self.selector.members:
+            self.out.send(member, marker)
+        self.exit_points = len(state.new)
+        await self.coordinator.arrive(state.id, "switched", self.id)

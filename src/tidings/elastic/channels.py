@@ -1,0 +1,98 @@
+"""FIFO channels between operators over ZeroMQ.
+
+Each operator has one inbox, a PULL socket bound to an address (`ipc://` on one machine,
+`tcp://` between machines); a sender keeps one PUSH socket per receiver. A PUSH socket with
+one peer is a FIFO channel, and a PULL socket queues each sender's frames fairly without
+reordering them, so between any two operators messages arrive in the order they were sent:
+the property the scaling protocols rely on (docs/elastic.md). Queues are unbounded (high-water
+marks off): a sender never blocks and a frame is never dropped while both ends live.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable
+
+import zmq
+import zmq.asyncio
+
+from tidings.elastic import wire
+
+MAX_BATCH = 512  # frames read per wake-up
+
+
+def local_host() -> str:
+    """This machine's address as others would reach it (127.0.0.1 when it has no other)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+class Inbox:
+    """An operator's bound PULL socket; `address` is what peers connect to."""
+
+    def __init__(self, context: zmq.asyncio.Context, bind: str) -> None:
+        self._socket = context.socket(zmq.PULL)
+        self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind(bind)
+        endpoint = self._socket.getsockopt(zmq.LAST_ENDPOINT)
+        self.address = endpoint.decode() if isinstance(endpoint, bytes) else str(endpoint)
+        if self.address.startswith("tcp://0.0.0.0:"):
+            self.address = self.address.replace("0.0.0.0", local_host(), 1)
+
+    async def receive(self) -> list[wire.Message]:
+        """The next frames, at least one, at most `MAX_BATCH`, in arrival order."""
+        sock = self._socket
+        frames = [await sock.recv()]
+        while len(frames) < MAX_BATCH and int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            frames.append(await sock.recv())
+        return [wire.decode(f) for f in frames]
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+
+class Outboxes:
+    """One PUSH socket per peer, opened on first use; the peer's address is looked up by id."""
+
+    def __init__(self, context: zmq.Context[zmq.Socket[bytes]]) -> None:
+        self._context = context
+        self._sockets: dict[str, zmq.Socket[bytes]] = {}
+        self._addresses: dict[str, str] = {}
+
+    def know(self, peer: str, address: str) -> None:
+        self._addresses[peer] = address
+
+    def knows(self, peer: str) -> bool:
+        return peer in self._addresses
+
+    def send(self, peer: str, message: wire.Message) -> None:
+        self.send_frame(peer, wire.encode(message))
+
+    def send_frame(self, peer: str, frame: bytes) -> None:
+        sock = self._sockets.get(peer)
+        if sock is None:
+            sock = self._context.socket(zmq.PUSH)
+            sock.setsockopt(zmq.SNDHWM, 0)
+            sock.setsockopt(zmq.LINGER, 2000)  # at close, what is queued still goes out
+            sock.connect(self._addresses[peer])
+            self._sockets[peer] = sock
+        sock.send(frame)
+
+    def drop(self, peer: str) -> None:
+        """Close the channel to a peer that left the deployment."""
+        sock = self._sockets.pop(peer, None)
+        if sock is not None:
+            sock.close(linger=0)
+
+    def close(self) -> None:
+        for sock in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
+
+
+AddressOf = Callable[[str], Awaitable[str]]

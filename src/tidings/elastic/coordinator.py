@@ -1,0 +1,325 @@
+"""The Distributed Coordinator: configuration, membership and the scaling barriers, kept in
+ZooKeeper (through kazoo).
+
+Layout, under `/tidings/<cluster>`:
+
+- `config`: the current views, `ClusterConfig` as JSON (matchers, exit points, access points);
+- `members/<id>`: one ephemeral node per running operator (its role and inbox address),
+  gone when its process or session dies;
+- `scale`: the scale in progress or the last one (`ScaleState`: kind, phase, old and new
+  members); operators watch it and act on each phase;
+- `scales/<n>/<barrier>/<id>`: who has reached a barrier of scale n (`ready`, `switched`,
+  `changed`, `done`, `drained`).
+
+Kazoo's calls block and its watches fire on its own thread: every call here runs in a worker
+thread, and every watch is handed to the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from tidings.errors import ErrorCode, TidingsError
+
+log = logging.getLogger("tidings.elastic")
+# kazoo reports every lost connection at WARNING; with no logging set up (a CLI command) that
+# went to stderr through logging's last resort. Configured logging still receives them.
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
+
+Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
+ScaleKind: TypeAlias = Literal["matchers", "exit_points"]
+# start: buffering and state transfer; change: the new view is adopted; release: (exit
+# points) the old exit points have drained, the new ones deliver; end: done; aborted: rolled back
+Phase: TypeAlias = Literal["start", "change", "release", "end", "aborted"]
+IDLE: tuple[Phase, ...] = ("end", "aborted")
+
+
+class View(msgspec.Struct, frozen=True):
+    view: int
+    members: list[str]
+
+
+class ClusterConfig(msgspec.Struct, frozen=True):
+    matchers: View
+    exit_points: View
+    access_points: list[str]
+
+
+class ScaleState(msgspec.Struct, frozen=True):
+    id: int
+    kind: ScaleKind
+    phase: Phase
+    view: int  # the new view's number
+    old: list[str]
+    new: list[str]
+    reason: str = ""  # why it was aborted
+
+    @property
+    def idle(self) -> bool:
+        return self.phase in IDLE
+
+
+class Member(msgspec.Struct, frozen=True):
+    role: Role
+    address: str
+
+
+def parse_hosts(text: str) -> str:
+    """`HOST:PORT[,HOST:PORT...]`, checked; the error names the option."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    for part in parts:
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID,
+                field="zookeeper",
+                detail=f"--zookeeper {text!r}: expected HOST:PORT[,HOST:PORT...]",
+            )
+    if not parts:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="zookeeper", detail="--zookeeper is empty"
+        )
+    return ",".join(parts)
+
+
+class Coordinator:
+    """One operator's (or tool's) session with the coordinator."""
+
+    def __init__(self, hosts: str, cluster: str = "default", timeout_s: float = 10.0) -> None:
+        self.hosts = parse_hosts(hosts)
+        self.cluster = cluster
+        self.root = f"/tidings/{cluster}"
+        self._timeout_s = timeout_s
+        self._zk = KazooClient(hosts=self.hosts, timeout=timeout_s)
+        self._watches: list[Any] = []
+
+    # ------------------------------------------------------------ session
+
+    async def start(self) -> None:
+        try:
+            await asyncio.to_thread(self._zk.start, self._timeout_s)
+        except KazooTimeoutError:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._zk.stop)
+            raise TidingsError(
+                ErrorCode.UNAVAILABLE,
+                field="zookeeper",
+                detail=f"ZooKeeper does not answer at {self.hosts}",
+            ) from None
+        for path in ("members", "scales"):
+            await asyncio.to_thread(self._zk.ensure_path, f"{self.root}/{path}")
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._zk.stop)
+        await asyncio.to_thread(self._zk.close)
+
+    # ------------------------------------------------------------ membership
+
+    async def register(self, member_id: str, role: Role, address: str) -> None:
+        data = msgspec.json.encode(Member(role, address))
+        path = f"{self.root}/members/{member_id}"
+        try:
+            await asyncio.to_thread(self._zk.create, path, data, ephemeral=True)
+        except NodeExistsError:
+            raise TidingsError(
+                ErrorCode.CONFLICT, detail=f"an operator named {member_id!r} is already running"
+            ) from None
+
+    async def leave(self, member_id: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            await asyncio.to_thread(self._zk.delete, f"{self.root}/members/{member_id}")
+
+    async def members(self) -> dict[str, Member]:
+        base = f"{self.root}/members"
+        out = {}
+        for child in await asyncio.to_thread(self._zk.get_children, base):
+            with contextlib.suppress(NoNodeError):
+                data, _ = await asyncio.to_thread(self._zk.get, f"{base}/{child}")
+                out[child] = msgspec.json.decode(data, type=Member)
+        return out
+
+    async def address_of(self, member_id: str) -> str:
+        try:
+            data, _ = await asyncio.to_thread(self._zk.get, f"{self.root}/members/{member_id}")
+        except NoNodeError:
+            raise TidingsError(
+                ErrorCode.UNAVAILABLE, detail=f"operator {member_id!r} is not running"
+            ) from None
+        return msgspec.json.decode(data, type=Member).address
+
+    def watch_members(self, on_change: Callable[[set[str]], None]) -> None:
+        """`on_change(member ids)` on the caller's loop, now and at every change."""
+        loop = asyncio.get_running_loop()
+
+        def changed(children: list[str] | None) -> None:
+            if children is not None:
+                loop.call_soon_threadsafe(on_change, set(children))
+
+        self._watches.append(self._zk.ChildrenWatch(f"{self.root}/members", changed))
+
+    # ------------------------------------------------------------ configuration
+
+    async def config(self) -> ClusterConfig | None:
+        try:
+            data, _ = await asyncio.to_thread(self._zk.get, f"{self.root}/config")
+        except NoNodeError:
+            return None
+        return msgspec.json.decode(data, type=ClusterConfig)
+
+    async def require_config(self) -> ClusterConfig:
+        config = await self.config()
+        if config is None:
+            raise TidingsError(
+                ErrorCode.UNAVAILABLE,
+                detail=f"no elastic deployment {self.cluster!r} at {self.hosts}: "
+                "start one with `tidings serve --matching elastic`",
+            )
+        return config
+
+    async def create_config(self, config: ClusterConfig) -> bool:
+        """Write the first configuration; False when the deployment already has one."""
+        try:
+            await asyncio.to_thread(
+                self._zk.create, f"{self.root}/config", msgspec.json.encode(config)
+            )
+        except NodeExistsError:
+            return False
+        return True
+
+    async def set_config(self, config: ClusterConfig) -> None:
+        await asyncio.to_thread(self._zk.set, f"{self.root}/config", msgspec.json.encode(config))
+
+    # ------------------------------------------------------------ scales
+
+    async def scale(self) -> ScaleState | None:
+        try:
+            data, _ = await asyncio.to_thread(self._zk.get, f"{self.root}/scale")
+        except NoNodeError:
+            return None
+        return msgspec.json.decode(data, type=ScaleState)
+
+    async def begin_scale(
+        self, kind: ScaleKind, view: int, old: list[str], new: list[str]
+    ) -> ScaleState:
+        """Record a new scale in phase `start`; CONFLICT while another one runs."""
+        path = f"{self.root}/scale"
+        try:
+            data, stat = await asyncio.to_thread(self._zk.get, path)
+        except NoNodeError:
+            state = ScaleState(1, kind, "start", view, old, new)
+            try:
+                await asyncio.to_thread(self._zk.create, path, msgspec.json.encode(state))
+            except NodeExistsError:
+                raise _busy() from None
+            return state
+        current = msgspec.json.decode(data, type=ScaleState)
+        if not current.idle:
+            raise _busy()
+        state = ScaleState(current.id + 1, kind, "start", view, old, new)
+        try:  # compare-and-set: a concurrent begin loses
+            await asyncio.to_thread(self._zk.set, path, msgspec.json.encode(state), stat.version)
+        except Exception as exc:
+            if type(exc).__name__ == "BadVersionError":
+                raise _busy() from None
+            raise
+        return state
+
+    async def set_phase(
+        self, state: ScaleState, phase: Phase, config: ClusterConfig | None = None, reason: str = ""
+    ) -> ScaleState:
+        """Move the scale to `phase`, writing the new configuration in the same transaction."""
+        moved = msgspec.structs.replace(state, phase=phase, reason=reason)
+
+        def write() -> None:
+            tx = self._zk.transaction()
+            tx.set_data(f"{self.root}/scale", msgspec.json.encode(moved))
+            if config is not None:
+                tx.set_data(f"{self.root}/config", msgspec.json.encode(config))
+            results = tx.commit()
+            failed = [r for r in results if isinstance(r, Exception)]
+            if failed:
+                raise failed[0]
+
+        await asyncio.to_thread(write)
+        return moved
+
+    def watch_scale(self, on_change: Callable[[ScaleState | None], None]) -> None:
+        """`on_change(state)` on the caller's loop, now and at every change of the scale."""
+        loop = asyncio.get_running_loop()
+
+        def changed(data: bytes | None, _stat: Any) -> None:
+            state = None if not data else msgspec.json.decode(data, type=ScaleState)
+            loop.call_soon_threadsafe(on_change, state)
+
+        self._watches.append(self._zk.DataWatch(f"{self.root}/scale", changed))
+
+    async def arrive(self, scale: int, barrier: str, member: str) -> None:
+        path = f"{self.root}/scales/{scale}/{barrier}/{member}"
+        with contextlib.suppress(NodeExistsError):
+            await asyncio.to_thread(self._zk.create, path, b"", makepath=True)
+
+    async def arrived(self, scale: int, barrier: str) -> set[str]:
+        try:
+            return set(
+                await asyncio.to_thread(
+                    self._zk.get_children, f"{self.root}/scales/{scale}/{barrier}"
+                )
+            )
+        except NoNodeError:
+            return set()
+
+    async def wait_barrier(
+        self,
+        scale: int,
+        barrier: str,
+        expected: set[str],
+        gone: Callable[[], set[str]] = set,
+    ) -> None:
+        """Until every expected member has arrived at the barrier. Raises `MemberLost` when
+        `gone()` (checked at each change of membership or of the barrier) names an expected
+        member that has not arrived."""
+        path = f"{self.root}/scales/{scale}/{barrier}"
+        await asyncio.to_thread(self._zk.ensure_path, path)
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def changed(_children: list[str] | None) -> bool | None:
+            loop.call_soon_threadsafe(wake.set)
+            return None
+
+        watch = self._zk.ChildrenWatch(path, changed)
+        members = self._zk.ChildrenWatch(f"{self.root}/members", changed)
+        try:
+            while True:
+                arrived = await self.arrived(scale, barrier)
+                missing = expected - arrived
+                if not missing:
+                    return
+                lost = missing & gone()
+                if lost:
+                    raise MemberLost(sorted(lost), barrier)
+                await wake.wait()
+                wake.clear()
+        finally:
+            watch._stopped = True  # kazoo's documented way to end a ChildrenWatch from outside
+            members._stopped = True
+
+
+class MemberLost(Exception):
+    def __init__(self, members: list[str], barrier: str) -> None:
+        super().__init__(f"{', '.join(members)} left before {barrier}")
+        self.members = members
+        self.barrier = barrier
+
+
+def _busy() -> TidingsError:
+    return TidingsError(ErrorCode.CONFLICT, detail="a scale is already in progress")

@@ -1,0 +1,242 @@
+"""The exit point operator: collects the partial results of each publication, merges them
+once every matcher of its view has answered, and enqueues the deliveries through the store
+exactly as the broker does (`NewMessage` rows, `enqueue(..., fresh=True)`), then tells the
+access point.
+
+Each access point's publications are released in their order (a reorder buffer by sequence
+number), so whatever the matchers' relative speed, and across a change of matcher view, a
+publisher's publications reach each subscriber's queue in the order they were published.
+
+During an exit point scale the consistent cut decides who delivers what: an old exit point
+delivers up to the cut and then says it has drained; a new one (or one that stays) holds what
+follows the cut until the coordinator says every old exit point has drained (`release`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import orjson
+
+from tidings.elastic import wire
+from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.operator import Operator
+from tidings.store.base import NewMessage
+
+log = logging.getLogger("tidings.elastic")
+
+
+class Sink(Protocol):
+    """Where an exit point's deliveries go: the store (in one commit per call)."""
+
+    async def deliver(self, messages: Sequence[NewMessage]) -> None: ...
+
+
+class EnqueueStore(Protocol):
+    def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int: ...
+
+
+class StoreSink:
+    """Enqueue as the broker does: one transaction, fresh keys (a new publication's)."""
+
+    def __init__(
+        self,
+        store: EnqueueStore,
+        then: Callable[[Sequence[NewMessage]], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.store = store
+        self.then = then  # e.g. the broker's wake-ups and event log
+
+    async def deliver(self, messages: Sequence[NewMessage]) -> None:
+        if messages:
+            await asyncio.to_thread(self.store.enqueue, messages, True)
+        if self.then is not None:
+            done = self.then(messages)
+            if done is not None:
+                await done
+
+
+@dataclass
+class _Collecting:
+    of: int
+    got: int = 0
+    matches: dict[str, list[str]] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+@dataclass
+class _Scale:
+    state_id: int
+    old: list[str]
+    new: list[str]
+    markers: set[tuple[str, str]] = field(default_factory=set)  # (matcher, access point)
+    cuts: dict[str, int] = field(default_factory=dict)  # access point -> cut
+    expected: set[tuple[str, str]] = field(default_factory=set)  # every (matcher, ap)
+    drained: bool = False
+
+
+class ExitPointOperator(Operator):
+    role = "exit_point"
+
+    def __init__(self, member_id: str, coordinator: Coordinator, bind: str, sink: Sink) -> None:
+        super().__init__(member_id, coordinator, bind)
+        self.sink = sink
+        self.config: ClusterConfig | None = None
+        self._collecting: dict[tuple[str, int], _Collecting] = {}
+        self._complete: dict[str, dict[int, _Collecting]] = defaultdict(dict)
+        self._next: dict[str, int] = {}  # access point -> next sequence number to release
+        self._scales: dict[int, _Scale] = {}  # exit point scales in progress
+        self._released: set[int] = set()
+        self._changes: dict[int, set[tuple[str, str]]] = defaultdict(set)  # matcher scales
+        self.threshold = 0  # matchers in the latest view seen (what partials are counted to)
+        self._lock = asyncio.Lock()
+
+    async def prepare(self) -> None:
+        self.config = await self.coordinator.config()
+        if self.config is not None:
+            self.threshold = len(self.config.matchers.members)
+
+    # ------------------------------------------------------------ messages
+
+    async def handle(self, batch: list[wire.Message]) -> None:
+        for message in batch:
+            if isinstance(message, wire.Partials):
+                self._collect(message)
+            elif isinstance(message, wire.ExitPointScaling):
+                await self._marker(message)
+            elif isinstance(message, wire.ChangeMatcherOnExitPoint):
+                await self._matcher_change(message)
+            else:
+                log.warning("%s ignores %s", self.id, type(message).__name__)
+        await self._release()
+        if self._scales:
+            await self._check_drained()
+
+    def _collect(self, message: wire.Partials) -> None:
+        for part in message.items:
+            key = (part.ap, part.seq)
+            entry = self._collecting.get(key)
+            if entry is None:
+                entry = self._collecting[key] = _Collecting(part.of)
+            entry.got += 1
+            if part.matches:
+                merged = entry.matches
+                for subscriber, ids in part.matches.items():
+                    # a subscriber's subscriptions may sit on several matchers (each on one)
+                    found = merged.get(subscriber)
+                    merged[subscriber] = ids if found is None else [*found, *ids]
+                entry.body = part.body
+            if entry.got == entry.of:
+                del self._collecting[key]
+                self._complete[part.ap][part.seq] = entry
+            self.threshold = part.of
+
+    def _allowed(self, ap: str, seq: int) -> bool:
+        """Not past the cut of an exit point scale that has not released yet."""
+        for scale in self._scales.values():
+            cut = scale.cuts.get(ap)
+            if cut is not None and seq > cut and scale.state_id not in self._released:
+                return False
+        return True
+
+    async def _release(self) -> None:
+        async with self._lock:  # one commit at a time, in order
+            ready: list[tuple[str, int, _Collecting]] = []
+            for ap, complete in self._complete.items():
+                seq = self._next.get(ap, 0)
+                while seq in complete and self._allowed(ap, seq):
+                    ready.append((ap, seq, complete.pop(seq)))
+                    seq += 1
+                self._next[ap] = seq
+            if not ready:
+                return
+            messages: list[NewMessage] = []
+            by_ap: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+            for ap, seq, entry in ready:
+                rows = _messages(entry)
+                messages.extend(rows)
+                seqs, counts = by_ap[ap]
+                seqs.append(seq)
+                counts.append(len(rows))
+            await self.sink.deliver(messages)
+            self.count("publications", len(ready))
+            self.count("deliveries", len(messages))
+            await self.resolve(by_ap)
+            for ap, (seqs, counts) in by_ap.items():
+                self.out.send(ap, wire.Committed(self.id, seqs, counts))
+
+    # ------------------------------------------------------------ matcher scaling
+
+    async def _matcher_change(self, message: wire.ChangeMatcherOnExitPoint) -> None:
+        """Chandy-Lamport marker of a matcher scale: once every old matcher has forwarded
+        every access point's, no partial of the old view is still on its way here."""
+        seen = self._changes[message.scale]
+        seen.add((message.matcher, message.ap))
+        state = await self.coordinator.scale()
+        config = await self.coordinator.require_config()
+        if state is None or state.id != message.scale:
+            return
+        expected = {(m, ap) for m in state.old for ap in config.access_points}
+        if expected <= seen:
+            del self._changes[message.scale]
+            self.threshold = len(state.new)
+            await self.coordinator.arrive(message.scale, "changed", self.id)
+
+    # ------------------------------------------------------------ exit point scaling
+
+    async def _marker(self, message: wire.ExitPointScaling) -> None:
+        if self.id not in message.old:  # a new exit point starts after the cut
+            self._next.setdefault(message.ap, message.cut + 1)
+        if message.scale in self._released:
+            return
+        scale = self._scales.get(message.scale)
+        if scale is None:
+            scale = _Scale(message.scale, message.old, message.members)
+            self._scales[message.scale] = scale
+        scale.markers.add((message.matcher, message.ap))
+        scale.cuts.setdefault(message.ap, message.cut)
+
+    async def _check_drained(self) -> None:
+        for scale in list(self._scales.values()):
+            if scale.drained or self.id not in scale.old:
+                continue
+            if not scale.expected:
+                config = self.config = await self.coordinator.require_config()
+                matchers, aps = config.matchers.members, config.access_points
+                scale.expected = {(m, ap) for m in matchers for ap in aps}
+            if not scale.expected <= scale.markers:
+                continue
+            if all(self._next.get(ap, 0) > cut for ap, cut in scale.cuts.items()):
+                scale.drained = True
+                await self.coordinator.arrive(scale.state_id, "drained", self.id)
+
+    async def on_scale(self, state: ScaleState) -> None:
+        if state.kind != "exit_points":
+            return
+        if state.phase in ("release", "end", "aborted"):
+            self._released.add(state.id)
+            self._scales.pop(state.id, None)
+            await self._release()
+        elif state.phase == "start":
+            await self._check_drained()
+
+    def backlog(self) -> int:
+        """Publications waiting: partly answered, or complete but not yet released."""
+        return len(self._collecting) + sum(len(c) for c in self._complete.values())
+
+
+def _messages(entry: _Collecting) -> list[NewMessage]:
+    """The deliveries of one publication, as `Broker._messages` makes them."""
+    if not entry.matches or entry.body is None:
+        return []
+    body = orjson.loads(entry.body)  # shared by all its deliveries
+    pub_id, published_at = body["id"], body["published_at"]
+    return [
+        NewMessage(owner, pub_id, pub_id, tuple(sorted(ids)), body, published_at)
+        for owner, ids in entry.matches.items()
+    ]

@@ -1,0 +1,316 @@
+"""The matcher operator: a slice of the topic and content subscriptions in the compiled
+`Matcher` index, matching every publication broadcast to it and sending each exit point its
+share of the result.
+
+During a matcher scale it holds two slices, the current view's and the next one's, and
+matches each publication with the slice of the view it was broadcast under; subscriptions
+never arrive meanwhile (the access points buffer them). During an exit point scale it routes
+each access point's publications by the exit point view that access point's marker set.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tidings.elastic import wire
+from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.operator import Operator
+from tidings.elastic.partition import Selector
+from tidings.matching.engine import Event, Matcher
+
+log = logging.getLogger("tidings.elastic")
+
+
+@dataclass
+class Slice:
+    """One view's share of the subscriptions: the records (to repartition) and the index."""
+
+    selector: Selector
+    records: dict[str, wire.SubscriptionRecord] = field(default_factory=dict)
+    index: Matcher = field(default_factory=Matcher)
+
+    def add(self, records: list[wire.SubscriptionRecord]) -> None:
+        contents = []
+        for record in records:
+            self.records[record.id] = record
+            if record.topics:
+                self.index.add_topic(record.id, record.subscriber, record.topics)
+            else:
+                contents.append(
+                    (record.id, record.subscriber, wire.model_predicates(record.predicates))
+                )
+        if contents:
+            self.index.add_contents(contents)
+
+    def remove(self, subscription_id: str) -> None:
+        if self.records.pop(subscription_id, None) is not None:
+            self.index.remove(subscription_id)
+
+
+@dataclass
+class _MatcherScale:
+    state: ScaleState
+    starts: set[str] = field(default_factory=set)  # access points whose StartScale came
+    changes: set[str] = field(default_factory=set)  # ... whose ChangeMatcher came
+    senders: set[str] = field(default_factory=set)  # matchers whose state came
+    received: list[wire.SubscriptionRecord] = field(default_factory=list)
+    sent: bool = False
+    ready: bool = False
+
+
+class MatcherOperator(Operator):
+    role = "matcher"
+
+    def __init__(self, member_id: str, coordinator: Coordinator, bind: str) -> None:
+        super().__init__(member_id, coordinator, bind)
+        self.slices: dict[int, Slice] = {}
+        self.config: ClusterConfig | None = None
+        self._exit_points: dict[str, Selector] = {}  # access point -> exit point selector
+        self._default_exit_points: Selector | None = None
+        self._scale: _MatcherScale | None = None
+        self._ep_markers: dict[int, set[str]] = defaultdict(set)  # scale -> access points
+        self._partials: dict[str, list[wire.Partial]] = defaultdict(list)
+        self.matching_seconds: list[float] = []  # recent per-publication matching times
+
+    async def prepare(self) -> None:
+        config = await self.coordinator.config()
+        if config is not None:
+            await self._adopt(config)
+
+    async def _adopt(self, config: ClusterConfig) -> None:
+        self.config = config
+        view = config.matchers
+        if self.id in view.members and view.view not in self.slices:
+            self.slices[view.view] = Slice(Selector(view.view, tuple(view.members)))
+        eps = config.exit_points
+        self._default_exit_points = Selector(eps.view, tuple(eps.members))
+        await self.resolve(eps.members)
+
+    async def _config(self) -> ClusterConfig:
+        config = await self.coordinator.require_config()
+        if self.config is None or config != self.config:
+            self.config = config
+            eps = config.exit_points
+            if self._default_exit_points is None or eps.view > self._default_exit_points.view:
+                self._default_exit_points = Selector(eps.view, tuple(eps.members))
+            await self.resolve(eps.members)
+        return config
+
+    # ------------------------------------------------------------ messages
+
+    async def handle(self, batch: list[wire.Message]) -> None:
+        run: list[wire.Publish] = []
+        for message in batch:
+            if isinstance(message, wire.Publish):
+                run.append(message)
+                continue
+            if run:
+                self._match(run)
+                run = []
+            self._flush()  # what was matched goes before anything this message causes
+            await self._control(message)
+        if run:
+            self._match(run)
+        self._flush()
+
+    def _match(self, publications: list[wire.Publish]) -> None:
+        by_view: dict[int, list[wire.Publish]] = defaultdict(list)
+        for p in publications:
+            by_view[p.view].append(p)
+        for view, pubs in by_view.items():
+            piece = self.slices.get(view)
+            if piece is None:
+                self.count("publications_without_state")
+                log.error("%s holds no state of matcher view %d", self.id, view)
+                continue
+            started = time.perf_counter()
+            answers = piece.index.match_batch([Event(tuple(p.topics), p.attributes) for p in pubs])
+            each = (time.perf_counter() - started) / len(pubs)
+            self.matching_seconds.append(each)
+            del self.matching_seconds[:-1000]
+            of = len(piece.selector)
+            for pub, matches in zip(pubs, answers, strict=True):
+                self._split(pub, matches, of)
+        self.count("publications", len(publications))
+
+    def _split(self, pub: wire.Publish, matches: dict[str, list[str]], of: int) -> None:
+        selector = self._exit_points.get(pub.ap, self._default_exit_points)
+        assert selector is not None
+        if len(selector) == 1:
+            only = selector.members[0]
+            self._partials[only].append(
+                wire.Partial(pub.ap, pub.seq, of, matches, pub.body if matches else None)
+            )
+            return
+        shares: dict[str, dict[str, list[str]]] = {m: {} for m in selector.members}
+        for subscriber, ids in matches.items():
+            shares[selector.of(subscriber)][subscriber] = ids
+        for ep, share in shares.items():
+            self._partials[ep].append(
+                wire.Partial(pub.ap, pub.seq, of, share, pub.body if share else None)
+            )
+
+    def _flush(self) -> None:
+        for ep, items in self._partials.items():
+            if items:
+                self.out.send(ep, wire.Partials(self.id, items))
+        self._partials.clear()
+
+    async def _control(self, message: wire.Message) -> None:
+        if isinstance(message, wire.Subscribe):
+            self._slice(message.view).add([message.record])
+        elif isinstance(message, wire.Unsubscribe):
+            self._slice(message.view).remove(message.id)
+        elif isinstance(message, wire.StartScale):
+            await self._start_scale(message)
+        elif isinstance(message, wire.AddMatcherState):
+            await self._add_state(message)
+        elif isinstance(message, wire.ChangeMatcherOnExitPoint):
+            self._forward_change(message)
+        elif isinstance(message, wire.ChangeMatcher):
+            await self._change(message)
+        elif isinstance(message, wire.ExitPointScaling):
+            await self._exit_point_marker(message)
+        else:
+            log.warning("%s ignores %s", self.id, type(message).__name__)
+
+    def _slice(self, view: int) -> Slice:
+        piece = self.slices.get(view)
+        if piece is None:
+            raise RuntimeError(f"{self.id} holds no state of matcher view {view}")
+        return piece
+
+    # ------------------------------------------------------------ matcher scaling
+
+    def _scale_of(self, scale: int) -> _MatcherScale:
+        if self._scale is None or self._scale.state.id != scale:
+            raise RuntimeError(f"{self.id}: a message of scale {scale}, which is not running")
+        return self._scale
+
+    async def on_scale(self, state: ScaleState) -> None:
+        if state.kind == "matchers":
+            if state.phase == "start" and (self._scale is None or self._scale.state.id < state.id):
+                self._scale = _MatcherScale(state)
+                self.slices.pop(state.view, None)
+                await self.resolve(set(state.old) | set(state.new))
+                await self._config()
+            elif state.phase == "aborted" and self._scale and self._scale.state.id == state.id:
+                current = max((v for v in self.slices if v < state.view), default=None)
+                self.slices = {v: s for v, s in self.slices.items() if v == current}
+                self._scale = None
+        elif state.kind == "exit_points" and state.phase == "start":
+            await self.resolve(state.new)
+        if state.idle:
+            await self._config()
+
+    async def _start_scale(self, message: wire.StartScale) -> None:
+        scale = await self._scale_when_known(message.scale)
+        scale.starts.add(message.ap)
+        config = await self._config()
+        if scale.sent or not set(config.access_points) <= scale.starts:
+            return
+        scale.sent = True
+        state = scale.state
+        await self.resolve(state.new)  # the watch that also does it may not have run yet
+        new = Selector(state.view, tuple(state.new))
+        if self.id in state.old:  # snapshot, repartition by the new selector, send
+            current = max(v for v in self.slices if v < state.view)
+            records = self.slices[current].records
+            shares: dict[str, list[wire.SubscriptionRecord]] = {m: [] for m in new.members}
+            for sid, record in records.items():
+                shares[new.of(sid)].append(record)
+            for member, share in shares.items():
+                self.out.send(member, wire.AddMatcherState(state.id, state.view, self.id, share))
+            self.count("state_records_sent", len(records))
+        if self.id not in state.new:
+            await self._ready(scale)
+
+    async def _scale_when_known(self, scale_id: int) -> _MatcherScale:
+        """A protocol message may overtake the coordinator's watch: read the scale then."""
+        if self._scale is None or self._scale.state.id != scale_id:
+            state = await self.coordinator.scale()
+            if state is None or state.id != scale_id:
+                raise RuntimeError(f"{self.id}: scale {scale_id} is unknown to the coordinator")
+            await self.on_scale(state)
+        return self._scale_of(scale_id)
+
+    async def _add_state(self, message: wire.AddMatcherState) -> None:
+        scale = await self._scale_when_known(message.scale)
+        scale.senders.add(message.sender)
+        scale.received.extend(message.records)
+        if set(scale.state.old) <= scale.senders:
+            state = scale.state
+            piece = Slice(Selector(state.view, tuple(state.new)))
+            piece.add(scale.received)
+            self.slices[state.view] = piece
+            scale.received = []
+            self.count("state_records_received", len(piece.records))
+            await self._ready(scale)
+
+    async def _ready(self, scale: _MatcherScale) -> None:
+        if not scale.ready:
+            scale.ready = True
+            await self.coordinator.arrive(scale.state.id, "ready", self.id)
+
+    def _forward_change(self, message: wire.ChangeMatcherOnExitPoint) -> None:
+        forwarded = wire.ChangeMatcherOnExitPoint(
+            message.ap, message.scale, message.view, self.id, message.last_seq
+        )
+        assert self.config is not None
+        for ep in self.config.exit_points.members:
+            self.out.send(ep, forwarded)
+
+    async def _change(self, message: wire.ChangeMatcher) -> None:
+        scale = self._scale_of(message.scale)
+        scale.changes.add(message.ap)
+        config = await self._config()
+        if not set(config.access_points) <= scale.changes:
+            return
+        view = scale.state.view  # every access point sends the new view from now on
+        self.slices = {v: s for v, s in self.slices.items() if v >= view}
+        for gone in set(scale.state.old) - set(scale.state.new) - {self.id}:
+            self.out.drop(gone)
+        self._scale = None
+        await self.coordinator.arrive(message.scale, "done", self.id)
+
+    # ------------------------------------------------------------ exit point scaling
+
+    async def _exit_point_marker(self, message: wire.ExitPointScaling) -> None:
+        """The consistent cut: this access point's publications after the marker go by the
+        new exit point selector; the marker goes on to every old and new exit point."""
+        await self.resolve(message.members)
+        self._exit_points[message.ap] = Selector(message.view, tuple(message.members))
+        forwarded = wire.ExitPointScaling(
+            message.ap,
+            message.scale,
+            message.view,
+            message.members,
+            message.old,
+            message.cut,
+            self.id,
+        )
+        for ep in dict.fromkeys([*message.old, *message.members]):
+            self.out.send(ep, forwarded)
+        seen = self._ep_markers[message.scale]
+        seen.add(message.ap)
+        config = await self._config()
+        if set(config.access_points) <= seen:
+            self._default_exit_points = Selector(message.view, tuple(message.members))
+            self._exit_points = {
+                ap: s for ap, s in self._exit_points.items() if s.view > message.view
+            }
+            for gone in set(message.old) - set(message.members):
+                self.out.drop(gone)
+            del self._ep_markers[message.scale]
+            await self.coordinator.arrive(message.scale, "done", self.id)
+
+    def matching_p99(self) -> float:
+        recent = sorted(self.matching_seconds)
+        return recent[int(0.99 * (len(recent) - 1))] if recent else 0.0
+
+    def subscriptions(self) -> int:
+        current = max(self.slices, default=None)
+        return 0 if current is None else len(self.slices[current].records)

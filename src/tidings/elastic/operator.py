@@ -1,0 +1,115 @@
+"""What every operator shares: an id, an inbox, outboxes to peers, a coordinator session,
+one loop over its inbox, and the scale watch handed to that loop in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+
+import zmq
+import zmq.asyncio
+
+from tidings.elastic import wire
+from tidings.elastic.channels import Inbox, Outboxes
+from tidings.elastic.coordinator import Coordinator, Role, ScaleState
+
+log = logging.getLogger("tidings.elastic")
+
+
+class Operator:
+    role: Role
+
+    def __init__(self, member_id: str, coordinator: Coordinator, bind: str) -> None:
+        self.id = member_id
+        self.coordinator = coordinator
+        self._bind = bind
+        self._context = zmq.asyncio.Context()
+        self._sync: zmq.Context[zmq.Socket[bytes]] = zmq.Context.shadow(self._context.underlying)
+        self.inbox: Inbox | None = None
+        self.out = Outboxes(self._sync)
+        self._task: asyncio.Task[None] | None = None
+        self._scale_events: asyncio.Queue[ScaleState | None] = asyncio.Queue()
+        self._scale_task: asyncio.Task[None] | None = None
+        self.started_at = time.monotonic()
+        self.counters: dict[str, float] = {}
+
+    def count(self, name: str, by: float = 1.0) -> None:
+        self.counters[name] = self.counters.get(name, 0.0) + by
+
+    async def start(self) -> None:
+        self.inbox = Inbox(self._context, self._bind)
+        await self.coordinator.register(self.id, self.role, self.inbox.address)
+        await self.prepare()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"{self.id}-inbox")
+        self._scale_task = asyncio.get_running_loop().create_task(
+            self._follow_scales(), name=f"{self.id}-scales"
+        )
+        self.coordinator.watch_scale(self._scale_events.put_nowait)
+
+    async def prepare(self) -> None:
+        """Read what the operator needs before its first message (the configuration)."""
+
+    async def _run(self) -> None:
+        assert self.inbox is not None
+        while True:
+            batch = await self.inbox.receive()
+            if any(isinstance(m, wire.Stop) for m in batch):
+                await self.handle([m for m in batch if not isinstance(m, wire.Stop)])
+                return
+            try:
+                await self.handle(batch)
+            except Exception:
+                self.count("errors")
+                log.exception("%s failed on a batch of %d messages", self.id, len(batch))
+                raise
+
+    async def _follow_scales(self) -> None:
+        while True:
+            state = await self._scale_events.get()
+            if state is not None:
+                try:
+                    await self.on_scale(state)
+                except Exception:
+                    self.count("errors")
+                    log.exception("%s failed on scale %d (%s)", self.id, state.id, state.phase)
+
+    async def handle(self, batch: list[wire.Message]) -> None:
+        raise NotImplementedError
+
+    async def on_scale(self, state: ScaleState) -> None:
+        """A phase of a scale, told by the coordinator."""
+
+    async def resolve(self, peers: Iterable[str]) -> None:
+        """Look up the inbox addresses of peers not known yet."""
+        for peer in peers:
+            if not self.out.knows(peer):
+                self.out.know(peer, await self.coordinator.address_of(peer))
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def stop(self, crash: bool = False) -> None:
+        """End the loops, leave the membership, close the sockets. `crash`: as a process that
+        dies, what is queued to peers is dropped instead of sent."""
+        for task in (self._task, self._scale_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.coordinator.leave(self.id)
+        if crash:
+            self._context.destroy(linger=0)
+            return
+        self.out.close()
+        if self.inbox is not None:
+            self.inbox.close()
+        await asyncio.to_thread(self._context.term)
+
+    async def wait(self) -> None:
+        """Until the inbox loop ends (a `Stop`, or a failure, which is raised)."""
+        assert self._task is not None
+        await self._task

@@ -1,0 +1,198 @@
+"""The scaling protocols of E-SilboPS section 5, driven through the coordinator.
+
+The scaler moves a scale from phase to phase when every operator concerned has reached the
+barrier in between; the operators act on each phase as they see it (access points,
+matchers and exit points react to the `scale` node; messages between them carry the rest).
+
+Matcher scale: `start` (access points buffer subscription changes and send StartScale; each
+old matcher snapshots and repartitions its subscriptions by the new selector and sends them
+as AddMatcherState; each matcher reports `ready` once it has all its new state) -> `change`
+(the new view is written; access points send Change-Matcher-On-Exit-Point to the old
+matchers, Change-Matcher to all, switch selector and flush the buffered subscriptions,
+`switched`; matchers forward the first to every exit point, which report `changed` when all
+have come; matchers report `done` when every access point's Change-Matcher came) -> `end`.
+
+Exit point scale: `start` (access points send the cut marker, `switched`; matchers route
+each access point's later publications by the new exit point selector and forward the marker,
+`done`; old exit points deliver up to the cut, `drained`) -> `release` (the new view is
+written; new exit points deliver what they held) -> `end`.
+
+A member that dies before `change` (matchers) or `release` (exit points) aborts the scale:
+phase `aborted`, everyone returns to the old view, nothing was delivered by the new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from tidings.elastic.coordinator import Coordinator, MemberLost, ScaleState, View
+from tidings.errors import ErrorCode, TidingsError
+
+
+@dataclass
+class ScaleReport:
+    kind: str
+    old: list[str]
+    new: list[str]
+    outcome: str = "done"  # done | aborted | unchanged
+    reason: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds it took
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "old": self.old,
+            "new": self.new,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "phases_s": {k: round(v, 4) for k, v in self.phases.items()},
+        }
+
+
+class Scaler:
+    """Runs one scale at a time (the coordinator refuses a second: CONFLICT)."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        self._alive: set[str] = set()
+        self._watching = False
+
+    async def _watch(self) -> None:
+        if not self._watching:
+            self._watching = True
+            ready = asyncio.Event()
+
+            def seen(members: set[str]) -> None:
+                self._alive = members
+                ready.set()
+
+            self.coordinator.watch_members(seen)
+            await ready.wait()
+
+    def _gone(self, expected: Sequence[str]) -> set[str]:
+        return set(expected) - self._alive
+
+    async def _check_members(self, wanted: Sequence[str], role: str) -> None:
+        members = await self.coordinator.members()
+        for member in wanted:
+            found = members.get(member)
+            if found is None or found.role != role:
+                raise TidingsError(
+                    ErrorCode.CONFLICT, detail=f"no running {role.replace('_', ' ')} {member!r}"
+                )
+        if len(set(wanted)) != len(wanted) or not wanted:
+            raise TidingsError(
+                ErrorCode.INVALID_FIELD, field="members", detail="give distinct members"
+            )
+
+    async def scale_matchers(self, new: Sequence[str]) -> ScaleReport:
+        await self._watch()
+        config = await self.coordinator.require_config()
+        old = list(config.matchers.members)
+        report = ScaleReport("matchers", old, list(new))
+        if list(new) == old:
+            report.outcome = "unchanged"
+            return report
+        await self._check_members(new, "matcher")
+        view = config.matchers.view + 1
+        state = await self.coordinator.begin_scale("matchers", view, old, list(new))
+        both = list(dict.fromkeys([*old, *new]))
+        clock = time.perf_counter()
+        try:
+            await self.coordinator.wait_barrier(
+                state.id, "ready", set(both), lambda: self._gone(both)
+            )
+        except MemberLost as lost:
+            await self.coordinator.set_phase(state, "aborted", reason=str(lost))
+            report.outcome, report.reason = "aborted", str(lost)
+            report.phases["start"] = time.perf_counter() - clock
+            return report
+        changed = msgspec.structs.replace(config, matchers=View(view, list(new)))
+        started_change = time.perf_counter()
+        report.phases["start"] = started_change - clock
+        state = await self.coordinator.set_phase(state, "change", changed)
+        await self._after_change(state, config.access_points, changed.exit_points.members, both)
+        report.phases["change"] = time.perf_counter() - started_change
+        await self.coordinator.set_phase(state, "end")
+        return report
+
+    async def _after_change(
+        self, state: ScaleState, aps: list[str], eps: list[str], matchers: list[str]
+    ) -> None:
+        """Past `change` there is no way back: wait for everyone (a member lost now is
+        reported, and the scale stays in `change` for an operator to see)."""
+        await self.coordinator.wait_barrier(state.id, "switched", set(aps), lambda: self._gone(aps))
+        await self.coordinator.wait_barrier(state.id, "changed", set(eps), lambda: self._gone(eps))
+        await self.coordinator.wait_barrier(
+            state.id, "done", set(matchers), lambda: self._gone(matchers)
+        )
+
+    async def scale_exit_points(self, new: Sequence[str]) -> ScaleReport:
+        await self._watch()
+        config = await self.coordinator.require_config()
+        old = list(config.exit_points.members)
+        report = ScaleReport("exit_points", old, list(new))
+        if list(new) == old:
+            report.outcome = "unchanged"
+            return report
+        await self._check_members(new, "exit_point")
+        view = config.exit_points.view + 1
+        state = await self.coordinator.begin_scale("exit_points", view, old, list(new))
+        clock = time.perf_counter()
+        aps, matchers = config.access_points, config.matchers.members
+        both = list(dict.fromkeys([*old, *new]))
+        try:
+            await self.coordinator.wait_barrier(
+                state.id, "switched", set(aps), lambda: self._gone(aps)
+            )
+            await self.coordinator.wait_barrier(
+                state.id, "done", set(matchers), lambda: self._gone([*matchers, *both])
+            )
+            await self.coordinator.wait_barrier(
+                state.id, "drained", set(old), lambda: self._gone([*old, *new])
+            )
+        except MemberLost as lost:
+            await self.coordinator.set_phase(state, "aborted", reason=str(lost))
+            report.outcome, report.reason = "aborted", str(lost)
+            report.phases["start"] = time.perf_counter() - clock
+            return report
+        report.phases["start"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        changed = msgspec.structs.replace(config, exit_points=View(view, list(new)))
+        state = await self.coordinator.set_phase(state, "release", changed)
+        state = await self.coordinator.set_phase(state, "end")
+        report.phases["release"] = time.perf_counter() - clock
+        return report
+
+
+async def scale_with_running(
+    coordinator: Coordinator, matchers: int | None, exit_points: int | None
+) -> list[ScaleReport]:
+    """Scale each layer to a number of instances with the operators already running: the
+    first members stay, idle running operators are added (CONFLICT when too few run)."""
+    scaler, reports = Scaler(coordinator), []
+    for count, role in ((matchers, "matcher"), (exit_points, "exit_point")):
+        if count is None:
+            continue
+        config = await coordinator.require_config()
+        view = config.matchers if role == "matcher" else config.exit_points
+        current = list(view.members)
+        running = await coordinator.members()
+        idle = sorted(m for m, info in running.items() if info.role == role and m not in current)
+        new = current[:count] + idle[: max(0, count - len(current))]
+        if len(new) < count:
+            raise TidingsError(
+                ErrorCode.CONFLICT,
+                detail=f"{count} {role.replace('_', ' ')}s wanted, {len(new)} running: start "
+                f"more with `tidings {role.replace('_', '-')}`",
+            )
+        if role == "matcher":
+            reports.append(await scaler.scale_matchers(new))
+        else:
+            reports.append(await scaler.scale_exit_points(new))
+    return reports

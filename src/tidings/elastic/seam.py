@@ -1,0 +1,140 @@
+"""The broker's side of elastic matching: what `Broker` is given when `matching = "elastic"`.
+
+It starts the deployment (a ZooKeeper of its own unless one is named), feeds the access
+point with the broker's topic and content subscriptions, publishes through it, and has the
+exit points enqueue into the broker's store, telling the broker what they enqueued (its
+wake-ups, counters and event log). Function subscriptions stay with the function runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tidings.config import ElasticSettings
+from tidings.elastic.deployment import Deployment
+from tidings.elastic.exit_point import EnqueueStore, StoreSink
+from tidings.elastic.scaling import ScaleReport
+from tidings.model import Publication, Subscription
+from tidings.store.base import NewMessage
+
+log = logging.getLogger("tidings.elastic")
+
+Enqueued = Callable[[Sequence[NewMessage]], Awaitable[None] | None]
+
+
+class ElasticMatching:
+    def __init__(self, settings: ElasticSettings, store: EnqueueStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.deployment: Deployment | None = None
+        self._zookeeper: contextlib.ExitStack | None = None
+        self.on_enqueued: Enqueued | None = None
+
+    async def start(self, on_enqueued: Enqueued | None = None) -> None:
+        self.on_enqueued = on_enqueued
+        hosts = self.settings.zookeeper
+        if not hosts:
+            from tidings.elastic.zookeeper import local_zookeeper
+
+            self._zookeeper = contextlib.ExitStack()
+            hosts = self._zookeeper.enter_context(local_zookeeper())
+            log.info("elastic matching: a ZooKeeper of its own at %s", hosts)
+        self.deployment = Deployment(
+            hosts,
+            lambda: StoreSink(self.store, self._enqueued),
+            cluster=self.settings.cluster,
+            matchers=self.settings.matchers,
+            exit_points=self.settings.exit_points,
+            transport="tcp" if self.settings.zookeeper else "ipc",
+            host="0.0.0.0",
+        )
+        await self.deployment.start()
+
+    def _enqueued(self, messages: Sequence[NewMessage]) -> Awaitable[None] | None:
+        return None if self.on_enqueued is None else self.on_enqueued(messages)
+
+    @property
+    def running(self) -> Deployment:
+        if self.deployment is None:
+            raise RuntimeError("elastic matching has not started")
+        return self.deployment
+
+    def load(self, subscriptions: Iterable[Subscription]) -> None:
+        for sub in subscriptions:
+            self.subscribe(sub)
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.running.subscribe(sub)
+
+    def unsubscribe(self, subscription_id: str) -> None:
+        self.running.unsubscribe(subscription_id)
+
+    async def publish(self, pubs: Sequence[Publication]) -> list[int]:
+        return await self.running.publish(pubs)
+
+    async def scale(self, matchers: int | None, exit_points: int | None) -> list[ScaleReport]:
+        return await self.running.scale(matchers, exit_points)
+
+    async def status(self) -> dict[str, Any]:
+        return await self.running.status()
+
+    async def close(self) -> None:
+        if self.deployment is not None:
+            await self.deployment.close()
+        if self._zookeeper is not None:
+            self._zookeeper.close()
+
+    def collector(self) -> Collector:
+        return _Operators(self)
+
+
+class _Operators(Collector):
+    """Per-operator gauges for /metrics, read at scrape time."""
+
+    def __init__(self, elastic: ElasticMatching) -> None:
+        self.elastic = elastic
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        handled = GaugeMetricFamily(
+            "tidings_elastic_publications",
+            "Publications handled per elastic operator since it started.",
+            labels=["operator", "role"],
+        )
+        backlog = GaugeMetricFamily(
+            "tidings_elastic_backlog",
+            "Publications in flight at an operator (access point: not yet committed "
+            "everywhere; exit point: waiting for partial results or their turn).",
+            labels=["operator", "role"],
+        )
+        held = GaugeMetricFamily(
+            "tidings_elastic_subscriptions",
+            "Subscriptions held per matcher (its current view's slice).",
+            labels=["operator"],
+        )
+        matching = GaugeMetricFamily(
+            "tidings_elastic_matching_p99_seconds",
+            "The 99th percentile of recent matching times per publication, per matcher.",
+            labels=["operator"],
+        )
+        deployment = self.elastic.deployment
+        if deployment is not None and deployment.access_point is not None:
+            ap = deployment.access_point
+            handled.add_metric([ap.id, "access_point"], ap.counters.get("publications", 0))
+            backlog.add_metric([ap.id, "access_point"], ap.backlog())
+            for m in list(deployment.matchers.values()):
+                handled.add_metric([m.id, "matcher"], m.counters.get("publications", 0))
+                held.add_metric([m.id], m.subscriptions())
+                matching.add_metric([m.id], m.matching_p99())
+            for e in list(deployment.exit_points.values()):
+                handled.add_metric([e.id, "exit_point"], e.counters.get("publications", 0))
+                backlog.add_metric([e.id, "exit_point"], e.backlog())
+        yield from (handled, backlog, held, matching)

@@ -1,0 +1,54 @@
+"""A ZooKeeper of the tests' own (a free port, a temporary directory), and the helpers the
+elastic tests share: a sink that records every delivery in commit order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from tidings.errors import TidingsError
+from tidings.store.base import NewMessage
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[str]:
+    """`host:port` of a ZooKeeper started for this test session; skipped (failed under
+    CI=true) where it cannot start."""
+    from tidings.elastic.zookeeper import local_zookeeper
+
+    try:
+        started = local_zookeeper()
+        hosts = started.__enter__()
+    except TidingsError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"ZooKeeper cannot start (required under CI): {exc.message}")
+        pytest.skip(f"ZooKeeper cannot start: {exc.message}")
+    try:
+        yield hosts
+    finally:
+        started.__exit__(None, None, None)
+
+
+class Recorder:
+    """Every delivery of every exit point, in the order they were committed."""
+
+    def __init__(self) -> None:
+        self.messages: list[NewMessage] = []
+
+    def sink(self) -> RecordingSink:
+        return RecordingSink(self)
+
+
+class RecordingSink:
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    async def deliver(self, messages: Sequence[NewMessage]) -> None:
+        self.recorder.messages.extend(messages)
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()

@@ -1,0 +1,108 @@
+"""Scaling under a constant stream of publications and subscription changes loses nothing,
+duplicates nothing and keeps each publisher's order at every subscriber."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.elastic.conftest import Recorder
+from tests.elastic.stream import STABLE, Stream, check, held_subscriptions
+
+from tidings.elastic import wire
+from tidings.elastic.deployment import Deployment
+from tidings.elastic.matcher import MatcherOperator
+
+
+class GatedMatcher(MatcherOperator):
+    """Holds its `ready` until the test opens the gate: the scale is then certainly in the
+    middle of its state transfer while the stream publishes and subscriptions change."""
+
+    reached = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def _ready(self, scale: object) -> None:
+        GatedMatcher.reached.set()
+        await GatedMatcher.gate.wait()
+        await super()._ready(scale)  # type: ignore[arg-type]
+
+
+async def test_scaling_matchers_and_exit_points_out_and_in_under_a_stream_loses_nothing(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    GatedMatcher.reached, GatedMatcher.gate = asyncio.Event(), asyncio.Event()
+    async with Deployment(zookeeper, recorder.sink, matcher_class=GatedMatcher) as deployment:
+        stream = Stream(deployment)
+        stream.subscribe_stable()
+        shapes: list[tuple[int, int]] = []
+        during: list[int] = []
+
+        async def open_gate_after_traffic() -> None:
+            await GatedMatcher.reached.wait()
+            before, changes = sum(stream.published.values()), stream.changes
+            while sum(stream.published.values()) < before + 30 or stream.changes < changes + 5:
+                await stream.progress.wait()
+                stream.progress.clear()
+            during.append(sum(stream.published.values()) - before)
+            GatedMatcher.gate.set()
+
+        async def scaling() -> None:
+            opener = asyncio.create_task(open_gate_after_traffic())
+            for matchers, exit_points in ((3, None), (None, 2), (1, None), (None, 1)):
+                reports = await deployment.scale(matchers=matchers, exit_points=exit_points)
+                assert [r.outcome for r in reports] == ["done"]
+                shapes.append((len(deployment.matchers), len(deployment.exit_points)))
+            await opener
+
+        await stream.run(scaling)
+        assert shapes == [(3, 1), (3, 2), (1, 2), (1, 1)]
+        assert during and during[0] >= 30  # published while the first scale was under way
+        assert deployment.ap.counters["subscriptions_buffered"] >= 5
+        check(stream, recorder.messages)
+        stable = {s.id for subs, _ in STABLE.values() for s in subs}
+        assert held_subscriptions(deployment) == stable | stream.live_churn
+
+
+class StallingMatcher(MatcherOperator):
+    """A new matcher that takes its state and never reports ready, until it dies."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.has_state = asyncio.Event()
+
+    async def _add_state(self, message: wire.AddMatcherState) -> None:
+        self.has_state.set()
+
+
+async def test_a_matcher_dying_in_the_middle_of_a_scale_out_aborts_it_and_loses_nothing(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    async with Deployment(zookeeper, recorder.sink) as deployment:
+        stalling = StallingMatcher(
+            "stalling", await deployment._session(), deployment._bind("stalling")
+        )
+        await stalling.start()
+        stream = Stream(deployment)
+        stream.subscribe_stable()
+        outcomes: list[str] = []
+
+        async def scaling() -> None:
+            async def kill_when_it_has_state() -> None:
+                await stalling.has_state.wait()
+                await stalling.stop(crash=True)
+
+            killer = asyncio.create_task(kill_when_it_has_state())
+            reports = await deployment.scale(matchers=3)  # the idle `stalling` is taken first
+            await killer
+            await stalling.coordinator.close()
+            outcomes.append(reports[0].outcome)
+            # the deployment goes on, and a later scale succeeds
+            outcomes.append((await deployment.scale(matchers=3))[0].outcome)
+            outcomes.append((await deployment.scale(matchers=1))[0].outcome)
+
+        await stream.run(scaling)
+        assert outcomes == ["aborted", "done", "done"]
+        check(stream, recorder.messages)
+        stable = {s.id for subs, _ in STABLE.values() for s in subs}
+        assert held_subscriptions(deployment) == stable | stream.live_churn
