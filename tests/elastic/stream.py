@@ -9,6 +9,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import orjson
+
 from tidings.elastic.deployment import Deployment
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import NewMessage
@@ -112,7 +114,7 @@ def check(stream: Stream, messages: list[NewMessage]) -> None:
         key = (m.subscriber_id, m.publication_id)
         assert key not in seen, f"duplicated: {key}"
         seen.add(key)
-        body = m.body
+        body = orjson.loads(m.body)
         by_subscriber[m.subscriber_id][body["data"]["p"]].append(body["data"]["n"])
     for subscriber, per_publisher in by_subscriber.items():
         for p, ns in per_publisher.items():

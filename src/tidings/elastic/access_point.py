@@ -14,13 +14,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import orjson
-
 from tidings.elastic import wire
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
 from tidings.elastic.operator import Operator
 from tidings.elastic.partition import Selector
 from tidings.model import Publication
+from tidings.store.base import encode_body
 
 log = logging.getLogger("tidings.elastic")
 
@@ -86,7 +85,7 @@ class AccessPointOperator(Operator):
                 self.selector.view,
                 list(pub.topics),
                 dict(pub.attributes),
-                orjson.dumps(pub.to_json()),
+                encode_body(pub.to_wire()),  # as queued: encoded once, here
             )
         )
         for member in self.selector.members:

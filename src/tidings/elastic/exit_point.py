@@ -234,8 +234,9 @@ def _messages(entry: _Collecting) -> list[NewMessage]:
     """The deliveries of one publication, as `Broker._messages` makes them."""
     if not entry.matches or entry.body is None:
         return []
-    body = orjson.loads(entry.body)  # shared by all its deliveries
-    pub_id, published_at = body["id"], body["published_at"]
+    head = orjson.loads(entry.body)
+    pub_id, published_at = head["id"], head["published_at"]
+    body = bytes(entry.body)  # the bytes the access point encoded, shared by its deliveries
     return [
         NewMessage(owner, pub_id, pub_id, tuple(sorted(ids)), body, published_at)
         for owner, ids in entry.matches.items()
