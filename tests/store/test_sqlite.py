@@ -58,6 +58,7 @@ def test_a_database_of_the_copied_bodies_layout_is_migrated_keeping_every_messag
     assert (message.body, message.attempt) == ({"a": 1}, 2)
     [letter] = store.dead_letters("s1")
     assert (letter.body, letter.reason) == ("dead", "max_attempts")
+    assert store.enqueue([NewMessage("s1", "p1", "p1", ("x",), encode_body(1), 3.0)]) == 0
     store.enqueue([NewMessage("s1", "p3", "p3", ("x",), encode_body(3), 3.0)])
     assert [m.id for m in store.lease("s1", 5, 30, 5, 2.0)] == [8]  # ids go on after the old
     store.close()
@@ -82,4 +83,8 @@ CREATE TABLE dead_letters (
     enqueued_at REAL NOT NULL, attempt INTEGER NOT NULL, reason TEXT NOT NULL, dead_at REAL);
 CREATE INDEX dead_letters_owner ON dead_letters (subscriber_id, id);
 INSERT INTO dead_letters VALUES (1, 's1', 'p0', '["x"]', '"dead"', 0.5, 5, 'max_attempts', 1.0);
+CREATE TABLE dedup (
+    subscriber_id TEXT NOT NULL, dedup_key TEXT NOT NULL, enqueued_at REAL NOT NULL,
+    PRIMARY KEY (subscriber_id, dedup_key)) WITHOUT ROWID;
+INSERT INTO dedup VALUES ('s1', 'p1', 1.0), ('s1', 'p0', 0.5);
 """

@@ -101,7 +101,7 @@ CREATE INDEX IF NOT EXISTS messages_age ON messages (enqueued_at);
 CREATE INDEX IF NOT EXISTS messages_body ON messages (body_key);
 CREATE TABLE IF NOT EXISTS dedup (
     subscriber_id TEXT NOT NULL, dedup_key TEXT NOT NULL, enqueued_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (subscriber_id, dedup_key)) {clustered};
+    PRIMARY KEY (dedup_key, subscriber_id)) {clustered};
 CREATE TABLE IF NOT EXISTS dead_letters (
     id {serial}, subscriber_id TEXT NOT NULL, publication_id TEXT NOT NULL,
     subscription_ids TEXT NOT NULL, body_key TEXT NOT NULL,
@@ -127,13 +127,15 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
 # Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
 SCHEMA_VERSION = 4  # 3: bodies stored once; 4: endpoints (webhooks), created if absent
-# Version 2 kept a copy of the body in every message and dead letter: the old tables are
-# renamed (their indexes dropped, so the new ones get the names), SCHEMA creates the new
-# ones, and each old row's body becomes a body of its own (`v2.<seq>`, `v2d.<id>`).
+# Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
+# subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
+# the names), SCHEMA creates the new ones, and each old row's body becomes a body of its own
+# (`v2.<seq>`, `v2d.<id>`).
 BEFORE_V3 = """
 DROP INDEX IF EXISTS messages_fifo; DROP INDEX IF EXISTS messages_age;
 DROP INDEX IF EXISTS dead_letters_owner;
-ALTER TABLE messages RENAME TO messages_v2; ALTER TABLE dead_letters RENAME TO dead_letters_v2
+ALTER TABLE messages RENAME TO messages_v2; ALTER TABLE dead_letters RENAME TO dead_letters_v2;
+ALTER TABLE dedup RENAME TO dedup_v2
 """
 AFTER_V3 = """
 INSERT INTO bodies SELECT 'v2.' || seq, body FROM messages_v2;
@@ -142,7 +144,8 @@ INSERT INTO messages SELECT seq, subscriber_id, publication_id, subscription_ids
 INSERT INTO bodies SELECT 'v2d.' || id, body FROM dead_letters_v2;
 INSERT INTO dead_letters SELECT id, subscriber_id, publication_id, subscription_ids,
     'v2d.' || id, enqueued_at, attempt, reason, dead_at FROM dead_letters_v2;
-DROP TABLE messages_v2; DROP TABLE dead_letters_v2
+INSERT INTO dedup SELECT subscriber_id, dedup_key, enqueued_at FROM dedup_v2;
+DROP TABLE messages_v2; DROP TABLE dead_letters_v2; DROP TABLE dedup_v2
 """
 
 # a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
@@ -342,7 +345,10 @@ class SQLStore:
                 )
                 keys.update(str(r[0]) for r in cur.fetchall())
             self._drop_bodies(cur, keys)
-            for table in ("subscriptions", "dedup", "presence", "endpoints"):
+            # its dedup rows stay until the retention: keyed by publication first (a
+            # fan-out's rows are neighbours), they have no index by subscriber, and an id
+            # is never used again
+            for table in ("subscriptions", "presence", "endpoints"):
                 cur.execute(
                     self._q(f"DELETE FROM {table} WHERE subscriber_id = ?"), (subscriber_id,)
                 )
