@@ -80,6 +80,7 @@ class PublicationInput:
     topics: tuple[str, ...] = ()
     attributes: dict[str, Scalar] | None = None
     function_types: tuple[str, ...] = ()
+    data_encoding: str = "json"  # "base64": binary data, kept as base64 text
 
 
 class Broker:
@@ -430,7 +431,15 @@ class Broker:
     async def publish_batch(self, items: Sequence[PublicationInput]) -> list[Published]:
         now = self.clock()
         pubs = [
-            Publication(new_id(), now, i.data, i.topics, dict(i.attributes or {}), i.function_types)
+            Publication(
+                new_id(),
+                now,
+                i.data,
+                i.topics,
+                dict(i.attributes or {}),
+                i.function_types,
+                i.data_encoding,
+            )
             for i in items
         ]
         if self.elastic is not None and self.settings.matching == "elastic":

@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
 
     INVALID_JSON = "invalid_json"
     INVALID_UTF8 = "invalid_utf8"
+    INVALID_MSGPACK = "invalid_msgpack"
     INVALID_FIELD = "invalid_field"
     MISSING_FIELD = "missing_field"
     UNKNOWN_OPERATOR = "unknown_operator"
@@ -43,6 +44,7 @@ class ErrorCode(StrEnum):
 CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INVALID_JSON: (400, "the body is not valid JSON: {detail}"),
     ErrorCode.INVALID_UTF8: (400, "the body is not valid UTF-8"),
+    ErrorCode.INVALID_MSGPACK: (400, "the body is not valid MessagePack: {detail}"),
     ErrorCode.INVALID_FIELD: (422, "{detail}"),
     ErrorCode.MISSING_FIELD: (422, "the field is required"),
     ErrorCode.UNKNOWN_OPERATOR: (422, "unknown operator {op!r}; expected one of {allowed}"),

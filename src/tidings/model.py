@@ -155,9 +155,12 @@ class Publication:
     topics: tuple[str, ...] = ()
     attributes: Mapping[str, Scalar] = field(default_factory=dict)
     function_types: tuple[str, ...] = ()
+    # "base64": `data` is binary, published as MessagePack `bin`, kept as its base64 text
+    # (delivered as `bin` again to a MessagePack stream; docs/api.md)
+    data_encoding: str = "json"
 
     def to_json(self) -> dict[str, JSON]:
-        return {
+        out: dict[str, JSON] = {
             "id": self.id,
             "published_at": self.published_at,
             "data": self.data,
@@ -165,6 +168,9 @@ class Publication:
             "attributes": dict(self.attributes),
             "function_types": list(self.function_types),
         }
+        if self.data_encoding != "json":
+            out["data_encoding"] = self.data_encoding
+        return out
 
     def to_wire(self) -> dict[str, JSON]:
         """As queued and delivered: `to_json` without its empty fields."""
@@ -177,6 +183,8 @@ class Publication:
             out["attributes"] = dict(self.attributes)
         if self.function_types:
             out["function_types"] = list(self.function_types)
+        if self.data_encoding != "json":
+            out["data_encoding"] = self.data_encoding
         return out
 
     @classmethod
@@ -189,6 +197,7 @@ class Publication:
             topics=tuple(raw.get("topics", ())),
             attributes=dict(raw.get("attributes", {})),
             function_types=tuple(raw.get("function_types", ())),
+            data_encoding=str(raw.get("data_encoding", "json")),
         )
 
 

@@ -82,3 +82,16 @@ async def test_other_requests_go_on_to_the_application(broker: Broker) -> None:
         assert wrong_method.status_code == 405
         batch = await lane.post("/v1/publications/batch", json={"publications": [{"data": 1}]})
         assert batch.status_code == 201
+
+
+async def test_the_lane_takes_msgpack_as_the_routed_handler_does(broker: Broker) -> None:
+    import msgspec
+
+    routed = create_app(broker)
+    headers = {"Content-Type": "application/msgpack"}
+    for body in ({"data": b"\x00\xff", "topics": ["a"]}, {1: 2}, {"data": {"x": b"\x00"}}):
+        content = msgspec.msgpack.encode(body)
+        async with client(routed) as plain, client(PublishLane(routed, broker)) as lane:
+            expected = await plain.post("/v1/publications", content=content, headers=headers)
+            got = await lane.post("/v1/publications", content=content, headers=headers)
+        assert comparable(got) == comparable(expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import threading
 import time
@@ -309,3 +310,27 @@ async def test_a_refused_batch_fails_every_publish_in_it(url: str) -> None:
             return_exceptions=True,
         )
     assert all(isinstance(r, TidingsClientError) and r.status == 422 for r in results)
+
+
+async def test_binary_data_published_by_the_client_streams_back_as_bytes(url: str) -> None:
+    blob = bytes(range(256))
+    async with AsyncClient(url) as client:
+        me = await client.register()
+        await me.subscribe(topics=["bin/client"])
+        async with me.stream(encoding="msgpack") as stream:
+            await client.publish(blob, topics=["bin/client"])
+            async for message in stream:
+                assert message.data == blob
+                await message.ack()
+                break
+
+
+def test_the_sync_client_publishes_binary_data_that_a_json_pull_sees_as_base64(url: str) -> None:
+    with Client(url) as client:
+        me = client.register()
+        me.subscribe(topics=["bin/sync"])
+        client.publish_batch([{"data": b"\x00\xff", "topics": ["bin/sync"]}])
+        [message] = me.pull(10)
+        assert message.body["data_encoding"] == "base64"  # type: ignore[index]
+        assert base64.b64decode(message.body["data"]) == b"\x00\xff"  # type: ignore[index]
+        message.ack()

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any, TypeVar
 
+import msgspec
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -96,8 +97,49 @@ def duplicate_key(body: bytes) -> TidingsError:
     return TidingsError(ErrorCode.INVALID_JSON, field=key, detail=f"duplicate key {key!r}")
 
 
+MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
+
+
+def is_msgpack(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in MSGPACK_TYPES
+
+
+def parse_msgpack(body: bytes) -> Any:
+    """A MessagePack body (publications only, docs/api.md): maps keyed by strings; `bin`
+    values stay bytes (the publish path takes them as a publication's binary `data`)."""
+    try:
+        value = msgspec.msgpack.decode(body)
+    except msgspec.DecodeError as exc:
+        raise TidingsError(ErrorCode.INVALID_MSGPACK, detail=str(exc)) from None
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                raise TidingsError(ErrorCode.INVALID_MSGPACK, detail="map keys must be strings")
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, msgspec.msgpack.Ext):
+            raise TidingsError(ErrorCode.INVALID_MSGPACK, detail="extension types are refused")
+    return value
+
+
+def parse_body(body: bytes, content_type: str, *, allow_empty: bool = False) -> Any:
+    """JSON, or MessagePack when the content type says so."""
+    if is_msgpack(content_type):
+        return parse_msgpack(body)
+    return parse_json(body, allow_empty=allow_empty)
+
+
 async def json_body(request: Request, limit: int, *, allow_empty: bool = False) -> Any:
     return parse_json(await read_body(request, limit), allow_empty=allow_empty)
+
+
+async def publication_body(request: Request, limit: int) -> Any:
+    """A publishing call's body: JSON or MessagePack (binary `data`)."""
+    content_type = request.headers.get("content-type", "")
+    return parse_body(await read_body(request, limit), content_type)
 
 
 def bearer(request: Request) -> str | None:

@@ -18,7 +18,7 @@ import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.api import schemas as t
-from tidings.api.io import parse_json
+from tidings.api.io import parse_body
 from tidings.api.v1 import publication_input, published_json
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import convert
@@ -58,7 +58,8 @@ class PublishLane:
 
     async def _publish(self, scope: Scope, receive: Receive) -> bytes:
         settings = self.broker.settings
-        raw = parse_json(await read_body(scope, receive, settings.limits.max_publication_bytes))
+        body = await read_body(scope, receive, settings.limits.max_publication_bytes)
+        raw = parse_body(body, header(scope, b"content-type"))
         convert(raw, t.PublicationBody)
         published = await self.broker.publish(publication_input(raw, settings))
         return orjson.dumps(published_json(published))
@@ -81,3 +82,10 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def header(scope: Scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""

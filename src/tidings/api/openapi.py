@@ -82,7 +82,10 @@ def _operation(
     if op.body is not None:
         out["requestBody"] = {
             "required": op.body_required,
-            "content": {"application/json": {"schema": schema_of[id(op.body)]}},
+            "content": {
+                media: {"schema": schema_of[id(op.body)]}
+                for media in ("application/json", *op.body_media)
+            },
         }
     if op.token:
         out["security"] = [{"bearer": []}]
@@ -93,7 +96,7 @@ def _responses(op: Operation, schema_of: dict[int, Any]) -> dict[str, Any]:
     success: dict[str, Any] = {"description": "success"}
     if op.status != 204:
         schema = schema_of[id(op.answer)] if op.answer is not None else {}
-        success["content"] = {op.media: {"schema": schema}}
+        success["content"] = {media: {"schema": schema} for media in (op.media, *op.answer_media)}
     error = {"content": {"application/json": {"schema": ERROR}}}
     return {
         str(op.status): success,

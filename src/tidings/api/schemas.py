@@ -201,11 +201,18 @@ FORM = Annotated[
 ]
 
 
+ENCODING = Annotated[
+    Literal["json", "msgpack"],
+    Meta(description="json, or msgpack (application/msgpack; binary data as bin)"),
+]
+
+
 class PullQuery(Struct):
     max: int = 10
     wait: float = 0.0
     visibility: float = 30.0
     form: FORM = "full"
+    encoding: ENCODING = "json"
 
 
 class CompatPullQuery(Struct):
@@ -236,6 +243,7 @@ def pull_query(q: QueueSettings) -> type[PullQuery]:
         *_pull_fields(q),
         ("visibility", visibility, q.visibility_timeout_s),
         ("form", FORM, "full"),
+        ("encoding", ENCODING, "json"),
     ]
     return msgspec.defstruct("PullQuery", fields, bases=(PullQuery,))  # type: ignore[return-value]
 
@@ -554,6 +562,9 @@ class Operation:
     status: int = 200
     media: str = "application/json"
     token: bool = False  # the subscriber's bearer token is required
+    # other media types of the body and of the answer, with the same schema (MessagePack)
+    body_media: tuple[str, ...] = ()
+    answer_media: tuple[str, ...] = ()
 
 
 DESCRIBED: dict[Callable[..., Any], Operation] = {}

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
 from tidings.api import schemas as t
-from tidings.api.io import JSONResponse, base_url, bearer, body_as, query_as
+from tidings.api.io import JSONResponse, base_url, bearer, body_as, publication_body, query_as
 from tidings.api.schemas import Operation, described
 from tidings.api.serve import listable
 from tidings.api.ws import stream
 from tidings.broker import Broker, PublicationInput, Published
 from tidings.config import Settings
-from tidings.delivery.frames import messages_answer
+from tidings.delivery.frames import messages_answer, msgpack_answer
 from tidings.delivery.webhooks import Webhooks
 from tidings.errors import ErrorCode, TidingsError
-from tidings.model import check_receipts, parse_publication_body, parse_subscription_body
+from tidings.model import (
+    check_receipts,
+    convert,
+    parse_publication_body,
+    parse_subscription_body,
+)
 from tidings.store.base import AckResult, DeadLetter
 
 SMALL_BODY = 64 * 1024
@@ -162,26 +169,54 @@ async def resume_subscription(request: Request) -> Response:
 
 
 def publication_input(raw: Any, settings: Settings) -> PublicationInput:
+    """A publication from its decoded body. Binary `data` (MessagePack `bin`) is kept as its
+    base64 text, marked `data_encoding: base64`; binary anywhere else has no JSON form."""
+    encoding = "json"
+    if isinstance(raw, dict) and isinstance(raw.get("data"), bytes | bytearray):
+        raw = {**raw, "data": base64.b64encode(raw["data"]).decode()}
+        encoding = "base64"
     data, topics, attributes, ftypes = parse_publication_body(raw, settings.limits)
-    return PublicationInput(data, topics, attributes, ftypes)
+    try:
+        orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        raise TidingsError(
+            ErrorCode.INVALID_FIELD,
+            field="data",
+            detail="binary data is taken only as the whole of data",
+        ) from None
+    return PublicationInput(data, topics, attributes, ftypes, encoding)
 
 
-@described(Operation(t.PublicationBody, answer=t.Published, status=201))
+@described(
+    Operation(
+        t.PublicationBody, answer=t.Published, status=201, body_media=("application/msgpack",)
+    )
+)
 async def publish(request: Request) -> Response:
     """Publish one publication: its topics, attributes, function types and data."""
     settings = settings_of(request)
-    raw, _ = await body_as(request, t.PublicationBody, settings.limits.max_publication_bytes)
+    raw = await publication_body(request, settings.limits.max_publication_bytes)
+    convert(raw, t.PublicationBody)
     result = await broker_of(request).publish(publication_input(raw, settings))
     return JSONResponse(published_json(result), status_code=201)
 
 
-@described(Operation(t.BatchBody, query=t.batch_query, answer=t.BatchAnswer, status=201))
+@described(
+    Operation(
+        t.BatchBody,
+        query=t.batch_query,
+        answer=t.BatchAnswer,
+        status=201,
+        body_media=("application/msgpack",),
+    )
+)
 async def publish_batch(request: Request) -> Response:
     """Publish many publications in one call (one group commit)."""
     settings = settings_of(request)
     answer = query_as(request, t.BatchQuery).answer
     limits = settings.limits
-    raw, _ = await body_as(request, t.BatchBody, limits.max_publication_bytes * 16)
+    raw = await publication_body(request, limits.max_publication_bytes * 16)
+    convert(raw, t.BatchBody)
     items = raw["publications"]
     if len(items) > limits.max_batch:
         raise TidingsError(
@@ -210,12 +245,18 @@ async def publish_batch(request: Request) -> Response:
 # ---------------------------------------------------------------- receiving
 
 
-@described(Operation(query=t.pull_query, answer=t.Messages, token=True))
+@described(
+    Operation(
+        query=t.pull_query, answer=t.Messages, token=True, answer_media=("application/msgpack",)
+    )
+)
 async def pull(request: Request) -> Response:
     """Lease up to `max` messages, waiting up to `wait` seconds for the first."""
     broker, sid = await owner(request)
     q = query_as(request, t.pull_query(broker.settings.queues))
     messages = await broker.pull(sid, q.max, q.wait, q.visibility)
+    if q.encoding == "msgpack":
+        return Response(msgpack_answer(messages, q.form), media_type="application/msgpack")
     return Response(messages_answer(messages, q.form), media_type="application/json")
 
 

@@ -1,9 +1,9 @@
 """The push stream over a WebSocket: framing only. Flow control (prefetch, settling beside
 the reader, release on close) is `tidings.delivery.stream.PushStream`'s.
 
-Frames are binary WebSocket frames holding JSON (docs/api.md): `messages` from the broker,
-`ack`/`nack` from the subscriber, `error` for a malformed frame (the stream goes on) or
-before the broker closes it.
+Frames are binary WebSocket frames holding JSON, or MessagePack with `?encoding=msgpack`
+(docs/api.md): `messages` from the broker, `ack`/`nack` from the subscriber, `error` for a
+malformed frame (the stream goes on) or before the broker closes it.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from tidings.api.io import parse_json
+from tidings.api.io import parse_json, parse_msgpack
 from tidings.api.schemas import StreamFrame
-from tidings.delivery.frames import FORMS, Form, messages_frame
+from tidings.delivery.frames import ENCODINGS, FORMS, Encoding, Form, messages_frame, msgpack_frame
 from tidings.delivery.stream import PushStream
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts, convert
@@ -48,8 +49,41 @@ def _form(ws: WebSocket) -> Form:
     raise TidingsError(ErrorCode.INVALID_FIELD, field="form", detail="full or compact")
 
 
-async def _refuse(ws: WebSocket, exc: TidingsError) -> None:
-    await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
+def _encoding(ws: WebSocket) -> Encoding:
+    raw = ws.query_params.get("encoding", "json")
+    for encoding in ENCODINGS:
+        if raw == encoding:
+            return encoding
+    raise TidingsError(ErrorCode.INVALID_FIELD, field="encoding", detail="json or msgpack")
+
+
+class Framing:
+    """How this stream's frames are written and read: JSON or MessagePack."""
+
+    def __init__(self, form: Form = "full", encoding: Encoding = "json") -> None:
+        self.form, self.encoding = form, encoding
+
+    def messages(self, batch: list[Any]) -> bytes:
+        if self.encoding == "msgpack":
+            return msgpack_frame(batch, self.form)
+        return messages_frame(batch, self.form)
+
+    def error(self, exc: TidingsError) -> bytes:
+        frame = {"type": "error", **exc.to_dict()}
+        return msgspec.msgpack.encode(frame) if self.encoding == "msgpack" else orjson.dumps(frame)
+
+    def read(self, raw: Any) -> Any:
+        """A frame from the subscriber: text is JSON; binary is JSON, or MessagePack on a
+        MessagePack stream."""
+        if isinstance(raw, str):
+            return parse_json(raw.encode())
+        if self.encoding == "msgpack":
+            return parse_msgpack(bytes(raw))
+        return parse_json(bytes(raw))
+
+
+async def _refuse(ws: WebSocket, exc: TidingsError, framing: Framing | None = None) -> None:
+    await ws.send_bytes((framing or Framing()).error(exc))
     await ws.close(CLOSE_CODES.get(exc.status, 4400))
 
 
@@ -61,14 +95,14 @@ async def stream(ws: WebSocket) -> None:
     with broker.revocations.watch(sid) as revoked:
         try:
             await broker.authenticate(sid, _token(ws))
-            form = _form(ws)
+            framing = Framing(_form(ws), _encoding(ws))
         except TidingsError as exc:
             await _refuse(ws, exc)
             return
         push = PushStream(broker, sid, _prefetch(ws, broker.settings.queues.prefetch))
         tasks = [
-            asyncio.create_task(_send(ws, push, form)),
-            asyncio.create_task(_receive(ws, push)),
+            asyncio.create_task(_send(ws, push, framing)),
+            asyncio.create_task(_receive(ws, push, framing)),
             asyncio.create_task(revoked.wait()),
         ]
         try:
@@ -82,33 +116,32 @@ async def stream(ws: WebSocket) -> None:
             await push.close()
         if revoked.is_set():  # deleted, on this broker or another: say so, then close
             with contextlib.suppress(Exception):
-                await _refuse(ws, TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=sid))
+                await _refuse(ws, TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=sid), framing)
 
 
-async def _send(ws: WebSocket, push: PushStream, form: Form) -> None:
+async def _send(ws: WebSocket, push: PushStream, framing: Framing) -> None:
     while True:  # one frame per leased batch: frames, not messages, cost the most
-        await ws.send_bytes(messages_frame(await push.next_batch(), form))
+        await ws.send_bytes(framing.messages(await push.next_batch()))
 
 
-async def _receive(ws: WebSocket, push: PushStream) -> None:
+async def _receive(ws: WebSocket, push: PushStream, framing: Framing) -> None:
     """Read frames, never waiting for a commit (the push stream settles beside)."""
     with contextlib.suppress(WebSocketDisconnect):
         while True:
             frame = await ws.receive()
             if frame["type"] == "websocket.disconnect":
                 return
-            settle = await _parsed(ws, frame.get("bytes") or frame.get("text") or "")
+            settle = await _parsed(ws, framing, frame.get("bytes") or frame.get("text") or "")
             if settle is not None:
                 await push.settle(*settle)
 
 
-async def _parsed(ws: WebSocket, raw: Any) -> tuple[Any, list[str]] | None:
+async def _parsed(ws: WebSocket, framing: Framing, raw: Any) -> tuple[Any, list[str]] | None:
     """An ack or nack frame's kind and receipts; a malformed one gets an error frame (None)
     and the stream goes on."""
     try:
-        text = raw.encode() if isinstance(raw, str) else bytes(raw)
-        frame = convert(parse_json(text), StreamFrame)
+        frame = convert(framing.read(raw), StreamFrame)
         return frame.type, check_receipts(frame.receipts)
     except TidingsError as exc:
-        await ws.send_bytes(orjson.dumps({"type": "error", **exc.to_dict()}))
+        await ws.send_bytes(framing.error(exc))
         return None

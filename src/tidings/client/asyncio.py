@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
 
+import msgspec
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -62,7 +63,7 @@ class AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token and call.auth else {}
         body = b""
         if call.json is not None:
-            body, headers["Content-Type"] = orjson.dumps(call.json), "application/json"
+            body, headers["Content-Type"] = call.encoded()
         query = f"?{urlencode(call.params)}" if call.params else ""
         try:
             response = await self._http.request(
@@ -172,7 +173,11 @@ class Stream:
 
 
 def _decoded(frame: str | bytes, settler: t.Settler[Awaitable[None]]) -> list[AsyncMessage]:
-    raw = orjson.loads(frame)
+    # a MessagePack frame never begins with "{" (a map of a few keys is 0x8N)
+    if isinstance(frame, bytes) and not frame.startswith(b"{"):
+        raw = msgspec.msgpack.decode(frame)
+    else:
+        raw = orjson.loads(frame)
     if raw.get("type") == "error":
         err = raw["error"]
         status = t.status_of(err["code"])
@@ -244,9 +249,15 @@ class AsyncSubscriberHandle:
 
     @asynccontextmanager
     async def stream(
-        self, prefetch: int = 100, open_timeout: float = 30.0, reconnect: bool = True
+        self,
+        prefetch: int = 100,
+        open_timeout: float = 30.0,
+        reconnect: bool = True,
+        encoding: str = "json",
     ) -> AsyncIterator[Stream]:
-        url = self.client.url.replace("http", "ws", 1) + f"{self.base}/stream?prefetch={prefetch}"
+        """`encoding="msgpack"`: frames in MessagePack, binary `data` as bytes."""
+        query = f"prefetch={prefetch}" + ("&encoding=msgpack" if encoding == "msgpack" else "")
+        url = self.client.url.replace("http", "ws", 1) + f"{self.base}/stream?{query}"
         headers = {"Authorization": f"Bearer {self.token}"}
 
         async def open_ws() -> ClientConnection:

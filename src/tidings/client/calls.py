@@ -7,6 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+import orjson
+
 from tidings.client import types as t
 
 
@@ -19,6 +22,18 @@ class Call:
     params: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     auth: bool = True
+
+    @property
+    def packed(self) -> bool:
+        """Sent as MessagePack: a publication with binary `data` (docs/api.md)."""
+        items = self.json.get("publications", [self.json]) if isinstance(self.json, dict) else []
+        return any(isinstance(i, dict) and isinstance(i.get("data"), bytes) for i in items)
+
+    def encoded(self) -> tuple[bytes, str]:
+        """The body and its content type."""
+        if self.packed:
+            return msgspec.msgpack.encode(self.json), "application/msgpack"
+        return orjson.dumps(self.json), "application/json"
 
 
 def register(ephemeral: bool = False) -> Call:

@@ -35,12 +35,15 @@ class Client:
 
     def run(self, call: Call, token: str | None = None) -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token and call.auth else {}
+        body: bytes | None = None
+        if call.json is not None:
+            body, headers["Content-Type"] = call.encoded()
         try:
             response = self._http.request(
                 call.method,
                 call.path,
                 headers=headers,
-                json=call.json,
+                content=body,
                 params=call.params or None,
                 timeout=call.timeout or httpx.USE_CLIENT_DEFAULT,
             )
