@@ -72,6 +72,7 @@ class Metrics:
     def __init__(self, per_subscriber_cap: int = 100) -> None:
         self.registry = CollectorRegistry()
         self.per_subscriber_cap = per_subscriber_cap
+        self._children: dict[tuple[object, ...], Counter] = {}
         self._counters = {
             name: Counter(f"tidings_{name}", text, labels, registry=self.registry)
             for name, (text, labels) in COUNTERS.items()
@@ -109,9 +110,15 @@ class Metrics:
         return Histogram(f"tidings_{name}", text, buckets=buckets, registry=self.registry)
 
     def inc(self, name: str, by: float = 1.0, **labels: str) -> None:
-        """Add to the counter `name` (`publications_total` or `publications`)."""
-        counter = self._counters[name.removesuffix("_total")]
-        (counter.labels(**labels) if labels else counter).inc(by)
+        """Add to the counter `name` (`publications_total` or `publications`). A labelled
+        child is looked up once (prometheus-client's `labels()` costs a lock and a dict
+        build each call; the hot paths count every request)."""
+        key = (name, *labels.items())
+        child = self._children.get(key)
+        if child is None:
+            counter = self._counters[name.removesuffix("_total")]
+            child = self._children[key] = counter.labels(**labels) if labels else counter
+        child.inc(by)
 
     def value(self, name: str, **labels: str) -> float:
         """A counter's current value (for tests and the console)."""
