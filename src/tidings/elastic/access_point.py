@@ -57,6 +57,7 @@ class AccessPointOperator(Operator):
         self._seen: dict[int, _ScaleSeen] = {}
         self.phase_log: list[tuple[float, int, str, str]] = []  # (time, scale, kind, phase)
         self.latencies: list[float] = []  # recent publish-to-commit times, seconds
+        self._untaken: list[float] = []  # ... not yet taken by `take_latencies`
 
     async def prepare(self) -> None:
         config = await self.coordinator.require_config()
@@ -139,9 +140,16 @@ class AccessPointOperator(Operator):
                 if pending.remaining == 0:
                     del self._pending[seq]
                     self.latencies.append(now - pending.sent_at)
+                    self._untaken.append(now - pending.sent_at)
                     if not pending.future.done():
                         pending.future.set_result(pending.deliveries)
         del self.latencies[:-2000]
+        del self._untaken[:-10_000]
+
+    def take_latencies(self) -> list[float]:
+        """The publish-to-commit times since the last call (the autoscaler's signal)."""
+        taken, self._untaken = self._untaken, []
+        return taken
 
     # ------------------------------------------------------------ scaling
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from tidings.elastic import wire
 from tidings.elastic.access_point import AccessPointOperator
+from tidings.elastic.autoscaler import Autoscaler, Policy
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, View
 from tidings.elastic.exit_point import ExitPointOperator, Sink
 from tidings.elastic.matcher import MatcherOperator
@@ -47,6 +48,7 @@ class Deployment:
         transport: str = "ipc",
         host: str = "127.0.0.1",
         matcher_class: type[MatcherOperator] = MatcherOperator,
+        autoscale: Policy | None = None,
     ) -> None:
         if matchers < 1 or exit_points < 1:
             raise TidingsError(
@@ -56,6 +58,7 @@ class Deployment:
         self.cluster = cluster or f"c{uuid.uuid4().hex[:10]}"
         self.sink_factory = sink_factory
         self._initial = (matchers, exit_points)
+        self._matcher_view = matchers
         self._transport, self._host = transport, host
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.access_point: AccessPointOperator | None = None
@@ -67,6 +70,8 @@ class Deployment:
         self.reports: list[ScaleReport] = []
         self._scaling = asyncio.Lock()
         self._matcher_class = matcher_class  # tests put in one that pauses a scale
+        self._policy = autoscale  # None: no autoscaler (the default)
+        self.autoscaler: Autoscaler | None = None
 
     # ------------------------------------------------------------ life cycle
 
@@ -103,6 +108,9 @@ class Deployment:
             await self._start_matcher(mid)
         self.access_point = AccessPointOperator(ap_id, await self._session(), self._bind(ap_id))
         await self.access_point.start()
+        if self._policy is not None:
+            self.autoscaler = Autoscaler(self, self._policy)
+            self.autoscaler.start()
         return self
 
     async def _session(self) -> Coordinator:
@@ -135,6 +143,8 @@ class Deployment:
         await self.close()
 
     async def close(self) -> None:
+        if self.autoscaler is not None:
+            await self.autoscaler.stop()
         operators: list[Operator] = []
         if self.access_point is not None:
             operators.append(self.access_point)
@@ -169,6 +179,14 @@ class Deployment:
         self.ap.unsubscribe(subscription_id)
 
     # ------------------------------------------------------------ scaling
+
+    def matcher_count(self) -> int:
+        """Matchers in the current view (local or joined from elsewhere)."""
+        return self._matcher_view
+
+    def signals(self) -> tuple[list[float], int]:
+        """The autoscaler's: publish-to-commit times since the last call, and the backlog."""
+        return self.ap.take_latencies(), self.ap.backlog()
 
     async def scale(
         self, matchers: int | None = None, exit_points: int | None = None
@@ -212,6 +230,8 @@ class Deployment:
         else:
             report = await self.scaler.scale_exit_points(new)
         if report.outcome == "done":
+            if role == "matcher":
+                self._matcher_view = len(new)
             await self._retire(role, set(current) - set(new))
         elif report.outcome == "aborted":
             await self._retire(role, set(new) - set(current))
