@@ -283,10 +283,11 @@ class Coordinator:
         barrier: str,
         expected: set[str],
         gone: Callable[[], set[str]] = set,
+        must_live: frozenset[str] = frozenset(),
     ) -> None:
         """Until every expected member has arrived at the barrier. Raises `MemberLost` when
         `gone()` (checked at each change of membership or of the barrier) names an expected
-        member that has not arrived."""
+        member that has not arrived, or any of `must_live`."""
         path = f"{self.root}/scales/{scale}/{barrier}"
         await asyncio.to_thread(self._zk.ensure_path, path)
         loop = asyncio.get_running_loop()
@@ -304,7 +305,7 @@ class Coordinator:
                 missing = expected - arrived
                 if not missing:
                     return
-                lost = missing & gone()
+                lost = (missing | must_live) & gone()
                 if lost:
                     raise MemberLost(sorted(lost), barrier)
                 await wake.wait()

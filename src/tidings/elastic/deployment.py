@@ -48,6 +48,7 @@ class Deployment:
         transport: str = "ipc",
         host: str = "127.0.0.1",
         matcher_class: type[MatcherOperator] = MatcherOperator,
+        exit_point_class: type[ExitPointOperator] = ExitPointOperator,
         autoscale: Policy | None = None,
     ) -> None:
         if matchers < 1 or exit_points < 1:
@@ -70,6 +71,7 @@ class Deployment:
         self.reports: list[ScaleReport] = []
         self._scaling = asyncio.Lock()
         self._matcher_class = matcher_class  # tests put in one that pauses a scale
+        self._exit_point_class = exit_point_class
         self._policy = autoscale  # None: no autoscaler (the default)
         self.autoscaler: Autoscaler | None = None
 
@@ -125,7 +127,7 @@ class Deployment:
         return op
 
     async def _start_exit_point(self, member: str) -> ExitPointOperator:
-        op = ExitPointOperator(
+        op = self._exit_point_class(
             member, await self._session(), self._bind(member), self.sink_factory()
         )
         await op.start()

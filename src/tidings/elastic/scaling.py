@@ -141,7 +141,9 @@ class Scaler:
             report.outcome = "unchanged"
             return report
         await self._check_members(new, "exit_point")
-        view = config.exit_points.view + 1
+        # a view number no earlier attempt used (an aborted one's partials may be in flight)
+        last = await self.coordinator.scale()
+        view = max(config.exit_points.view, last.id if last else 0) + 1
         state = await self.coordinator.begin_scale("exit_points", view, old, list(new))
         clock = time.perf_counter()
         aps, matchers = config.access_points, config.matchers.members
@@ -150,11 +152,19 @@ class Scaler:
             await self.coordinator.wait_barrier(
                 state.id, "switched", set(aps), lambda: self._gone(aps)
             )
-            await self.coordinator.wait_barrier(
-                state.id, "done", set(matchers), lambda: self._gone([*matchers, *both])
+            await self.coordinator.wait_barrier(  # a new exit point lost: roll back
+                state.id,
+                "done",
+                set(matchers),
+                lambda: self._gone([*matchers, *both]),
+                must_live=frozenset(new),
             )
             await self.coordinator.wait_barrier(
-                state.id, "drained", set(old), lambda: self._gone([*old, *new])
+                state.id,
+                "drained",
+                set(old),
+                lambda: self._gone([*old, *new]),
+                must_live=frozenset(new),
             )
         except MemberLost as lost:
             await self.coordinator.set_phase(state, "aborted", reason=str(lost))
