@@ -157,3 +157,48 @@ async def test_a_new_exit_point_dying_in_the_middle_of_a_scale_rolls_back_and_lo
         assert outcomes == ["aborted", "done", "done"]
         assert deployment.ap.counters.get("unexpected_commits", 0) == 0
         check(stream, recorder.messages)
+
+
+class SilentMatcher(MatcherOperator):
+    """Takes part in a scale until `change`, then never reports `done`."""
+
+    changed = asyncio.Event()
+
+    async def _change(self, message: wire.ChangeMatcher) -> None:
+        SilentMatcher.changed.set()
+
+
+async def test_a_matcher_lost_after_change_ends_the_scale_failed_instead_of_stuck(
+    zookeeper: str,
+) -> None:
+    async with Deployment(zookeeper, Recorder().sink) as deployment:
+        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
+        await silent.start()
+        SilentMatcher.changed = asyncio.Event()
+
+        async def kill_after_change() -> None:
+            await SilentMatcher.changed.wait()
+            await silent.stop(crash=True)
+            await silent.coordinator.close()
+
+        killer = asyncio.create_task(kill_after_change())
+        (report,) = await deployment.scale(matchers=2)  # the idle `silent` is taken
+        await killer
+        assert (report.outcome, "silent" in report.reason) == ("failed", True)
+        status = await deployment.status()
+        assert status["scale"]["phase"] == "failed"
+        assert status["missing"] == ["silent"]
+
+
+async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeout(
+    zookeeper: str,
+) -> None:
+    async with Deployment(zookeeper, Recorder().sink) as deployment:
+        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
+        await silent.start()
+        deployment.scaler.after_change_timeout_s = 0.5
+        (report,) = await deployment.scale(matchers=2)
+        assert (report.outcome, "no answer" in report.reason) == ("failed", True)
+        assert (await deployment.status())["scale"]["phase"] == "failed"
+        await silent.stop()
+        await silent.coordinator.close()

@@ -38,9 +38,10 @@ logging.getLogger("kazoo").addHandler(logging.NullHandler())
 Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
 ScaleKind: TypeAlias = Literal["matchers", "exit_points"]
 # start: buffering and state transfer; change: the new view is adopted; release: (exit
-# points) the old exit points have drained, the new ones deliver; end: done; aborted: rolled back
-Phase: TypeAlias = Literal["start", "change", "release", "end", "aborted"]
-IDLE: tuple[Phase, ...] = ("end", "aborted")
+# points) the old exit points have drained, the new ones deliver; end: done; aborted: rolled back;
+# failed: a member was lost (or stuck) after `change`, past the point of return (see docs)
+Phase: TypeAlias = Literal["start", "change", "release", "end", "aborted", "failed"]
+IDLE: tuple[Phase, ...] = ("end", "aborted", "failed")
 
 
 class View(msgspec.Struct, frozen=True):

@@ -231,9 +231,9 @@ class Deployment:
             report = await self.scaler.scale_matchers(new)
         else:
             report = await self.scaler.scale_exit_points(new)
+        if report.outcome in ("done", "failed") and role == "matcher":
+            self._matcher_view = len(new)  # failed: past `change`, the new view stands
         if report.outcome == "done":
-            if role == "matcher":
-                self._matcher_view = len(new)
             await self._retire(role, set(current) - set(new))
         elif report.outcome == "aborted":
             await self._retire(role, set(new) - set(current))
