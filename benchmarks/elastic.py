@@ -91,7 +91,12 @@ async def elastic(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--fig13", action="store_true", help="the scaling timeline (figure 13)")
+    parser.add_argument("--pub-rate", type=float, default=None)
     args = parser.parse_args()
+    if args.fig13:
+        fig13(args.quick, args.pub_rate)
+        return
     loads = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
     pubs_n, batch = (1_000, 100) if args.quick else (5_000, 100)
     emit(
@@ -132,6 +137,53 @@ def main() -> None:
                         "karp_flatt": None if karp is None else round(karp, 3),
                     }
                 )
+
+
+def fig13(quick: bool, pub_rate: float | None) -> None:
+    from elastic_timeline import (
+        Run,
+        audit,
+        expected_deliveries,
+        lost,
+        plot,
+        spans,
+        throughput,
+        timeline,
+    )
+
+    run = Run(
+        subscriptions=10_000 if quick else 100_000,
+        pub_rate=pub_rate or (1_000.0 if quick else 2_000.0),
+        sub_rate=1_000.0,
+        steady_s=2.0 if quick else 3.0,
+    )
+    preload, _ = workload(run.subscriptions, 0)
+    xs = [random.Random(11).randrange(0, 10_000) for _ in range(4096)]
+    emit({"benchmark": "elastic-fig13", "machine": machine(), "run": run.__dict__})
+    with local_zookeeper() as zk:
+        out = asyncio.run(timeline(zk, run, preload, xs))
+    sink, t0, sent, windows = out["sink"], out["t0"], out["sent"], out["windows"]
+    expected = expected_deliveries(preload, xs, out["published"])
+    end = max((at for at, _ in sink.batches), default=t0) - t0 + 1.0
+    for name, lo, hi in spans(windows, end):
+        record = {"phase": name, "from_s": round(lo, 3), "duration_s": round(hi - lo, 3)}
+        record["lost"] = lost(sink, expected, sent, lo, hi)
+        record.update(audit(sink, expected, lo, hi, t0))
+        emit(record)
+    for w in windows:
+        emit({"scale": w["scale"], "window_s": round(w["to_s"] - w["from_s"], 3), **w["report"]})
+    delivered = sum(len(items) for _, items in sink.batches)
+    series = throughput(sink, t0)
+    emit(
+        {
+            "published": out["published"],
+            "delivered": delivered,
+            "expected_preloaded": len(expected),
+            "lost_total": lost(sink, expected, sent, 0.0, end),
+            **{f"overall_{k}": v for k, v in audit(sink, expected, 0.0, end, t0).items()},
+            "png": str(plot(series, windows, run)),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ each access point's publications by the exit point view that access point's mark
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
@@ -87,6 +88,7 @@ class MatcherOperator(Operator):
         self._ep_decided: dict[int, bool] = {}  # exit point scale -> released (or aborted)
         self._scale: _MatcherScale | None = None
         self._partials: dict[str, list[wire.Partial]] = defaultdict(list)
+        self._building: asyncio.Task[None] | None = None  # the new view's index
         self.matching_seconds: list[float] = []  # recent per-publication matching times
 
     async def prepare(self) -> None:
@@ -267,14 +269,24 @@ class MatcherOperator(Operator):
         scale = await self._scale_when_known(message.scale)
         scale.senders.add(message.sender)
         scale.received.extend(message.records)
-        if set(scale.state.old) <= scale.senders:
-            state = scale.state
-            piece = Slice(Selector(state.view, tuple(state.new)))
-            piece.add(scale.received)
-            self.slices[state.view] = piece
-            scale.received = []
-            self.count("state_records_received", len(piece.records))
-            await self._ready(scale)
+        if set(scale.state.old) <= scale.senders and self._building is None:
+            records, scale.received = scale.received, []
+            self._building = asyncio.get_running_loop().create_task(self._build(scale, records))
+
+    async def _build(self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]) -> None:
+        """The new view's index, built beside the inbox loop: the current view goes on
+        matching meanwhile (nothing of the new view comes before this one reports ready)."""
+        state = scale.state
+        piece = Slice(Selector(state.view, tuple(state.new)))
+        try:
+            await asyncio.to_thread(piece.add, records)
+        finally:
+            self._building = None
+        if self._scale is not scale:
+            return  # aborted meanwhile
+        self.slices[state.view] = piece
+        self.count("state_records_received", len(piece.records))
+        await self._ready(scale)
 
     async def _ready(self, scale: _MatcherScale) -> None:
         if not scale.ready:
