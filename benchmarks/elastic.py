@@ -93,11 +93,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--fig13", action="store_true", help="the scaling timeline (figure 13)")
     parser.add_argument("--pub-rate", type=float, default=None)
+    parser.add_argument("--loads", type=int, nargs="*", help="subscription counts to run")
     args = parser.parse_args()
     if args.fig13:
         fig13(args.quick, args.pub_rate)
         return
-    loads = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
+    loads = args.loads or ([1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000])
     pubs_n, batch = (1_000, 100) if args.quick else (5_000, 100)
     emit(
         {
