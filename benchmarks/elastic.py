@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import orjson
 from common import emit, machine, versions
 
 from tidings.elastic.deployment import Deployment
@@ -88,12 +90,53 @@ async def elastic(
         return len(pubs) / (time.perf_counter() - started)
 
 
+async def elastic_processes(
+    zk: str,
+    shape: tuple[int, int],
+    subscriptions: list[Subscription],
+    pubs: list[Publication],
+    batch: int,
+) -> float:
+    """As `elastic`, with the matchers in processes of their own (`tidings matcher`), the
+    access point and exit points in this one: the two cores are used."""
+    sink = CountingSink()
+    async with Deployment(zk, lambda: sink, matchers=1, exit_points=shape[1], transport="tcp") as d:
+        cli = [sys.executable, "-m", "tidings.cli.main", "matcher", "--zookeeper", zk]
+        procs = [
+            subprocess.Popen([*cli, "--cluster", d.cluster], stdout=subprocess.PIPE)
+            for _ in range(shape[0])
+        ]
+        try:
+            ids = [orjson.loads(p.stdout.readline())["operator"] for p in procs if p.stdout]
+            local = set(d.matchers)
+            report = await d.scaler.scale_matchers(ids)
+            assert report.outcome == "done", report
+            for member in local:  # the remote matchers alone match
+                op = d.matchers.pop(member)
+                await op.stop()
+                await op.coordinator.close()  # its session's threads would outlive the run
+            for sub in subscriptions:
+                d.subscribe(sub)
+            await d.publish(pubs[:batch])
+            started = time.perf_counter()
+            for i in range(0, len(pubs), batch):
+                await d.publish(pubs[i : i + batch])
+            return len(pubs) / (time.perf_counter() - started)
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--fig13", action="store_true", help="the scaling timeline (figure 13)")
     parser.add_argument("--pub-rate", type=float, default=None)
     parser.add_argument("--loads", type=int, nargs="*", help="subscription counts to run")
+    parser.add_argument(
+        "--processes", action="store_true", help="matchers in processes of their own"
+    )
     args = parser.parse_args()
     if args.fig13:
         fig13(args.quick, args.pub_rate)
@@ -121,7 +164,8 @@ def main() -> None:
             )
             one = None
             for shape in SHAPES:
-                rate = asyncio.run(elastic(zk, shape, subscriptions, pubs, batch))
+                run = elastic_processes if args.processes else elastic
+                rate = asyncio.run(run(zk, shape, subscriptions, pubs, batch))
                 one = rate if shape == (1, 1) else one
                 n = shape[0]
                 s = rate / one if one else 1.0
@@ -131,6 +175,7 @@ def main() -> None:
                     {
                         "workload": {"subscriptions": load, "publications": pubs_n, "batch": batch},
                         "shape": f"1-{shape[0]}-{shape[1]}",
+                        "matchers_in": "processes" if args.processes else "this process",
                         "throughput_per_s": round(rate, 1),
                         "vs_single_matcher": round(rate / base, 3),
                         "speedup": round(s, 3),
