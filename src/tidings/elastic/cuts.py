@@ -45,6 +45,10 @@ class Cuts:
     def outcome(self, scale: int) -> bool | None:
         return self._released.get(scale)
 
+    def views(self, ap: str) -> set[int]:
+        """Every exit point view a cut of `ap` names (where partials of two may be)."""
+        return {v for c in self._by_ap.get(ap, ()) for v in (c.old_view, c.new_view)}
+
     def wanted(self, ap: str, seq: int) -> int | None:
         """The exit point view whose partials deliver publication `seq` of `ap`: a view
         number, `ANY`, or `UNDECIDED` (wait)."""

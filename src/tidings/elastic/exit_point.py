@@ -184,8 +184,8 @@ class ExitPointOperator(Operator):
 
     def _drop_collecting(self, ap: str, seq: int) -> None:
         """The other view's partials of a released publication (a scale's both views)."""
-        for key in [k for k in self._collecting if k[0] == ap and k[1] == seq]:
-            del self._collecting[key]
+        for view in self._cuts.views(ap):
+            self._collecting.pop((ap, seq, view), None)
 
     # ------------------------------------------------------------ matcher scaling
 
