@@ -2,10 +2,14 @@
 single-process Matcher measured in the same run, with speedup S(n), efficiency E(n) = S(n)/n
 and the Karp-Flatt metric e = (1/S - 1/n) / (1 - 1/n), n = matchers.
 
-`python benchmarks/elastic.py [--quick]`; JSON lines out. Every operator runs in this one
-process (asyncio tasks, one GIL), so the shapes measure the protocol's overhead, not the
-parallel speedup the paper's separate machines give: on this 2-core machine the point is
-the shape of the curves and the overhead. Needs Debian's zookeeper (started here).
+`python benchmarks/elastic.py [--quick] [--loads N ...] [--processes]`; JSON lines out. By
+default every operator runs in this one process (asyncio tasks, one GIL), so the shapes
+measure the protocol's overhead, not the parallel speedup the paper's separate machines
+give; `--processes` runs the matchers as `tidings matcher` processes (the access point and
+exit points stay here), so the two cores are used. On this 2-core machine the point is the
+shape of the curves and the overhead. `--fig13`: the scaling timeline
+(benchmarks/elastic_timeline.py). `tidings pipeline report DIR` recomputes S, E and
+Karp-Flatt from these lines with Spark. Needs Debian's zookeeper (started here).
 """
 
 from __future__ import annotations
