@@ -2,10 +2,14 @@
 single-process Matcher measured in the same run, with speedup S(n), efficiency E(n) = S(n)/n
 and the Karp-Flatt metric e = (1/S - 1/n) / (1 - 1/n), n = matchers.
 
-`python benchmarks/elastic.py [--quick]`; JSON lines out. Every operator runs in this one
-process (asyncio tasks, one GIL), so the shapes measure the protocol's overhead, not the
-parallel speedup the paper's separate machines give: on this 2-core machine the point is
-the shape of the curves and the overhead. Needs Debian's zookeeper (started here).
+`python benchmarks/elastic.py [--quick] [--loads N ...] [--processes]`; JSON lines out. By
+default every operator runs in this one process (asyncio tasks, one GIL), so the shapes
+measure the protocol's overhead, not the parallel speedup the paper's separate machines
+give; `--processes` runs the matchers as `tidings matcher` processes (the access point and
+exit points stay here), so the two cores are used. On this 2-core machine the point is the
+shape of the curves and the overhead. `--fig13`: the scaling timeline
+(benchmarks/elastic_timeline.py). `tidings pipeline report DIR` recomputes S, E and
+Karp-Flatt from these lines with Spark. Needs Debian's zookeeper (started here).
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import orjson
 from common import emit, machine, versions
 
 from tidings.elastic.deployment import Deployment
@@ -88,11 +94,58 @@ async def elastic(
         return len(pubs) / (time.perf_counter() - started)
 
 
+async def elastic_processes(
+    zk: str,
+    shape: tuple[int, int],
+    subscriptions: list[Subscription],
+    pubs: list[Publication],
+    batch: int,
+) -> float:
+    """As `elastic`, with the matchers in processes of their own (`tidings matcher`), the
+    access point and exit points in this one: the two cores are used."""
+    sink = CountingSink()
+    async with Deployment(zk, lambda: sink, matchers=1, exit_points=shape[1], transport="tcp") as d:
+        cli = [sys.executable, "-m", "tidings.cli.main", "matcher", "--zookeeper", zk]
+        procs = [
+            subprocess.Popen([*cli, "--cluster", d.cluster], stdout=subprocess.PIPE)
+            for _ in range(shape[0])
+        ]
+        try:
+            ids = [orjson.loads(p.stdout.readline())["operator"] for p in procs if p.stdout]
+            local = set(d.matchers)
+            report = await d.scaler.scale_matchers(ids)
+            assert report.outcome == "done", report
+            for member in local:  # the remote matchers alone match
+                op = d.matchers.pop(member)
+                await op.stop()
+                await op.coordinator.close()  # its session's threads would outlive the run
+            for sub in subscriptions:
+                d.subscribe(sub)
+            await d.publish(pubs[:batch])
+            started = time.perf_counter()
+            for i in range(0, len(pubs), batch):
+                await d.publish(pubs[i : i + batch])
+            return len(pubs) / (time.perf_counter() - started)
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--fig13", action="store_true", help="the scaling timeline (figure 13)")
+    parser.add_argument("--pub-rate", type=float, default=None)
+    parser.add_argument("--loads", type=int, nargs="*", help="subscription counts to run")
+    parser.add_argument(
+        "--processes", action="store_true", help="matchers in processes of their own"
+    )
     args = parser.parse_args()
-    loads = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
+    if args.fig13:
+        fig13(args.quick, args.pub_rate)
+        return
+    loads = args.loads or ([1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000])
     pubs_n, batch = (1_000, 100) if args.quick else (5_000, 100)
     emit(
         {
@@ -115,7 +168,8 @@ def main() -> None:
             )
             one = None
             for shape in SHAPES:
-                rate = asyncio.run(elastic(zk, shape, subscriptions, pubs, batch))
+                run = elastic_processes if args.processes else elastic
+                rate = asyncio.run(run(zk, shape, subscriptions, pubs, batch))
                 one = rate if shape == (1, 1) else one
                 n = shape[0]
                 s = rate / one if one else 1.0
@@ -125,6 +179,7 @@ def main() -> None:
                     {
                         "workload": {"subscriptions": load, "publications": pubs_n, "batch": batch},
                         "shape": f"1-{shape[0]}-{shape[1]}",
+                        "matchers_in": "processes" if args.processes else "this process",
                         "throughput_per_s": round(rate, 1),
                         "vs_single_matcher": round(rate / base, 3),
                         "speedup": round(s, 3),
@@ -132,6 +187,53 @@ def main() -> None:
                         "karp_flatt": None if karp is None else round(karp, 3),
                     }
                 )
+
+
+def fig13(quick: bool, pub_rate: float | None) -> None:
+    from elastic_timeline import (
+        Run,
+        audit,
+        expected_deliveries,
+        lost,
+        plot,
+        spans,
+        throughput,
+        timeline,
+    )
+
+    run = Run(
+        subscriptions=10_000 if quick else 100_000,
+        pub_rate=pub_rate or (1_000.0 if quick else 2_000.0),
+        sub_rate=1_000.0,
+        steady_s=2.0 if quick else 3.0,
+    )
+    preload, _ = workload(run.subscriptions, 0)
+    xs = [random.Random(11).randrange(0, 10_000) for _ in range(4096)]
+    emit({"benchmark": "elastic-fig13", "machine": machine(), "run": run.__dict__})
+    with local_zookeeper() as zk:
+        out = asyncio.run(timeline(zk, run, preload, xs))
+    sink, t0, sent, windows = out["sink"], out["t0"], out["sent"], out["windows"]
+    expected = expected_deliveries(preload, xs, out["published"])
+    end = max((at for at, _ in sink.batches), default=t0) - t0 + 1.0
+    for name, lo, hi in spans(windows, end):
+        record = {"phase": name, "from_s": round(lo, 3), "duration_s": round(hi - lo, 3)}
+        record["lost"] = lost(sink, expected, sent, lo, hi)
+        record.update(audit(sink, expected, lo, hi, t0))
+        emit(record)
+    for w in windows:
+        emit({"scale": w["scale"], "window_s": round(w["to_s"] - w["from_s"], 3), **w["report"]})
+    delivered = sum(len(items) for _, items in sink.batches)
+    series = throughput(sink, t0)
+    emit(
+        {
+            "published": out["published"],
+            "delivered": delivered,
+            "expected_preloaded": len(expected),
+            "lost_total": lost(sink, expected, sent, 0.0, end),
+            **{f"overall_{k}": v for k, v in audit(sink, expected, 0.0, end, t0).items()},
+            "png": str(plot(series, windows, run)),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from tests.elastic.stream import STABLE, Stream, check, held_subscriptions
 
 from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
+from tidings.elastic.exit_point import ExitPointOperator
 from tidings.elastic.matcher import MatcherOperator
 
 
@@ -106,3 +107,98 @@ async def test_a_matcher_dying_in_the_middle_of_a_scale_out_aborts_it_and_loses_
         check(stream, recorder.messages)
         stable = {s.id for subs, _ in STABLE.values() for s in subs}
         assert held_subscriptions(deployment) == stable | stream.live_churn
+
+
+class HoldingExitPoint(ExitPointOperator):
+    """An old exit point that does not report `drained` until the test opens the gate (the
+    scale is then certainly undecided); a new one that tells when partials after the cut
+    have come to it."""
+
+    gate = asyncio.Event()
+    after_cut = asyncio.Event()
+
+    async def _check_drained(self) -> None:
+        if HoldingExitPoint.gate.is_set():
+            await super()._check_drained()
+
+    def _collect(self, message: wire.Partials) -> None:
+        super()._collect(message)
+        if any(self.id not in s.old for s in self._scales.values()) and self.backlog() >= 20:
+            HoldingExitPoint.after_cut.set()
+
+
+async def test_a_new_exit_point_dying_in_the_middle_of_a_scale_rolls_back_and_loses_nothing(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    HoldingExitPoint.gate, HoldingExitPoint.after_cut = asyncio.Event(), asyncio.Event()
+    async with Deployment(
+        zookeeper, recorder.sink, matchers=2, exit_point_class=HoldingExitPoint
+    ) as deployment:
+        stream = Stream(deployment)
+        stream.subscribe_stable()
+        outcomes: list[str] = []
+
+        async def scaling() -> None:
+            (old,) = deployment.exit_points
+            scale = asyncio.create_task(deployment.scale(exit_points=2))
+            await HoldingExitPoint.after_cut.wait()  # both views hold publications after the cut
+            (new,) = set(deployment.exit_points) - {old}
+            dying = deployment.exit_points.pop(new)
+            await dying.stop(crash=True)
+            await dying.coordinator.close()
+            outcomes.append((await scale)[0].outcome)
+            HoldingExitPoint.gate.set()
+            # the deployment goes on, and later scales succeed
+            outcomes.append((await deployment.scale(exit_points=2))[0].outcome)
+            outcomes.append((await deployment.scale(exit_points=1))[0].outcome)
+
+        await asyncio.wait_for(stream.run(scaling), 120)  # a lost publication: no answer
+        assert outcomes == ["aborted", "done", "done"]
+        assert deployment.ap.counters.get("unexpected_commits", 0) == 0
+        check(stream, recorder.messages)
+
+
+class SilentMatcher(MatcherOperator):
+    """Takes part in a scale until `change`, then never reports `done`."""
+
+    changed = asyncio.Event()
+
+    async def _change(self, message: wire.ChangeMatcher) -> None:
+        SilentMatcher.changed.set()
+
+
+async def test_a_matcher_lost_after_change_ends_the_scale_failed_instead_of_stuck(
+    zookeeper: str,
+) -> None:
+    async with Deployment(zookeeper, Recorder().sink) as deployment:
+        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
+        await silent.start()
+        SilentMatcher.changed = asyncio.Event()
+
+        async def kill_after_change() -> None:
+            await SilentMatcher.changed.wait()
+            await silent.stop(crash=True)
+            await silent.coordinator.close()
+
+        killer = asyncio.create_task(kill_after_change())
+        (report,) = await deployment.scale(matchers=2)  # the idle `silent` is taken
+        await killer
+        assert (report.outcome, "silent" in report.reason) == ("failed", True)
+        status = await deployment.status()
+        assert status["scale"]["phase"] == "failed"
+        assert status["missing"] == ["silent"]
+
+
+async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeout(
+    zookeeper: str,
+) -> None:
+    async with Deployment(zookeeper, Recorder().sink) as deployment:
+        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
+        await silent.start()
+        deployment.scaler.after_change_timeout_s = 0.5
+        (report,) = await deployment.scale(matchers=2)
+        assert (report.outcome, "no answer" in report.reason) == ("failed", True)
+        assert (await deployment.status())["scale"]["phase"] == "failed"
+        await silent.stop()
+        await silent.coordinator.close()

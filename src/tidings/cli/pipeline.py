@@ -165,12 +165,14 @@ def report(
     ] = None,
     master: Master = "local[2]",
 ) -> None:
-    """Latency percentiles, throughput, scaling metrics: CSV, JSON and PNG plots."""
-    from tidings.pipeline.report import find_runs
+    """Latency percentiles, throughput, scaling metrics: CSV, JSON and PNG plots (or, for a
+    directory of benchmarks/elastic.py results, the elastic shapes' scaling table)."""
+    from tidings.pipeline.report import find_runs, has_elastic_results
     from tidings.pipeline.report import report as run_report
     from tidings.pipeline.session import build_session
 
-    find_runs(run_dir)  # a wrong directory is an error before Spark starts
+    if not has_elastic_results(run_dir):
+        find_runs(run_dir)  # a wrong directory is an error before Spark starts
     written = run_report(build_session(master), run_dir, out)
     for path in sorted(written.iterdir()):
         typer.echo(str(path))

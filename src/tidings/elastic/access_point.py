@@ -55,8 +55,11 @@ class AccessPointOperator(Operator):
         self._pending: dict[int, _Pending] = {}
         self._buffer: list[_Buffered] | None = None  # while a matcher scale runs
         self._seen: dict[int, _ScaleSeen] = {}
+        self._cuts: dict[int, int] = {}  # exit point scale -> cut, until it is decided
+        self._cut_states: dict[int, ScaleState] = {}
         self.phase_log: list[tuple[float, int, str, str]] = []  # (time, scale, kind, phase)
         self.latencies: list[float] = []  # recent publish-to-commit times, seconds
+        self._untaken: list[float] = []  # ... not yet taken by `take_latencies`
 
     async def prepare(self) -> None:
         config = await self.coordinator.require_config()
@@ -136,12 +139,31 @@ class AccessPointOperator(Operator):
                     continue
                 pending.deliveries += count
                 pending.remaining -= 1
-                if pending.remaining == 0:
-                    del self._pending[seq]
-                    self.latencies.append(now - pending.sent_at)
-                    if not pending.future.done():
-                        pending.future.set_result(pending.deliveries)
+                self._settle(seq, pending, now)
         del self.latencies[:-2000]
+        del self._untaken[:-10_000]
+
+    def _settle(self, seq: int, pending: _Pending, now: float) -> None:
+        """Answer the publisher once every exit point that delivers `seq` has committed;
+        after the cut of an undecided exit point scale, not before the decision (which
+        says how many exit points that is)."""
+        if pending.remaining > 0 or any(seq > cut for cut in self._cuts.values()):
+            return
+        del self._pending[seq]
+        self.latencies.append(now - pending.sent_at)
+        self._untaken.append(now - pending.sent_at)
+        if not pending.future.done():
+            pending.future.set_result(pending.deliveries)
+
+    def _settle_all(self) -> None:
+        now = asyncio.get_running_loop().time()
+        for seq, pending in list(self._pending.items()):
+            self._settle(seq, pending, now)
+
+    def take_latencies(self) -> list[float]:
+        """The publish-to-commit times since the last call (the autoscaler's signal)."""
+        taken, self._untaken = self._untaken, []
+        return taken
 
     # ------------------------------------------------------------ scaling
 
@@ -157,6 +179,12 @@ class AccessPointOperator(Operator):
             await self._matcher_phase(state, seen)
         elif state.phase == "start":
             await self._exit_point_cut(state)
+        elif state.phase == "aborted":
+            self._exit_points_aborted(state)
+            self._settle_all()
+        elif self._cuts.pop(state.id, None) is not None:
+            self._cut_states.pop(state.id, None)
+            self._settle_all()
         for old in [k for k in self._seen if k < state.id]:
             del self._seen[old]
 
@@ -197,12 +225,42 @@ class AccessPointOperator(Operator):
 
     async def _exit_point_cut(self, state: ScaleState) -> None:
         """The marker of the consistent cut, on every channel to the matchers; the
-        publications after it are counted against the new exit points."""
+        publications after it are counted against the new exit points (against the old ones
+        again if the scale aborts)."""
         assert self.selector is not None
+        config = await self.coordinator.require_config()
+        self._decide_missed(config)
+        old_view = config.exit_points.view
+        # from here to the marker's sending, one synchronous step: the cut is exact
+        cut = self.seq - 1
         marker = wire.ExitPointScaling(
-            self.id, state.id, state.view, state.new, state.old, self.seq - 1
+            self.id, state.id, state.view, state.new, state.old, cut, old_view=old_view
         )
         for member in self.selector.members:
             self.out.send(member, marker)
         self.exit_points = len(state.new)
+        self._cuts[state.id] = cut
+        self._cut_states[state.id] = state
         await self.coordinator.arrive(state.id, "switched", self.id)
+
+    def _decide_missed(self, config: ClusterConfig) -> None:
+        """A watch may skip a phase: an earlier exit point scale still undecided here was
+        released if the configuration holds its view, else aborted."""
+        for state in list(self._cut_states.values()):
+            if config.exit_points.view == state.view:
+                self._cuts.pop(state.id, None)
+                self._cut_states.pop(state.id, None)
+            else:
+                self._exit_points_aborted(state)
+        self._settle_all()
+
+    def _exit_points_aborted(self, state: ScaleState) -> None:
+        """The old exit points deliver what followed the cut: count the commits against them."""
+        cut = self._cuts.pop(state.id, None)
+        self._cut_states.pop(state.id, None)
+        if cut is None:
+            return
+        self.exit_points = len(state.old)
+        for seq, pending in self._pending.items():
+            if seq > cut:
+                pending.remaining += len(state.old) - len(state.new)

@@ -38,9 +38,10 @@ logging.getLogger("kazoo").addHandler(logging.NullHandler())
 Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
 ScaleKind: TypeAlias = Literal["matchers", "exit_points"]
 # start: buffering and state transfer; change: the new view is adopted; release: (exit
-# points) the old exit points have drained, the new ones deliver; end: done; aborted: rolled back
-Phase: TypeAlias = Literal["start", "change", "release", "end", "aborted"]
-IDLE: tuple[Phase, ...] = ("end", "aborted")
+# points) the old exit points have drained, the new ones deliver; end: done; aborted: rolled back;
+# failed: a member was lost (or stuck) after `change`, past the point of return (see docs)
+Phase: TypeAlias = Literal["start", "change", "release", "end", "aborted", "failed"]
+IDLE: tuple[Phase, ...] = ("end", "aborted", "failed")
 
 
 class View(msgspec.Struct, frozen=True):
@@ -283,10 +284,11 @@ class Coordinator:
         barrier: str,
         expected: set[str],
         gone: Callable[[], set[str]] = set,
+        must_live: frozenset[str] = frozenset(),
     ) -> None:
         """Until every expected member has arrived at the barrier. Raises `MemberLost` when
         `gone()` (checked at each change of membership or of the barrier) names an expected
-        member that has not arrived."""
+        member that has not arrived, or any of `must_live`."""
         path = f"{self.root}/scales/{scale}/{barrier}"
         await asyncio.to_thread(self._zk.ensure_path, path)
         loop = asyncio.get_running_loop()
@@ -304,7 +306,7 @@ class Coordinator:
                 missing = expected - arrived
                 if not missing:
                     return
-                lost = missing & gone()
+                lost = (missing | must_live) & gone()
                 if lost:
                     raise MemberLost(sorted(lost), barrier)
                 await wake.wait()

@@ -16,6 +16,7 @@ from typing import Any
 
 from tidings.elastic import wire
 from tidings.elastic.access_point import AccessPointOperator
+from tidings.elastic.autoscaler import Autoscaler, Policy
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, View
 from tidings.elastic.exit_point import ExitPointOperator, Sink
 from tidings.elastic.matcher import MatcherOperator
@@ -47,6 +48,8 @@ class Deployment:
         transport: str = "ipc",
         host: str = "127.0.0.1",
         matcher_class: type[MatcherOperator] = MatcherOperator,
+        exit_point_class: type[ExitPointOperator] = ExitPointOperator,
+        autoscale: Policy | None = None,
     ) -> None:
         if matchers < 1 or exit_points < 1:
             raise TidingsError(
@@ -56,6 +59,7 @@ class Deployment:
         self.cluster = cluster or f"c{uuid.uuid4().hex[:10]}"
         self.sink_factory = sink_factory
         self._initial = (matchers, exit_points)
+        self._matcher_view = matchers
         self._transport, self._host = transport, host
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.access_point: AccessPointOperator | None = None
@@ -67,6 +71,9 @@ class Deployment:
         self.reports: list[ScaleReport] = []
         self._scaling = asyncio.Lock()
         self._matcher_class = matcher_class  # tests put in one that pauses a scale
+        self._exit_point_class = exit_point_class
+        self._policy = autoscale  # None: no autoscaler (the default)
+        self.autoscaler: Autoscaler | None = None
 
     # ------------------------------------------------------------ life cycle
 
@@ -103,6 +110,9 @@ class Deployment:
             await self._start_matcher(mid)
         self.access_point = AccessPointOperator(ap_id, await self._session(), self._bind(ap_id))
         await self.access_point.start()
+        if self._policy is not None:
+            self.autoscaler = Autoscaler(self, self._policy)
+            self.autoscaler.start()
         return self
 
     async def _session(self) -> Coordinator:
@@ -117,7 +127,7 @@ class Deployment:
         return op
 
     async def _start_exit_point(self, member: str) -> ExitPointOperator:
-        op = ExitPointOperator(
+        op = self._exit_point_class(
             member, await self._session(), self._bind(member), self.sink_factory()
         )
         await op.start()
@@ -135,6 +145,8 @@ class Deployment:
         await self.close()
 
     async def close(self) -> None:
+        if self.autoscaler is not None:
+            await self.autoscaler.stop()
         operators: list[Operator] = []
         if self.access_point is not None:
             operators.append(self.access_point)
@@ -169,6 +181,14 @@ class Deployment:
         self.ap.unsubscribe(subscription_id)
 
     # ------------------------------------------------------------ scaling
+
+    def matcher_count(self) -> int:
+        """Matchers in the current view (local or joined from elsewhere)."""
+        return self._matcher_view
+
+    def signals(self) -> tuple[list[float], int]:
+        """The autoscaler's: publish-to-commit times since the last call, and the backlog."""
+        return self.ap.take_latencies(), self.ap.backlog()
 
     async def scale(
         self, matchers: int | None = None, exit_points: int | None = None
@@ -211,6 +231,8 @@ class Deployment:
             report = await self.scaler.scale_matchers(new)
         else:
             report = await self.scaler.scale_exit_points(new)
+        if report.outcome in ("done", "failed") and role == "matcher":
+            self._matcher_view = len(new)  # failed: past `change`, the new view stands
         if report.outcome == "done":
             await self._retire(role, set(current) - set(new))
         elif report.outcome == "aborted":

@@ -25,6 +25,7 @@ import orjson
 
 from tidings.elastic import wire
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.cuts import ANY, UNDECIDED, Cut, Cuts
 from tidings.elastic.operator import Operator
 from tidings.store.base import NewMessage
 
@@ -87,11 +88,12 @@ class ExitPointOperator(Operator):
         super().__init__(member_id, coordinator, bind)
         self.sink = sink
         self.config: ClusterConfig | None = None
-        self._collecting: dict[tuple[str, int], _Collecting] = {}
-        self._complete: dict[str, dict[int, _Collecting]] = defaultdict(dict)
+        self._collecting: dict[tuple[str, int, int], _Collecting] = {}  # (ap, seq, view)
+        # access point -> seq -> exit point view -> the merged result
+        self._complete: dict[str, dict[int, dict[int, _Collecting]]] = defaultdict(dict)
         self._next: dict[str, int] = {}  # access point -> next sequence number to release
         self._scales: dict[int, _Scale] = {}  # exit point scales in progress
-        self._released: set[int] = set()
+        self._cuts = Cuts()
         self._changes: dict[int, set[tuple[str, str]]] = defaultdict(set)  # matcher scales
         self.threshold = 0  # matchers in the latest view seen (what partials are counted to)
         self._lock = asyncio.Lock()
@@ -119,7 +121,12 @@ class ExitPointOperator(Operator):
 
     def _collect(self, message: wire.Partials) -> None:
         for part in message.items:
-            key = (part.ap, part.seq)
+            if part.seq < self._next.get(part.ap, 0):
+                continue  # released already, under the other view of a scale
+            wanted = self._cuts.wanted(part.ap, part.seq)
+            if wanted is not UNDECIDED and wanted != ANY and wanted != part.ev:
+                continue  # the view that does not deliver it
+            key = (part.ap, part.seq, part.ev)
             entry = self._collecting.get(key)
             if entry is None:
                 entry = self._collecting[key] = _Collecting(part.of)
@@ -133,24 +140,29 @@ class ExitPointOperator(Operator):
                 entry.body = part.body
             if entry.got == entry.of:
                 del self._collecting[key]
-                self._complete[part.ap][part.seq] = entry
+                self._complete[part.ap].setdefault(part.seq, {})[part.ev] = entry
             self.threshold = part.of
 
-    def _allowed(self, ap: str, seq: int) -> bool:
-        """Not past the cut of an exit point scale that has not released yet."""
-        for scale in self._scales.values():
-            cut = scale.cuts.get(ap)
-            if cut is not None and seq > cut and scale.state_id not in self._released:
-                return False
-        return True
+    def _releasable(self, ap: str, seq: int) -> _Collecting | None:
+        """Publication `seq`'s merged result under the view that delivers it, when that
+        view is decided and every matcher has answered."""
+        views = self._complete[ap].get(seq)
+        wanted = self._cuts.wanted(ap, seq)
+        if views is None or wanted is UNDECIDED:
+            return None
+        if wanted == ANY:
+            return next(iter(views.values()))
+        return views.get(wanted)
 
     async def _release(self) -> None:
         async with self._lock:  # one commit at a time, in order
             ready: list[tuple[str, int, _Collecting]] = []
             for ap, complete in self._complete.items():
                 seq = self._next.get(ap, 0)
-                while seq in complete and self._allowed(ap, seq):
-                    ready.append((ap, seq, complete.pop(seq)))
+                while (entry := self._releasable(ap, seq)) is not None:
+                    del complete[seq]
+                    self._drop_collecting(ap, seq)
+                    ready.append((ap, seq, entry))
                     seq += 1
                 self._next[ap] = seq
             if not ready:
@@ -169,6 +181,11 @@ class ExitPointOperator(Operator):
             await self.resolve(by_ap)
             for ap, (seqs, counts) in by_ap.items():
                 self.out.send(ap, wire.Committed(self.id, seqs, counts))
+
+    def _drop_collecting(self, ap: str, seq: int) -> None:
+        """The other view's partials of a released publication (a scale's both views)."""
+        for view in self._cuts.views(ap):
+            self._collecting.pop((ap, seq, view), None)
 
     # ------------------------------------------------------------ matcher scaling
 
@@ -190,10 +207,11 @@ class ExitPointOperator(Operator):
     # ------------------------------------------------------------ exit point scaling
 
     async def _marker(self, message: wire.ExitPointScaling) -> None:
+        if self._cuts.outcome(message.scale) is not None:
+            return  # decided already (a late marker of an aborted scale)
         if self.id not in message.old:  # a new exit point starts after the cut
-            self._next.setdefault(message.ap, message.cut + 1)
-        if message.scale in self._released:
-            return
+            self._next[message.ap] = max(self._next.get(message.ap, 0), message.cut + 1)
+        self._cuts.add(message.ap, Cut(message.scale, message.cut, message.old_view, message.view))
         scale = self._scales.get(message.scale)
         if scale is None:
             scale = _Scale(message.scale, message.old, message.members)
@@ -218,12 +236,18 @@ class ExitPointOperator(Operator):
     async def on_scale(self, state: ScaleState) -> None:
         if state.kind != "exit_points":
             return
-        if state.phase in ("release", "end", "aborted"):
-            self._released.add(state.id)
-            self._scales.pop(state.id, None)
-            await self._release()
-        elif state.phase == "start":
+        if state.phase == "start":
             await self._check_drained()
+            return
+        released = state.phase != "aborted"
+        if self._cuts.outcome(state.id) is None:
+            self._cuts.decide(state.id, released)
+            self._scales.pop(state.id, None)
+            member_after = self.id in (state.new if released else state.old)
+            if not member_after:  # what it holds belongs to the view that does not deliver
+                self._collecting.clear()
+                self._complete.clear()
+        await self._release()
 
     def backlog(self) -> int:
         """Publications waiting: partly answered, or complete but not yet released."""

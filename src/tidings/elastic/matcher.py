@@ -10,10 +10,13 @@ each access point's publications by the exit point view that access point's mark
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+import msgspec
 
 from tidings.elastic import wire
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
@@ -61,6 +64,18 @@ class _MatcherScale:
     ready: bool = False
 
 
+@dataclass
+class _ExitPointScale:
+    """An exit point scale past the cut of some access points, not yet decided: their
+    publications go to both views, and the coordinator's decision says which one delivers."""
+
+    id: int
+    old: Selector
+    new: Selector
+    aps: set[str] = field(default_factory=set)  # access points whose cut has passed
+    done: bool = False
+
+
 class MatcherOperator(Operator):
     role = "matcher"
 
@@ -68,11 +83,12 @@ class MatcherOperator(Operator):
         super().__init__(member_id, coordinator, bind)
         self.slices: dict[int, Slice] = {}
         self.config: ClusterConfig | None = None
-        self._exit_points: dict[str, Selector] = {}  # access point -> exit point selector
         self._default_exit_points: Selector | None = None
+        self._ep_scale: _ExitPointScale | None = None  # undecided, past some cuts
+        self._ep_decided: dict[int, bool] = {}  # exit point scale -> released (or aborted)
         self._scale: _MatcherScale | None = None
-        self._ep_markers: dict[int, set[str]] = defaultdict(set)  # scale -> access points
         self._partials: dict[str, list[wire.Partial]] = defaultdict(list)
+        self._building: asyncio.Task[None] | None = None  # the new view's index
         self.matching_seconds: list[float] = []  # recent per-publication matching times
 
     async def prepare(self) -> None:
@@ -137,21 +153,31 @@ class MatcherOperator(Operator):
         self.count("publications", len(publications))
 
     def _split(self, pub: wire.Publish, matches: dict[str, list[str]], of: int) -> None:
-        selector = self._exit_points.get(pub.ap, self._default_exit_points)
-        assert selector is not None
-        if len(selector) == 1:
-            only = selector.members[0]
-            self._partials[only].append(
-                wire.Partial(pub.ap, pub.seq, of, matches, pub.body if matches else None)
-            )
-            return
-        shares: dict[str, dict[str, list[str]]] = {m: {} for m in selector.members}
-        for subscriber, ids in matches.items():
-            shares[selector.of(subscriber)][subscriber] = ids
-        for ep, share in shares.items():
-            self._partials[ep].append(
-                wire.Partial(pub.ap, pub.seq, of, share, pub.body if share else None)
-            )
+        for selector in self._routes(pub.ap):
+            if len(selector) == 1:
+                only = selector.members[0]
+                body = pub.body if matches else None
+                self._partials[only].append(
+                    wire.Partial(pub.ap, pub.seq, of, matches, body, selector.view)
+                )
+                continue
+            shares: dict[str, dict[str, list[str]]] = {m: {} for m in selector.members}
+            for subscriber, ids in matches.items():
+                shares[selector.of(subscriber)][subscriber] = ids
+            for ep, share in shares.items():
+                body = pub.body if share else None
+                self._partials[ep].append(
+                    wire.Partial(pub.ap, pub.seq, of, share, body, selector.view)
+                )
+
+    def _routes(self, ap: str) -> tuple[Selector, ...]:
+        """The exit point views an access point's publication is split by: both while an
+        exit point scale is undecided and this access point's cut has passed."""
+        scale = self._ep_scale
+        if scale is not None and ap in scale.aps:
+            return (scale.old, scale.new)
+        assert self._default_exit_points is not None
+        return (self._default_exit_points,)
 
     def _flush(self) -> None:
         for ep, items in self._partials.items():
@@ -203,6 +229,8 @@ class MatcherOperator(Operator):
                 self._scale = None
         elif state.kind == "exit_points" and state.phase == "start":
             await self.resolve(state.new)
+        elif state.kind == "exit_points":
+            self._decide_exit_points(state)
         if state.idle:
             await self._config()
 
@@ -241,14 +269,24 @@ class MatcherOperator(Operator):
         scale = await self._scale_when_known(message.scale)
         scale.senders.add(message.sender)
         scale.received.extend(message.records)
-        if set(scale.state.old) <= scale.senders:
-            state = scale.state
-            piece = Slice(Selector(state.view, tuple(state.new)))
-            piece.add(scale.received)
-            self.slices[state.view] = piece
-            scale.received = []
-            self.count("state_records_received", len(piece.records))
-            await self._ready(scale)
+        if set(scale.state.old) <= scale.senders and self._building is None:
+            records, scale.received = scale.received, []
+            self._building = asyncio.get_running_loop().create_task(self._build(scale, records))
+
+    async def _build(self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]) -> None:
+        """The new view's index, built beside the inbox loop: the current view goes on
+        matching meanwhile (nothing of the new view comes before this one reports ready)."""
+        state = scale.state
+        piece = Slice(Selector(state.view, tuple(state.new)))
+        try:
+            await asyncio.to_thread(piece.add, records)
+        finally:
+            self._building = None
+        if self._scale is not scale:
+            return  # aborted meanwhile
+        self.slices[state.view] = piece
+        self.count("state_records_received", len(piece.records))
+        await self._ready(scale)
 
     async def _ready(self, scale: _MatcherScale) -> None:
         if not scale.ready:
@@ -279,33 +317,41 @@ class MatcherOperator(Operator):
     # ------------------------------------------------------------ exit point scaling
 
     async def _exit_point_marker(self, message: wire.ExitPointScaling) -> None:
-        """The consistent cut: this access point's publications after the marker go by the
-        new exit point selector; the marker goes on to every old and new exit point."""
+        """The consistent cut: this access point's publications after the marker go to the
+        old and the new exit points until the scale is decided; the marker goes on to every
+        old and new exit point."""
+        if self._ep_decided.get(message.scale) is False:
+            return  # aborted before its marker came: the old view goes on alone
         await self.resolve(message.members)
-        self._exit_points[message.ap] = Selector(message.view, tuple(message.members))
-        forwarded = wire.ExitPointScaling(
-            message.ap,
-            message.scale,
-            message.view,
-            message.members,
-            message.old,
-            message.cut,
-            self.id,
-        )
+        config = await self._config()  # also the outcome of the scale before this one
+        scale = self._ep_scale
+        if scale is None or scale.id != message.scale:
+            old = Selector(message.old_view, tuple(message.old))
+            new = Selector(message.view, tuple(message.members))
+            scale = self._ep_scale = _ExitPointScale(message.scale, old, new)
+        scale.aps.add(message.ap)
+        forwarded = msgspec.structs.replace(message, matcher=self.id)
         for ep in dict.fromkeys([*message.old, *message.members]):
             self.out.send(ep, forwarded)
-        seen = self._ep_markers[message.scale]
-        seen.add(message.ap)
-        config = await self._config()
-        if set(config.access_points) <= seen:
-            self._default_exit_points = Selector(message.view, tuple(message.members))
-            self._exit_points = {
-                ap: s for ap, s in self._exit_points.items() if s.view > message.view
-            }
-            for gone in set(message.old) - set(message.members):
-                self.out.drop(gone)
-            del self._ep_markers[message.scale]
+        if set(config.access_points) <= scale.aps and not scale.done:
+            scale.done = True
             await self.coordinator.arrive(message.scale, "done", self.id)
+
+    def _decide_exit_points(self, state: ScaleState) -> None:
+        """Release: the new view alone from now on; aborted: the old one."""
+        if state.id in self._ep_decided:
+            return
+        released = state.phase != "aborted"
+        self._ep_decided[state.id] = released
+        self._ep_scale = None
+        if released:
+            if self._default_exit_points is None or state.view > self._default_exit_points.view:
+                self._default_exit_points = Selector(state.view, tuple(state.new))
+            gone = set(state.old) - set(state.new)
+        else:
+            gone = set(state.new) - set(state.old)
+        for member in gone:
+            self.out.drop(member)
 
     def matching_p99(self) -> float:
         recent = sorted(self.matching_seconds)

@@ -39,7 +39,7 @@ class ScaleReport:
     kind: str
     old: list[str]
     new: list[str]
-    outcome: str = "done"  # done | aborted | unchanged
+    outcome: str = "done"  # done | aborted | failed | unchanged
     reason: str = ""
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds it took
 
@@ -57,8 +57,9 @@ class ScaleReport:
 class Scaler:
     """Runs one scale at a time (the coordinator refuses a second: CONFLICT)."""
 
-    def __init__(self, coordinator: Coordinator) -> None:
+    def __init__(self, coordinator: Coordinator, after_change_timeout_s: float = 30.0) -> None:
         self.coordinator = coordinator
+        self.after_change_timeout_s = after_change_timeout_s
         self._alive: set[str] = set()
         self._watching = False
 
@@ -116,7 +117,16 @@ class Scaler:
         started_change = time.perf_counter()
         report.phases["start"] = started_change - clock
         state = await self.coordinator.set_phase(state, "change", changed)
-        await self._after_change(state, config.access_points, changed.exit_points.members, both)
+        try:
+            await asyncio.wait_for(
+                self._after_change(state, config.access_points, changed.exit_points.members, both),
+                self.after_change_timeout_s,
+            )
+        except (MemberLost, TimeoutError) as lost:
+            reason = str(lost) or f"no answer within {self.after_change_timeout_s} s of change"
+            report.outcome, report.reason = "failed", reason
+            await self.coordinator.set_phase(state, "failed", reason=reason)
+            return report
         report.phases["change"] = time.perf_counter() - started_change
         await self.coordinator.set_phase(state, "end")
         return report
@@ -124,8 +134,9 @@ class Scaler:
     async def _after_change(
         self, state: ScaleState, aps: list[str], eps: list[str], matchers: list[str]
     ) -> None:
-        """Past `change` there is no way back: wait for everyone (a member lost now is
-        reported, and the scale stays in `change` for an operator to see)."""
+        """Past `change` there is no way back: wait for everyone. A member lost (or silent
+        past the timeout) now ends the scale `failed`: the coordinator is free again, the
+        new view stays, and what was in flight through the lost member is lost."""
         await self.coordinator.wait_barrier(state.id, "switched", set(aps), lambda: self._gone(aps))
         await self.coordinator.wait_barrier(state.id, "changed", set(eps), lambda: self._gone(eps))
         await self.coordinator.wait_barrier(
@@ -141,7 +152,9 @@ class Scaler:
             report.outcome = "unchanged"
             return report
         await self._check_members(new, "exit_point")
-        view = config.exit_points.view + 1
+        # a view number no earlier attempt used (an aborted one's partials may be in flight)
+        last = await self.coordinator.scale()
+        view = max(config.exit_points.view, last.id if last else 0) + 1
         state = await self.coordinator.begin_scale("exit_points", view, old, list(new))
         clock = time.perf_counter()
         aps, matchers = config.access_points, config.matchers.members
@@ -150,11 +163,19 @@ class Scaler:
             await self.coordinator.wait_barrier(
                 state.id, "switched", set(aps), lambda: self._gone(aps)
             )
-            await self.coordinator.wait_barrier(
-                state.id, "done", set(matchers), lambda: self._gone([*matchers, *both])
+            await self.coordinator.wait_barrier(  # a new exit point lost: roll back
+                state.id,
+                "done",
+                set(matchers),
+                lambda: self._gone([*matchers, *both]),
+                must_live=frozenset(new),
             )
             await self.coordinator.wait_barrier(
-                state.id, "drained", set(old), lambda: self._gone([*old, *new])
+                state.id,
+                "drained",
+                set(old),
+                lambda: self._gone([*old, *new]),
+                must_live=frozenset(new),
             )
         except MemberLost as lost:
             await self.coordinator.set_phase(state, "aborted", reason=str(lost))

@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tidings.config import ElasticSettings
+from tidings.elastic.autoscaler import Policy
 from tidings.elastic.deployment import Deployment
 from tidings.elastic.exit_point import EnqueueStore, StoreSink
 from tidings.elastic.scaling import ScaleReport
@@ -53,6 +54,7 @@ class ElasticMatching:
             exit_points=self.settings.exit_points,
             transport="tcp" if self.settings.zookeeper else "ipc",
             host="0.0.0.0",
+            autoscale=Policy() if self.settings.autoscale else None,
         )
         await self.deployment.start()
 

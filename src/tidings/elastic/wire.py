@@ -17,7 +17,8 @@ Direction and meaning (AP access point, M matcher, EP exit point):
 - `ChangeMatcher` AP -> old and new Ms: swap to the new state.
 - `ExitPointScaling` AP -> every M, forwarded M -> old and new EPs: the consistent cut of an
   exit point scale (Chandy-Lamport marker); `cut` is the access point's last sequence number
-  before the marker.
+  before the marker. After it, until the coordinator decides, the matchers split each of that
+  access point's publications by both exit point views (`Partial.ev` says which).
 - `Partials` M -> EP: each publication's partial result for this exit point's subscribers.
 - `Committed` EP -> AP: these publications' deliveries are in the store.
 """
@@ -104,6 +105,7 @@ class ExitPointScaling(_Message, frozen=True):
     old: list[str]
     cut: int  # the access point's last sequence number before the marker
     matcher: str = ""  # set by the matcher that forwards it
+    old_view: int = 0  # the exit point view before this scale
 
 
 class Partial(msgspec.Struct, array_like=True, frozen=True):
@@ -112,6 +114,7 @@ class Partial(msgspec.Struct, array_like=True, frozen=True):
     of: int  # how many matchers answer for this publication
     matches: dict[str, list[str]]  # subscriber -> subscription ids, this exit point's share
     body: bytes | None = None  # with matches only
+    ev: int = 0  # the exit point view this share was split by
 
 
 class Partials(_Message, frozen=True):

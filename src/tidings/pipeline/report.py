@@ -193,8 +193,12 @@ def plot(rows: Iterable[dict[str, Any]], x: str, fixed: str, path: Path, title: 
 
 
 def report(spark: SparkSession, run_dir: Path, out_dir: Path | None = None) -> Path:
-    """Write the report of every run under `run_dir` to `out_dir` (default run_dir/report)."""
+    """Write the report of every run under `run_dir` to `out_dir` (default run_dir/report);
+    a directory of `benchmarks/elastic.py` JSON lines (`elastic*.jsonl`) gets the elastic
+    shapes' scaling table instead."""
     out = out_dir or run_dir / "report"
+    if has_elastic_results(run_dir):
+        return _elastic_report(spark, run_dir, out)
     summary: list[dict[str, Any]] = []
     per_kind: list[dict[str, Any]] = []
     windows: list[dict[str, Any]] = []
@@ -225,3 +229,16 @@ def _context(meta: dict[str, Any]) -> dict[str, Any]:
 def _scaling_times(runs: list[Run]) -> dict[int, float]:
     timed = [r.meta for r in runs if "workers" in r.meta and "seconds" in r.meta]
     return {int(m["workers"]): float(m["seconds"]) for m in timed if math.isfinite(m["seconds"])}
+
+
+def has_elastic_results(run_dir: Path) -> bool:
+    return run_dir.is_dir() and any(run_dir.glob("elastic*.jsonl"))
+
+
+def _elastic_report(spark: SparkSession, run_dir: Path, out: Path) -> Path:
+    from tidings.pipeline.elastic_scaling import elastic_scaling
+
+    files = sorted(str(p) for p in run_dir.glob("elastic*.jsonl"))
+    rows = [r.asDict() for r in elastic_scaling(spark.read.json(files)).collect()]
+    write_table(out / "elastic_scaling", rows)
+    return out
