@@ -50,3 +50,14 @@ def test_the_report_of_a_directory_of_elastic_results_writes_the_scaling_table(
         for shape in ("1-1-1", "1-2-1", "1-2-2", "1-3-1")
     }
     assert (out / "elastic_scaling.csv").exists()
+    from PIL import Image
+
+    for name in ("throughput", "speedup", "efficiency", "karp_flatt"):
+        with Image.open(out / f"elastic_{name}.png") as figure:  # a real, readable PNG
+            assert figure.format == "PNG" and figure.size == (600, 400)
+
+
+def test_no_rows_draw_no_figures(tmp_path: Path) -> None:
+    from tidings.pipeline.elastic_plots import elastic_plots
+
+    assert elastic_plots([], tmp_path) == [] and list(tmp_path.iterdir()) == []

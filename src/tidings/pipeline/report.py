@@ -236,9 +236,11 @@ def has_elastic_results(run_dir: Path) -> bool:
 
 
 def _elastic_report(spark: SparkSession, run_dir: Path, out: Path) -> Path:
+    from tidings.pipeline.elastic_plots import elastic_plots
     from tidings.pipeline.elastic_scaling import elastic_scaling
 
     files = sorted(str(p) for p in run_dir.glob("elastic*.jsonl"))
     rows = [r.asDict() for r in elastic_scaling(spark.read.json(files)).collect()]
     write_table(out / "elastic_scaling", rows)
+    elastic_plots(rows, out)
     return out
