@@ -89,3 +89,21 @@ async def test_a_failed_merged_enqueue_fails_each_of_its_callers() -> None:
     ops = [Enqueue(counted(1).messages, fresh=True) for _ in range(2)]
     answers = await asyncio.gather(*(committer.submit(op) for op in ops), return_exceptions=True)
     assert all(isinstance(a, OSError) for a in answers)
+
+
+async def test_a_lease_whose_caller_stopped_waiting_hands_its_messages_back() -> None:
+    from tidings.store import open_store
+    from tidings.store.base import Lease, QueueDepth
+
+    store = open_store("memory://")
+    committer = Committer(store.apply)
+    await committer.submit(Enqueue(counted(3).messages))
+    waiting = asyncio.create_task(committer.submit(Lease("s", 10, 30.0, 5, 1.0)))
+    await asyncio.sleep(0)  # submitted, and its commit under way
+    waiting.cancel()
+    for _ in range(200):  # the lease commits, then its hand-back in the next commit
+        if committer.commits >= 3:
+            break
+        await asyncio.sleep(0.01)
+    assert store.depth("s", 1.0) == QueueDepth(ready=3, leased=0, dead=0)
+    store.close()

@@ -48,6 +48,7 @@ class Committer:
         return await future
 
     async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while self._pending:
                 batch = self._pending[: self._max_ops]
@@ -57,8 +58,9 @@ class Committer:
                 except Exception as exc:  # the commit failed: nobody's writes are durable
                     results = [exc] * len(batch)
                 self.commits += 1
-                for (_, future), result in zip(batch, results, strict=True):
+                for (op, future), result in zip(batch, results, strict=True):
                     if future.done():  # its caller gave up waiting (cancelled)
+                        self._orphaned(op, result, loop)
                         continue
                     if isinstance(result, Exception):
                         future.set_exception(result)
@@ -66,6 +68,14 @@ class Committer:
                         future.set_result(result)
         finally:
             self._flushing = False
+
+    def _orphaned(self, op: QueueOp, result: Any, loop: asyncio.AbstractEventLoop) -> None:
+        """A lease whose caller stopped waiting (a stream closing mid-lease) leased messages
+        nobody will receive: hand them back in the next commit rather than after their
+        visibility timeout."""
+        if isinstance(op, Lease) and isinstance(result, list) and result:
+            receipts = [m.receipt for m in result]
+            self._pending.append((Nack(op.subscriber_id, receipts, op.now), loop.create_future()))
 
     def _run(self, ops: list[QueueOp]) -> list[Any]:
         """Apply `ops` with their fresh enqueues merged into one, run first; each of those
