@@ -14,7 +14,7 @@ import contextlib
 import hmac
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,6 +48,7 @@ from tidings.store.base import (
     Change,
     DeadLetter,
     Enqueue,
+    Fanout,
     Lease,
     Message,
     Nack,
@@ -444,11 +445,10 @@ class Broker:
         ]
         if self.elastic is not None and self.settings.matching == "elastic":
             return await self._publish_elastic(pubs)
-        per_pub = self._match_all(pubs)
-        messages = [m for ms in per_pub for m in ms]
-        await self._commit(pubs, messages)
+        fanouts = self._match_all(pubs)
+        await self._commit(pubs, [f for f in fanouts if f.owners])
         self._spawn_functions(pubs)
-        return [Published(p, len(ms)) for p, ms in zip(pubs, per_pub, strict=True)]
+        return [Published(p, len(f.owners)) for p, f in zip(pubs, fanouts, strict=True)]
 
     async def _publish_elastic(self, pubs: list[Publication]) -> list[Published]:
         """The exit points enqueue (and tell `_enqueued_elsewhere`); answered once they have."""
@@ -469,20 +469,24 @@ class Broker:
     async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""
         pub = Publication(new_id(), self.clock(), data, topics, {}, ())
-        messages = [] if self.settings.matching == "spark" else self._per_topic(pub)
-        await self._commit([pub], messages)
-        return Published(pub, len(messages))
+        fanouts = [] if self.settings.matching == "spark" else self._per_topic(pub)
+        await self._commit([pub], fanouts)
+        return Published(pub, sum(len(f.owners) for f in fanouts))
 
-    def _per_topic(self, pub: Publication) -> list[NewMessage]:
-        messages = []
+    def _per_topic(self, pub: Publication) -> list[Fanout]:
+        """A fan-out per matching topic: its own key and body (`matched_topic`)."""
+        fanouts = []
         for topic in pub.topics:
-            body = encode_body({**pub.to_wire(), "matched_topic": topic})  # once per topic
-            key = f"{pub.id}#{topic}"
+            owners = {}
             for owner, sids in self._timed_match(Event((topic,), None)).items():
-                topical = tuple(s for s in sids if self._kinds.get(s) == "topic")
+                topical = [s for s in sids if self._kinds.get(s) == "topic"]
                 if topical:
-                    messages.append(NewMessage(owner, pub.id, key, topical, body, pub.published_at))
-        return messages
+                    owners[owner] = topical
+            if owners:
+                body = encode_body({**pub.to_wire(), "matched_topic": topic})  # once per topic
+                key = f"{pub.id}#{topic}"
+                fanouts.append(Fanout(pub.id, key, body, pub.published_at, owners))
+        return fanouts
 
     def _timed_match(self, event: Event) -> dict[str, list[str]]:
         started = time.perf_counter()
@@ -490,36 +494,41 @@ class Broker:
         self.metrics.matching.observe(time.perf_counter() - started)
         return matches
 
-    def _match_all(self, pubs: list[Publication]) -> list[list[NewMessage]]:
+    def _match_all(self, pubs: list[Publication]) -> list[Fanout]:
         """Topic and content deliveries of each publication, matched as one batch."""
         if self.settings.matching == "spark" or not len(self._matcher):
-            return [[] for _ in pubs]
+            return [self._fanout(p, {}) for p in pubs]
         started = time.perf_counter()
         answers = self._matcher.match_batch([Event(p.topics, p.attributes) for p in pubs])
         each = (time.perf_counter() - started) / len(pubs)
         for _ in pubs:  # the histogram counts publications
             self.metrics.matching.observe(each)
-        return [self._messages(p, m) for p, m in zip(pubs, answers, strict=True)]
+        return [self._fanout(p, m) for p, m in zip(pubs, answers, strict=True)]
 
-    def _messages(self, pub: Publication, matches: dict[str, list[str]]) -> list[NewMessage]:
-        body = encode_body(pub.to_wire())  # shared by all its deliveries: encoded once
-        return [
-            NewMessage(owner, pub.id, pub.id, tuple(sids), body, pub.published_at)
-            for owner, sids in matches.items()
-        ]
+    def _fanout(self, pub: Publication, matches: dict[str, list[str]]) -> Fanout:
+        """A publication's deliveries: the matcher's answer as it is, the body encoded
+        once (no object per delivery: the store makes the rows)."""
+        body = encode_body(pub.to_wire()) if matches else b""
+        return Fanout(pub.id, pub.id, body, pub.published_at, matches)
 
-    async def _commit(self, pubs: list[Publication], messages: list[NewMessage]) -> None:
-        if messages:  # fresh: a new publication's keys were never enqueued before
-            await self._committer.submit(Enqueue(messages, fresh=True))
+    async def _commit(self, pubs: list[Publication], fanouts: list[Fanout]) -> None:
+        if fanouts:  # fresh: a new publication's keys were never enqueued before
+            await self._committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
         self.metrics.inc("publications_total", len(pubs))
-        self._count_enqueued(messages)
+        for fanout in fanouts:
+            self._count_owners(fanout.owners.values())
         if self.eventlog is not None:
             self.eventlog.published(pubs)
+            messages = [m for f in fanouts for m in f.messages()]
             self.eventlog.delivery_events(self._enqueued_events(messages))
-        self.signals.notify({m.subscriber_id for m in messages})
+        self.signals.notify({owner for f in fanouts for owner in f.owners})
 
     def _count_enqueued(self, messages: Sequence[NewMessage]) -> None:
-        kinds = collections.Counter(self._kinds.get(m.subscription_ids[0]) for m in messages)
+        self._count_owners(m.subscription_ids for m in messages)
+
+    def _count_owners(self, matched: Iterable[Sequence[str]]) -> None:
+        """Deliveries by the kind of their first matching subscription."""
+        kinds = collections.Counter(self._kinds.get(ids[0]) for ids in matched)
         for kind, count in kinds.items():
             self.metrics.inc("deliveries_enqueued", count, kind=kind or "function")
 
@@ -593,6 +602,8 @@ class Broker:
             log.warning("function subscription %s suspended: %s", sid, reason)
             self.metrics.inc("function_suspensions")
             self.runner.cancel(sid)
+            for subs in self._functions.values():  # no publication reaches it from now on,
+                subs.pop(sid, None)  # not only once its new status is committed
         return reason
 
     # ---------------------------------------------------------------- receiving

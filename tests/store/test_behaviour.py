@@ -7,7 +7,7 @@ import threading
 
 from tidings.delivery.committer import Committer
 from tidings.model import Op, Predicate, Subscriber, Subscription
-from tidings.store.base import Ack, Enqueue, Lease, NewMessage, QueueDepth, encode_body
+from tidings.store.base import Ack, Enqueue, Fanout, Lease, NewMessage, QueueDepth, encode_body
 from tidings.store.sql import SQLStore
 
 T0 = 1_000_000.0
@@ -444,3 +444,31 @@ def test_a_checked_enqueue_stores_its_own_body_beside_a_fresh_one(store: SQLStor
     for sid in ("s1", "s2"):
         store.ack(sid, [m.receipt for m in lease(store, owner=sid)])
     assert bodies(store) == 0
+
+
+def test_a_fan_out_puts_one_row_per_subscriber_with_its_subscriptions_and_one_body(
+    store: SQLStore,
+) -> None:
+    for sid in ("s1", "s2"):
+        subscriber(store, sid)
+    body = encode_body({"id": "p1", "data": "x"})
+    fanout = Fanout("p1", "p1", body, T0, {"s1": ["a", "b"], "s2": ["c"]})
+    [added] = store.apply([Enqueue([], True, [fanout])])
+    assert added == 2 and bodies(store) == 1
+    [one] = lease(store, owner="s1")
+    [two] = lease(store, owner="s2")
+    assert (one.subscription_ids, two.subscription_ids) == (("a", "b"), ("c",))
+    assert one.raw == two.raw == body and one.publication_id == "p1"
+    # its keys are remembered: a checked enqueue of the same publication adds nothing
+    assert store.enqueue([msg("p1", owner="s1"), msg("p1", owner="s2")]) == 0
+
+
+def test_fan_outs_and_messages_enqueued_together_all_arrive_the_fan_outs_in_order(
+    store: SQLStore,
+) -> None:
+    subscriber(store)
+    fanouts = [Fanout(f"f{i}", f"f{i}", encode_body(i), T0, {"s1": ["x"]}) for i in range(3)]
+    assert store.apply([Enqueue([msg("m0")], True, fanouts)]) == [4]
+    leased = [m.publication_id for m in lease(store)]
+    assert sorted(leased) == ["f0", "f1", "f2", "m0"]
+    assert [p for p in leased if p.startswith("f")] == ["f0", "f1", "f2"]

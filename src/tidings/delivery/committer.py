@@ -83,11 +83,14 @@ class Committer:
         fresh = {i: op for i, op in enumerate(ops) if isinstance(op, Enqueue) and op.fresh}
         if len(fresh) < 2:
             return self._apply(ops)
-        merged = Enqueue([m for op in fresh.values() for m in op.messages], fresh=True)
+        merged = Enqueue(
+            [m for op in fresh.values() for m in op.messages],
+            fresh=True,
+            fanouts=[f for op in fresh.values() for f in op.fanouts],
+        )
         answers = self._apply([merged, *(op for i, op in enumerate(ops) if i not in fresh)])
         failed = answers[0] if isinstance(answers[0], Exception) else None
         others = iter(answers[1:])
         return [
-            (failed or len(fresh[i].messages)) if i in fresh else next(others)
-            for i in range(len(ops))
+            (failed or fresh[i].size()) if i in fresh else next(others) for i in range(len(ops))
         ]

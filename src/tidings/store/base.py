@@ -94,16 +94,43 @@ class DeadLetter:
     dead_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class Fanout:
+    """A new publication's deliveries without an object per delivery: `owners` maps each
+    subscriber to its matching subscription ids (the matcher's answer, as it is). Its keys
+    are new, as `Enqueue(fresh=True)` promises."""
+
+    publication_id: str
+    dedup_key: str
+    body: bytes
+    enqueued_at: float
+    owners: Mapping[str, Sequence[str]]
+
+    def messages(self) -> list[NewMessage]:
+        """The same as one `NewMessage` per subscriber (for what needs them one by one)."""
+        return [
+            NewMessage(owner, self.publication_id, self.dedup_key, tuple(ids), self.body,
+                       self.enqueued_at)
+            for owner, ids in self.owners.items()
+        ]  # fmt: skip
+
+
 # ---------------------------------------------------------------- queue operations as values
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueue:
     """Put messages into their queues; answers how many were new. `fresh` promises no key
-    was enqueued before (a new publication), allowing bulk inserts without checks."""
+    was enqueued before (a new publication), allowing bulk inserts without checks.
+    `fanouts` are new publications' deliveries, always fresh, a row each in the store but no
+    Python object each on the way."""
 
     messages: Sequence[NewMessage]
     fresh: bool = False
+    fanouts: Sequence[Fanout] = ()
+
+    def size(self) -> int:
+        return len(self.messages) + sum(len(f.owners) for f in self.fanouts)
 
 
 @dataclass(frozen=True, slots=True)

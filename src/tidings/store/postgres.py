@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from tidings.store import feed
-from tidings.store.base import Change, NewMessage
+from tidings.store.base import Change, Fanout, NewMessage
 from tidings.store.sql import Cursor, Dialect, SQLStore, body_rows, message_rows
 
 # Brokers starting at once on a fresh database would race to create the same tables
@@ -95,8 +95,13 @@ class PostgresStore(SQLStore):
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
 
-    def _enqueue(self, messages: Sequence[NewMessage], fresh: bool) -> Callable[[Cursor], int]:
-        """One round trip per batch (`fresh` or not), instead of one per row."""
+    def _enqueue(
+        self, messages: Sequence[NewMessage], fresh: bool, fanouts: Sequence[Fanout] = ()
+    ) -> Callable[[Cursor], int]:
+        """One round trip per batch (`fresh` or not), instead of one per row; fan-outs
+        travel in the same arrays (a row each there: the statement checks every key)."""
+        if fanouts:
+            messages = [*messages, *(m for f in fanouts for m in f.messages())]
         nonce = "" if fresh else os.urandom(6).hex()
         rows = message_rows(messages, nonce)
         bodies = body_rows(messages, nonce)

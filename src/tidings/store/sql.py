@@ -37,6 +37,7 @@ from tidings.store.base import (
     Endpoint,
     EndpointState,
     Enqueue,
+    Fanout,
     Lease,
     Message,
     Nack,
@@ -525,8 +526,8 @@ class SQLStore:
         """What an operation does to the tables, as a function of the transaction's cursor.
         Anything that needs no cursor (receipt parsing, nonces) is done here, outside it."""
         match op:
-            case Enqueue(messages, fresh):
-                return self._enqueue(messages, fresh)
+            case Enqueue(messages, fresh, fanouts):
+                return self._enqueue(messages, fresh, fanouts)
             case Lease(subscriber_id, max_messages, visibility_s, max_attempts, now):
                 return self._lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
             case Ack(subscriber_id, receipts):
@@ -557,6 +558,10 @@ class SQLStore:
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
         return int(self._one(Enqueue(messages, fresh))) if messages else 0
 
+    def fan_out(self, fanouts: Sequence[Fanout]) -> int:
+        """New publications' deliveries (`Fanout`), in one transaction; how many rows."""
+        return int(self._one(Enqueue([], True, fanouts))) if fanouts else 0
+
     def lease(
         self,
         subscriber_id: str,
@@ -585,9 +590,49 @@ class SQLStore:
         that cannot be served); False when the receipt is no longer current."""
         return bool(self._one(Reject(subscriber_id, receipt, reason, now)))
 
-    def _enqueue(self, messages: Sequence[NewMessage], fresh: bool) -> Callable[[Cursor], int]:
+    def _enqueue(
+        self, messages: Sequence[NewMessage], fresh: bool, fanouts: Sequence[Fanout] = ()
+    ) -> Callable[[Cursor], int]:
         """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
-        rows go in with three bulk statements instead of a check per row."""
+        rows go in with three bulk statements instead of a check per row. Fan-outs go in
+        with three statements for all of them, their rows made by SQLite (`json_each`)."""
+        spread = self._fanouts(fanouts)
+        plain = self._messages(messages, fresh)
+
+        def op(cur: Cursor) -> int:
+            return spread(cur) + plain(cur)
+
+        return op
+
+    def _fanouts(self, fanouts: Sequence[Fanout]) -> Callable[[Cursor], int]:
+        """One parameter row per publication: its subscribers as one JSON object."""
+        rows = [
+            (f.dedup_key, f.publication_id, f.enqueued_at, orjson.dumps(f.owners).decode())
+            for f in fanouts
+        ]
+        bodies = list({f.dedup_key: f.body.decode() for f in fanouts}.items())
+        dedup = self._q(
+            f"{self._d.insert_ignore} dedup SELECT j.key, f.k, f.at FROM "
+            "(SELECT ? AS k, ? AS p, ? AS at, ? AS o) f, json_each(f.o) j "
+            f"{self._d.on_conflict_ignore}"
+        )
+        insert = self._q(
+            "INSERT INTO messages (subscriber_id, publication_id, subscription_ids, body_key, "
+            "enqueued_at) SELECT j.key, f.p, j.value, f.k, f.at FROM "
+            "(SELECT ? AS k, ? AS p, ? AS at, ? AS o) f, json_each(f.o) j"
+        )
+
+        def op(cur: Cursor) -> int:
+            if not rows:
+                return 0
+            cur.executemany(dedup, rows)
+            cur.executemany(self._q("INSERT INTO bodies VALUES (?, ?)"), bodies)
+            cur.executemany(insert, rows)
+            return sum(len(f.owners) for f in fanouts)
+
+        return op
+
+    def _messages(self, messages: Sequence[NewMessage], fresh: bool) -> Callable[[Cursor], int]:
         nonce = "" if fresh else os.urandom(6).hex()
         rows = message_rows(messages, nonce)
         bodies = body_rows(messages, nonce)
