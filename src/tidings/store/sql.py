@@ -605,7 +605,9 @@ class SQLStore:
         return op
 
     def _fanouts(self, fanouts: Sequence[Fanout]) -> Callable[[Cursor], int]:
-        """One parameter row per publication: its subscribers as one JSON object."""
+        """One parameter row per publication: its subscribers as one JSON object, spread
+        into rows by SQLite's `json_each` (PostgreSQL's store puts fan-outs into the arrays
+        of its own statement instead)."""
         rows = [
             (f.dedup_key, f.publication_id, f.enqueued_at, orjson.dumps(f.owners).decode())
             for f in fanouts
