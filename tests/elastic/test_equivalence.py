@@ -14,10 +14,7 @@ from tests.elastic.conftest import Recorder
 from tests.elastic.harness import LoopThread
 from tests.matching.strategies import (
     attribute_maps,
-    predicate_lists,
-    subscriber_ids,
-    subscription_ids,
-    topic_filters,
+    subscription_changes,
     topic_names,
 )
 
@@ -32,14 +29,7 @@ publication = st.tuples(
     st.lists(topic_names(), max_size=3, unique=True).map(tuple), st.none() | attribute_maps
 )
 steps = st.one_of(
-    st.tuples(
-        st.just("topic"),
-        subscription_ids,
-        subscriber_ids,
-        st.lists(topic_filters(), min_size=1, max_size=3).map(tuple),
-    ),
-    st.tuples(st.just("content"), subscription_ids, subscriber_ids, predicate_lists),
-    st.tuples(st.just("remove"), subscription_ids, st.just(""), st.just(())),
+    *subscription_changes,
     st.tuples(st.just("publish"), st.just(""), st.just(""), publication),
 )
 

@@ -65,3 +65,15 @@ attribute_maps = st.dictionaries(st.sampled_from(KEYS), scalars, max_size=len(KE
 
 subscription_ids = st.sampled_from([f"s{i}" for i in range(5)])
 subscriber_ids = st.sampled_from(["alice", "bob", "carol"])
+
+# one change to the subscriptions: (kind, subscription id, subscriber id, filters or predicates)
+subscription_changes = (
+    st.tuples(
+        st.just("topic"),
+        subscription_ids,
+        subscriber_ids,
+        st.lists(topic_filters(), min_size=1, max_size=3).map(tuple),
+    ),
+    st.tuples(st.just("content"), subscription_ids, subscriber_ids, predicate_lists),
+    st.tuples(st.just("remove"), subscription_ids, st.just(""), st.just(())),
+)

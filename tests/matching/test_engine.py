@@ -22,8 +22,8 @@ from .strategies import (
     attribute_maps,
     predicate_lists,
     subscriber_ids,
+    subscription_changes,
     subscription_ids,
-    topic_filters,
     topic_names,
 )
 
@@ -159,14 +159,7 @@ events = st.builds(
     attributes=st.none() | attribute_maps,
 )
 steps = st.one_of(
-    st.tuples(
-        st.just("topic"),
-        subscription_ids,
-        subscriber_ids,
-        st.lists(topic_filters(), min_size=1, max_size=3).map(tuple),
-    ),
-    st.tuples(st.just("content"), subscription_ids, subscriber_ids, predicate_lists),
-    st.tuples(st.just("remove"), subscription_ids, st.just(""), st.just(())),
+    *subscription_changes,
 )
 
 
