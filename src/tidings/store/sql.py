@@ -558,10 +558,6 @@ class SQLStore:
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
         return int(self._one(Enqueue(messages, fresh))) if messages else 0
 
-    def fan_out(self, fanouts: Sequence[Fanout]) -> int:
-        """New publications' deliveries (`Fanout`), in one transaction; how many rows."""
-        return int(self._one(Enqueue([], True, fanouts))) if fanouts else 0
-
     def lease(
         self,
         subscriber_id: str,
