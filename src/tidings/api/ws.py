@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import orjson
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tidings.broker import Broker
 
 CLOSE_CODES = {401: 4401, 403: 4403, 404: 4404}
+T = TypeVar("T", bound=str)
 
 
 def _token(ws: WebSocket) -> str | None:
@@ -41,20 +42,13 @@ def _prefetch(ws: WebSocket, default: int) -> int:
     return max(1, min(int(raw), 10_000)) if raw.isdigit() else default
 
 
-def _form(ws: WebSocket) -> Form:
-    raw = ws.query_params.get("form", "full")
-    for form in FORMS:
-        if raw == form:
-            return form
-    raise TidingsError(ErrorCode.INVALID_FIELD, field="form", detail="full or compact")
-
-
-def _encoding(ws: WebSocket) -> Encoding:
-    raw = ws.query_params.get("encoding", "json")
-    for encoding in ENCODINGS:
-        if raw == encoding:
-            return encoding
-    raise TidingsError(ErrorCode.INVALID_FIELD, field="encoding", detail="json or msgpack")
+def _choice(ws: WebSocket, name: str, choices: tuple[T, ...]) -> T:
+    """A query parameter that names one of `choices` (the first is the default)."""
+    raw = ws.query_params.get(name, choices[0])
+    for choice in choices:
+        if raw == choice:
+            return choice
+    raise TidingsError(ErrorCode.INVALID_FIELD, field=name, detail=" or ".join(choices))
 
 
 class Framing:
@@ -95,7 +89,7 @@ async def stream(ws: WebSocket) -> None:
     with broker.revocations.watch(sid) as revoked:
         try:
             await broker.authenticate(sid, _token(ws))
-            framing = Framing(_form(ws), _encoding(ws))
+            framing = Framing(_choice(ws, "form", FORMS), _choice(ws, "encoding", ENCODINGS))
         except TidingsError as exc:
             await _refuse(ws, exc)
             return
