@@ -32,10 +32,13 @@ def zookeeper() -> Iterator[str]:
 
 
 class Recorder:
-    """Every delivery of every exit point, in the order they were committed."""
+    """Every delivery of every exit point, in the order they were committed; as the store
+    does, a delivery enqueued again (`fresh=False`) is skipped when it is already there."""
 
     def __init__(self) -> None:
         self.messages: list[NewMessage] = []
+        self.keys: set[tuple[str, str]] = set()
+        self.skipped = 0
 
     def sink(self) -> RecordingSink:
         return RecordingSink(self)
@@ -45,8 +48,15 @@ class RecordingSink:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
-    async def deliver(self, messages: Sequence[NewMessage]) -> None:
-        self.recorder.messages.extend(messages)
+    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
+        recorder = self.recorder
+        for m in messages:
+            key = (m.subscriber_id, m.dedup_key)
+            if not fresh and key in recorder.keys:
+                recorder.skipped += 1
+                continue
+            recorder.keys.add(key)
+            recorder.messages.append(m)
 
 
 @pytest.fixture

@@ -168,28 +168,6 @@ class SilentMatcher(MatcherOperator):
         SilentMatcher.changed.set()
 
 
-async def test_a_matcher_lost_after_change_ends_the_scale_failed_instead_of_stuck(
-    zookeeper: str,
-) -> None:
-    async with Deployment(zookeeper, Recorder().sink) as deployment:
-        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
-        await silent.start()
-        SilentMatcher.changed = asyncio.Event()
-
-        async def kill_after_change() -> None:
-            await SilentMatcher.changed.wait()
-            await silent.stop(crash=True)
-            await silent.coordinator.close()
-
-        killer = asyncio.create_task(kill_after_change())
-        (report,) = await deployment.scale(matchers=2)  # the idle `silent` is taken
-        await killer
-        assert (report.outcome, "silent" in report.reason) == ("failed", True)
-        status = await deployment.status()
-        assert status["scale"]["phase"] == "failed"
-        assert status["missing"] == ["silent"]
-
-
 async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeout(
     zookeeper: str,
 ) -> None:

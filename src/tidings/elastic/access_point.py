@@ -5,6 +5,12 @@ once every exit point of the publication's view has committed its deliveries.
 Stateless but for what is in flight: its publications are numbered (`seq`) so that the exit
 points can keep their order, and during a matcher scale it buffers subscription changes and
 applies them to the new view once the coordinator says the new state is ready.
+
+Beyond the paper, for recovery after a lost operator: it keeps each publication until every
+exit point has committed it, and the subscriptions it routed (`records`). A recovery pauses
+it, it sends the lost matchers' share of the subscriptions to the new view, and once the new
+view is in place it sends every unanswered publication again (the exit points enqueue those
+idempotently, so what was committed before the loss is not delivered twice).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import msgspec
 
 from tidings.elastic import wire
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
@@ -28,6 +36,7 @@ log = logging.getLogger("tidings.elastic")
 class _Pending:
     remaining: int  # exit points still to commit
     future: asyncio.Future[int]
+    publish: wire.Publish  # kept until committed everywhere: a recovery sends it again
     deliveries: int = 0
     sent_at: float = 0.0
 
@@ -60,6 +69,10 @@ class AccessPointOperator(Operator):
         self.phase_log: list[tuple[float, int, str, str]] = []  # (time, scale, kind, phase)
         self.latencies: list[float] = []  # recent publish-to-commit times, seconds
         self._untaken: list[float] = []  # ... not yet taken by `take_latencies`
+        self.records: dict[str, wire.SubscriptionRecord] = {}  # routed, by subscription id
+        self.epoch = 0  # the last recovery's matcher view: earlier commits are stale
+        self._held: list[int] | None = None  # while a recovery runs: publications not sent
+        self._since: list[int] = []  # [first, last] publication to send again after it
 
     async def prepare(self) -> None:
         config = await self.coordinator.require_config()
@@ -80,21 +93,27 @@ class AccessPointOperator(Operator):
         seq, self.seq = self.seq, self.seq + 1
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
-        self._pending[seq] = _Pending(self.exit_points, future, sent_at=loop.time())
-        frame = wire.encode(
-            wire.Publish(
-                self.id,
-                seq,
-                self.selector.view,
-                list(pub.topics),
-                dict(pub.attributes),
-                encode_body(pub.to_wire()),  # as queued: encoded once, here
-            )
+        publish = wire.Publish(
+            self.id,
+            seq,
+            self.selector.view,
+            list(pub.topics),
+            dict(pub.attributes),
+            encode_body(pub.to_wire()),  # as queued: encoded once, here
         )
-        for member in self.selector.members:
-            self.out.send_frame(member, frame)
+        self._pending[seq] = _Pending(self.exit_points, future, publish, sent_at=loop.time())
+        if self._held is not None:
+            self._held.append(seq)
+        else:
+            self._broadcast(publish)
         self.count("publications")
         return future
+
+    def _broadcast(self, publish: wire.Publish) -> None:
+        assert self.selector is not None
+        frame = wire.encode(publish)
+        for member in self.selector.members:
+            self.out.send_frame(member, frame)
 
     async def publish(self, pubs: Sequence[Publication]) -> list[int]:
         futures = [self.publish_nowait(p) for p in pubs]
@@ -106,6 +125,7 @@ class AccessPointOperator(Operator):
             self.count("subscriptions_buffered")
             return
         assert self.selector is not None
+        self.records[record.id] = record
         self.out.send(
             self.selector.of(record.id), wire.Subscribe(self.id, self.selector.view, record)
         )
@@ -115,6 +135,7 @@ class AccessPointOperator(Operator):
             self._buffer.append(_Buffered(unsubscribe=subscription_id))
             return
         assert self.selector is not None
+        self.records.pop(subscription_id, None)
         self.out.send(
             self.selector.of(subscription_id),
             wire.Unsubscribe(self.id, self.selector.view, subscription_id),
@@ -131,6 +152,9 @@ class AccessPointOperator(Operator):
         for message in batch:
             if not isinstance(message, wire.Committed):
                 log.warning("%s ignores %s", self.id, type(message).__name__)
+                continue
+            if message.epoch != self.epoch:  # before a recovery: it sends those again
+                self.count("stale_commits", len(message.seqs))
                 continue
             for seq, count in zip(message.seqs, message.deliveries, strict=True):
                 pending = self._pending.get(seq)
@@ -149,6 +173,8 @@ class AccessPointOperator(Operator):
         says how many exit points that is)."""
         if pending.remaining > 0 or any(seq > cut for cut in self._cuts.values()):
             return
+        if self._held is not None:
+            return  # a recovery runs: what is pending is sent and committed again
         del self._pending[seq]
         self.latencies.append(now - pending.sent_at)
         self._untaken.append(now - pending.sent_at)
@@ -177,6 +203,8 @@ class AccessPointOperator(Operator):
         )
         if state.kind == "matchers":
             await self._matcher_phase(state, seen)
+        elif state.kind == "recover":
+            await self._recovery_phase(state)
         elif state.phase == "start":
             await self._exit_point_cut(state)
         elif state.phase == "aborted":
@@ -214,6 +242,68 @@ class AccessPointOperator(Operator):
         elif state.phase == "end":
             for gone in set(state.old) - set(state.new):
                 self.out.drop(gone)
+
+    # ------------------------------------------------------------ recovery
+
+    async def _recovery_phase(self, state: ScaleState) -> None:
+        if state.phase == "start":
+            await self._pause(state)
+        elif state.phase == "resume" and self._held is not None:
+            await self._resume(state)
+        # failed: stay paused; the deployment starts another recovery
+
+    async def _pause(self, state: ScaleState) -> None:
+        """Hold publications and subscription changes; send StartScale, and the lost
+        matchers' share of the subscriptions this access point routed; say from which
+        publication on it will send again."""
+        if self._held is None:  # (a recovery after a failed one keeps the first pause's)
+            self._held = []
+            first = min(self._pending, default=self.seq)
+            self._since = [first, self.seq - 1]
+        self.epoch = state.view
+        self._buffer = [] if self._buffer is None else self._buffer
+        config = await self.coordinator.require_config()
+        members = list(dict.fromkeys([*state.old, *state.new]))
+        lost = set(state.lost)
+        await self.resolve(m for m in members if m not in lost)
+        start = wire.StartScale(self.id, state.id, state.view, state.old, state.new)
+        for member in members:
+            if member not in lost:
+                self.out.send(member, start)
+        for member in lost:
+            self.out.drop(member)
+        routed = Selector(config.matchers.view, tuple(config.matchers.members))
+        new = Selector(state.view, tuple(state.new))
+        shares: dict[str, list[wire.SubscriptionRecord]] = {m: [] for m in new.members}
+        for sid, record in self.records.items():
+            if routed.of(sid) in lost:
+                shares[new.of(sid)].append(record)
+        for member, share in shares.items():  # every new member hears from every access point
+            self.out.send(member, wire.AddMatcherState(state.id, state.view, self.id, share))
+        self.count("recovered_records", sum(len(s) for s in shares.values()))
+        await self.coordinator.arrive(state.id, "paused", self.id, str(self._since).encode())
+
+    async def _resume(self, state: ScaleState) -> None:
+        """The new views are in place: every publication not committed everywhere goes out
+        again (in order, before the held ones), then the buffered subscription changes."""
+        self.selector = Selector(state.view, tuple(state.new))
+        self.exit_points = len(state.exit_points)
+        self._cuts.clear()
+        self._cut_states.clear()
+        await self.resolve(state.new)
+        first = self._since[0]
+        if sorted(self._pending)[:1] not in ([], [first]):
+            log.error("%s: unanswered publications do not start at %d", self.id, first)
+        for seq in sorted(self._pending):
+            pending = self._pending[seq]
+            pending.remaining, pending.deliveries = self.exit_points, 0
+            publish = msgspec.structs.replace(pending.publish, view=state.view)
+            pending.publish = publish
+            self._broadcast(publish)
+            self.count("publications_resent" if seq <= self._since[1] else "publications_held")
+        self._held, self._since = None, []
+        self._flush_buffer()
+        await self.coordinator.arrive(state.id, "resumed", self.id)
 
     def _flush_buffer(self) -> None:
         buffered, self._buffer = self._buffer or [], None

@@ -89,9 +89,10 @@ class Outboxes:
         if sock is not None:
             sock.close(linger=0)
 
-    def close(self) -> None:
+    def close(self, linger: int | None = None) -> None:
+        """`linger=0`: drop what is still queued (as a process that dies would)."""
         for sock in self._sockets.values():
-            sock.close()
+            sock.close(linger)
         self._sockets.clear()
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -36,11 +36,13 @@ log = logging.getLogger("tidings.elastic")
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 
 Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
-ScaleKind: TypeAlias = Literal["matchers", "exit_points"]
+# recover: the views without lost operators, and every unanswered publication sent again
+ScaleKind: TypeAlias = Literal["matchers", "exit_points", "recover"]
 # start: buffering and state transfer; change: the new view is adopted; release: (exit
-# points) the old exit points have drained, the new ones deliver; end: done; aborted: rolled back;
-# failed: a member was lost (or stuck) after `change`, past the point of return (see docs)
-Phase: TypeAlias = Literal["start", "change", "release", "end", "aborted", "failed"]
+# points) the old exit points have drained, the new ones deliver; resume: (recover) the access
+# points send again what was not answered; end: done; aborted: rolled back; failed: a member
+# was lost (or stuck) after `change`, past the point of return: a recovery follows (see docs)
+Phase: TypeAlias = Literal["start", "change", "release", "resume", "end", "aborted", "failed"]
 IDLE: tuple[Phase, ...] = ("end", "aborted", "failed")
 
 
@@ -63,6 +65,12 @@ class ScaleState(msgspec.Struct, frozen=True):
     old: list[str]
     new: list[str]
     reason: str = ""  # why it was aborted
+    # recover only: the lost operators, the new exit point view, and (from `change` on) each
+    # access point's [first, last] publication sent before it paused, to be sent again
+    lost: list[str] = []
+    exit_points: list[str] = []
+    ep_view: int = 0
+    since: dict[str, list[int]] = {}
 
     @property
     def idle(self) -> bool:
@@ -209,14 +217,24 @@ class Coordinator:
         return msgspec.json.decode(data, type=ScaleState)
 
     async def begin_scale(
-        self, kind: ScaleKind, view: int, old: list[str], new: list[str]
+        self,
+        kind: ScaleKind,
+        view: int,
+        old: list[str],
+        new: list[str],
+        *,
+        lost: list[str] | None = None,
+        exit_points: list[str] | None = None,
+        ep_view: int = 0,
     ) -> ScaleState:
         """Record a new scale in phase `start`; CONFLICT while another one runs."""
         path = f"{self.root}/scale"
+        extra: dict[str, Any] = {"lost": lost or [], "exit_points": exit_points or []}
+        extra["ep_view"] = ep_view
         try:
             data, stat = await asyncio.to_thread(self._zk.get, path)
         except NoNodeError:
-            state = ScaleState(1, kind, "start", view, old, new)
+            state = ScaleState(1, kind, "start", view, old, new, **extra)
             try:
                 await asyncio.to_thread(self._zk.create, path, msgspec.json.encode(state))
             except NodeExistsError:
@@ -225,7 +243,7 @@ class Coordinator:
         current = msgspec.json.decode(data, type=ScaleState)
         if not current.idle:
             raise _busy()
-        state = ScaleState(current.id + 1, kind, "start", view, old, new)
+        state = ScaleState(current.id + 1, kind, "start", view, old, new, **extra)
         try:  # compare-and-set: a concurrent begin loses
             await asyncio.to_thread(self._zk.set, path, msgspec.json.encode(state), stat.version)
         except Exception as exc:
@@ -235,10 +253,17 @@ class Coordinator:
         return state
 
     async def set_phase(
-        self, state: ScaleState, phase: Phase, config: ClusterConfig | None = None, reason: str = ""
+        self,
+        state: ScaleState,
+        phase: Phase,
+        config: ClusterConfig | None = None,
+        reason: str = "",
+        since: dict[str, list[int]] | None = None,
     ) -> ScaleState:
         """Move the scale to `phase`, writing the new configuration in the same transaction."""
         moved = msgspec.structs.replace(state, phase=phase, reason=reason)
+        if since is not None:
+            moved = msgspec.structs.replace(moved, since=since)
 
         def write() -> None:
             tx = self._zk.transaction()
@@ -263,10 +288,19 @@ class Coordinator:
 
         self._watches.append(self._zk.DataWatch(f"{self.root}/scale", changed))
 
-    async def arrive(self, scale: int, barrier: str, member: str) -> None:
+    async def arrive(self, scale: int, barrier: str, member: str, data: bytes = b"") -> None:
         path = f"{self.root}/scales/{scale}/{barrier}/{member}"
         with contextlib.suppress(NodeExistsError):
-            await asyncio.to_thread(self._zk.create, path, b"", makepath=True)
+            await asyncio.to_thread(self._zk.create, path, data, makepath=True)
+
+    async def arrivals(self, scale: int, barrier: str) -> dict[str, bytes]:
+        """Who reached a barrier, with what each said when it did."""
+        base = f"{self.root}/scales/{scale}/{barrier}"
+        out = {}
+        for member in await self.arrived(scale, barrier):
+            data, _ = await asyncio.to_thread(self._zk.get, f"{base}/{member}")
+            out[member] = data
+        return out
 
     async def arrived(self, scale: int, barrier: str) -> set[str]:
         try:
@@ -283,30 +317,39 @@ class Coordinator:
         scale: int,
         barrier: str,
         expected: set[str],
-        gone: Callable[[], set[str]] = set,
+        watched: Iterable[str] = (),
         must_live: frozenset[str] = frozenset(),
     ) -> None:
         """Until every expected member has arrived at the barrier. Raises `MemberLost` when
-        `gone()` (checked at each change of membership or of the barrier) names an expected
-        member that has not arrived, or any of `must_live`."""
+        a `watched` member that is expected and has not arrived, or any of `must_live`, is
+        no longer running (checked at each change of the membership or of the barrier)."""
         path = f"{self.root}/scales/{scale}/{barrier}"
         await asyncio.to_thread(self._zk.ensure_path, path)
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
+        watched = set(watched)
+        running: list[set[str]] = []  # the latest membership, as the watch saw it
 
         def changed(_children: list[str] | None) -> bool | None:
             loop.call_soon_threadsafe(wake.set)
             return None
 
+        def members_changed(children: list[str] | None) -> bool | None:
+            if children is not None:
+                running.append(set(children))  # before the wake-up: no change is missed
+            loop.call_soon_threadsafe(wake.set)
+            return None
+
         watch = self._zk.ChildrenWatch(path, changed)
-        members = self._zk.ChildrenWatch(f"{self.root}/members", changed)
+        members = self._zk.ChildrenWatch(f"{self.root}/members", members_changed)
         try:
             while True:
                 arrived = await self.arrived(scale, barrier)
                 missing = expected - arrived
                 if not missing:
                     return
-                lost = (missing | must_live) & gone()
+                gone = watched - running[-1] if running else set()
+                lost = (missing | must_live) & gone
                 if lost:
                     raise MemberLost(sorted(lost), barrier)
                 await wake.wait()

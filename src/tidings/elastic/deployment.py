@@ -1,7 +1,11 @@
 """An elastic deployment run from one process: its access points, matchers and exit points
 as asyncio tasks (each with its own sockets and coordinator session), the scaler, and the
 commands `serve`, the admin call and the tests use (`scale`, `status`). Operators started
-elsewhere (`tidings matcher`, `tidings exit-point`) join it through the coordinator."""
+elsewhere (`tidings matcher`, `tidings exit-point`) join it through the coordinator.
+
+It watches the membership: when a member of the current views is lost (its process died,
+or its coordinator session expired), it runs a recovery (`Scaler.recover`) with a
+replacement for each lost member, an unassigned running operator or a new local one."""
 
 from __future__ import annotations
 
@@ -74,6 +78,9 @@ class Deployment:
         self._exit_point_class = exit_point_class
         self._policy = autoscale  # None: no autoscaler (the default)
         self.autoscaler: Autoscaler | None = None
+        self._alive: set[str] = set()
+        self._recovering: asyncio.Task[None] | None = None
+        self._closing = False
 
     # ------------------------------------------------------------ life cycle
 
@@ -113,6 +120,7 @@ class Deployment:
         if self._policy is not None:
             self.autoscaler = Autoscaler(self, self._policy)
             self.autoscaler.start()
+        self.coordinator.watch_members(self._members_changed)
         return self
 
     async def _session(self) -> Coordinator:
@@ -145,6 +153,11 @@ class Deployment:
         await self.close()
 
     async def close(self) -> None:
+        self._closing = True
+        if self._recovering is not None:
+            self._recovering.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._recovering
         if self.autoscaler is not None:
             await self.autoscaler.stop()
         operators: list[Operator] = []
@@ -247,6 +260,59 @@ class Deployment:
             if op is not None:
                 await op.stop()
                 await op.coordinator.close()
+
+    # ------------------------------------------------------------ recovery
+
+    def _members_changed(self, members: set[str]) -> None:
+        self._alive = members
+        if self._closing:
+            return
+        if self._recovering is None or self._recovering.done():
+            self._recovering = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """Until every member of the current views runs: a recovery at a time (after the
+        scale in progress, which the loss ends)."""
+        while True:
+            async with self._scaling:
+                config = await self.coordinator.require_config()
+                views = [*config.matchers.members, *config.exit_points.members]
+                lost = [m for m in views if m not in self._alive]
+                if not lost:
+                    return
+                log.warning("elastic: %s lost, recovering", ", ".join(lost))
+                matchers = await self._replace("matcher", config.matchers.members, lost)
+                exit_points = await self._replace("exit_point", config.exit_points.members, lost)
+                report = await self.scaler.recover(lost, matchers, exit_points)
+                self.reports.append(report)
+                for member in lost:
+                    local: dict[str, Any] = (
+                        self.matchers if member in self.matchers else self.exit_points
+                    )
+                    op = local.pop(member, None)
+                    if op is not None:  # a local operator that failed: release what it holds
+                        with contextlib.suppress(Exception):
+                            await op.stop(crash=True)
+                            await op.coordinator.close()
+                if report.outcome == "done":
+                    self._matcher_view = len(matchers)
+
+    async def _replace(self, role: str, members: list[str], lost: list[str]) -> list[str]:
+        """The survivors in their order, then a replacement per lost member: an unassigned
+        running operator, else a new local one."""
+        keep = [m for m in members if m not in lost]
+        running = await self.coordinator.members()
+        config = await self.coordinator.require_config()
+        assigned = {*config.matchers.members, *config.exit_points.members}
+        idle = [m for m, info in sorted(running.items()) if info.role == role and m not in assigned]
+        while len(keep) < len(members):
+            if idle:
+                keep.append(idle.pop(0))
+            elif role == "matcher":
+                keep.append((await self._start_matcher(self._name("m"))).id)
+            else:
+                keep.append((await self._start_exit_point(self._name("e"))).id)
+        return keep
 
     async def status(self) -> dict[str, Any]:
         found = await cluster_status(self.coordinator)

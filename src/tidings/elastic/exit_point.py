@@ -10,6 +10,11 @@ publisher's publications reach each subscriber's queue in the order they were pu
 During an exit point scale the consistent cut decides who delivers what: an old exit point
 delivers up to the cut and then says it has drained; a new one (or one that stays) holds what
 follows the cut until the coordinator says every old exit point has drained (`release`).
+
+At a recovery's `change` it forgets every partial result and every cut, and waits for each
+access point's publications again from the first it sends again; those up to the last it
+had sent before pausing are enqueued idempotently (`fresh=False`: the store skips the
+deliveries committed before the loss), so nothing is delivered twice.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ log = logging.getLogger("tidings.elastic")
 
 
 class Sink(Protocol):
-    """Where an exit point's deliveries go: the store (in one commit per call)."""
+    """Where an exit point's deliveries go: the store (in one commit per call). `fresh`
+    False: some may have been committed before (sent again after a recovery), and those
+    must be skipped, as the store's `enqueue` does by (dedup key, subscriber)."""
 
-    async def deliver(self, messages: Sequence[NewMessage]) -> None: ...
+    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None: ...
 
 
 class EnqueueStore(Protocol):
@@ -53,9 +60,9 @@ class StoreSink:
         self.store = store
         self.then = then  # e.g. the broker's wake-ups and event log
 
-    async def deliver(self, messages: Sequence[NewMessage]) -> None:
+    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
         if messages:
-            await asyncio.to_thread(self.store.enqueue, messages, True)
+            await asyncio.to_thread(self.store.enqueue, messages, fresh)
         if self.then is not None:
             done = self.then(messages)
             if done is not None:
@@ -97,6 +104,8 @@ class ExitPointOperator(Operator):
         self._changes: dict[int, set[tuple[str, str]]] = defaultdict(set)  # matcher scales
         self.threshold = 0  # matchers in the latest view seen (what partials are counted to)
         self._lock = asyncio.Lock()
+        self.epoch = 0  # the last recovery's matcher view: partials of earlier views are stale
+        self._again: dict[str, int] = {}  # access point -> last publication sent again
 
     async def prepare(self) -> None:
         self.config = await self.coordinator.config()
@@ -121,6 +130,8 @@ class ExitPointOperator(Operator):
 
     def _collect(self, message: wire.Partials) -> None:
         for part in message.items:
+            if part.mv < self.epoch:
+                continue  # matched before a recovery, which sends it again
             if part.seq < self._next.get(part.ap, 0):
                 continue  # released already, under the other view of a scale
             wanted = self._cuts.wanted(part.ap, part.seq)
@@ -169,18 +180,31 @@ class ExitPointOperator(Operator):
                 return
             messages: list[NewMessage] = []
             by_ap: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+            again = any(seq <= self._again.get(ap, -1) for ap, seq, _ in ready)
             for ap, seq, entry in ready:
                 rows = _messages(entry)
                 messages.extend(rows)
                 seqs, counts = by_ap[ap]
                 seqs.append(seq)
                 counts.append(len(rows))
-            await self.sink.deliver(messages)
+            if again:
+                self.count("publications_again", len(ready))
+            if again or not self._alone():
+                await self.sink.deliver(messages, fresh=False)
+            else:
+                await self.sink.deliver(messages)
             self.count("publications", len(ready))
             self.count("deliveries", len(messages))
             await self.resolve(by_ap)
             for ap, (seqs, counts) in by_ap.items():
-                self.out.send(ap, wire.Committed(self.id, seqs, counts))
+                self.out.send(ap, wire.Committed(self.id, seqs, counts, self.epoch))
+
+    def _alone(self) -> bool:
+        """The only exit point, with no scale under way: no other writer enqueues deliveries
+        of the same publications, so a fresh enqueue (one body row keyed by the publication,
+        no per-row check) cannot collide with another exit point's."""
+        config = self.config
+        return config is not None and config.exit_points.members == [self.id] and not self._scales
 
     def _drop_collecting(self, ap: str, seq: int) -> None:
         """The other view's partials of a released publication (a scale's both views)."""
@@ -234,11 +258,14 @@ class ExitPointOperator(Operator):
                 await self.coordinator.arrive(scale.state_id, "drained", self.id)
 
     async def on_scale(self, state: ScaleState) -> None:
+        if state.kind == "recover" and state.phase == "change" and self.id in state.exit_points:
+            await self._recover(state)
         if state.kind != "exit_points":
             return
         if state.phase == "start":
             await self._check_drained()
             return
+        self.config = await self.coordinator.require_config()  # before any release it allows
         released = state.phase != "aborted"
         if self._cuts.outcome(state.id) is None:
             self._cuts.decide(state.id, released)
@@ -248,6 +275,24 @@ class ExitPointOperator(Operator):
                 self._collecting.clear()
                 self._complete.clear()
         await self._release()
+
+    async def _recover(self, state: ScaleState) -> None:
+        """Start over from what each access point will send again: forget every partial
+        result, cut and scale in progress (their publications come again, under the new
+        views), and deliver those it had sent before idempotently."""
+        async with self._lock:  # not in the middle of a commit
+            self._collecting.clear()
+            self._complete.clear()
+            self._scales.clear()
+            self._changes.clear()
+            self._cuts = Cuts()
+            for ap, (first, last) in state.since.items():
+                self._next[ap] = first
+                self._again[ap] = last
+            self.epoch = state.view
+            self.threshold = len(state.new)
+            self.config = await self.coordinator.require_config()
+        await self.coordinator.arrive(state.id, "adopted", self.id)
 
     def backlog(self) -> int:
         """Publications waiting: partly answered, or complete but not yet released."""

@@ -6,6 +6,10 @@ During a matcher scale it holds two slices, the current view's and the next one'
 matches each publication with the slice of the view it was broadcast under; subscriptions
 never arrive meanwhile (the access points buffer them). During an exit point scale it routes
 each access point's publications by the exit point view that access point's marker set.
+
+A recovery (after a lost operator) is a matcher scale whose state comes from the surviving
+matchers and, for the lost ones' share, from the access points; at its `change` the matcher
+drops every older view at once (their publications are sent again under the new one).
 """
 
 from __future__ import annotations
@@ -138,6 +142,9 @@ class MatcherOperator(Operator):
             by_view[p.view].append(p)
         for view, pubs in by_view.items():
             piece = self.slices.get(view)
+            if piece is None and self.slices and view < min(self.slices):
+                self.count("publications_of_a_dropped_view", len(pubs))  # sent again
+                continue
             if piece is None:
                 self.count("publications_without_state")
                 log.error("%s holds no state of matcher view %d", self.id, view)
@@ -158,7 +165,7 @@ class MatcherOperator(Operator):
                 only = selector.members[0]
                 body = pub.body if matches else None
                 self._partials[only].append(
-                    wire.Partial(pub.ap, pub.seq, of, matches, body, selector.view)
+                    wire.Partial(pub.ap, pub.seq, of, matches, body, selector.view, pub.view)
                 )
                 continue
             shares: dict[str, dict[str, list[str]]] = {m: {} for m in selector.members}
@@ -167,7 +174,7 @@ class MatcherOperator(Operator):
             for ep, share in shares.items():
                 body = pub.body if share else None
                 self._partials[ep].append(
-                    wire.Partial(pub.ap, pub.seq, of, share, body, selector.view)
+                    wire.Partial(pub.ap, pub.seq, of, share, body, selector.view, pub.view)
                 )
 
     def _routes(self, ap: str) -> tuple[Selector, ...]:
@@ -217,7 +224,9 @@ class MatcherOperator(Operator):
         return self._scale
 
     async def on_scale(self, state: ScaleState) -> None:
-        if state.kind == "matchers":
+        if state.kind == "recover":
+            await self._recovery_phase(state)
+        elif state.kind == "matchers":
             if state.phase == "start" and (self._scale is None or self._scale.state.id < state.id):
                 self._scale = _MatcherScale(state)
                 self.slices.pop(state.view, None)
@@ -234,8 +243,35 @@ class MatcherOperator(Operator):
         if state.idle:
             await self._config()
 
+    async def _recovery_phase(self, state: ScaleState) -> None:
+        if state.phase == "start" and (self._scale is None or self._scale.state.id < state.id):
+            self._scale = _MatcherScale(state)
+            self.slices.pop(state.view, None)
+            lost = set(state.lost)
+            await self.resolve(m for m in dict.fromkeys([*state.old, *state.new]) if m not in lost)
+            await self._config()
+        elif state.phase == "change" and self.id in state.new:
+            # the new view alone from now on; the exit points of the new view too
+            self.slices = {v: s for v, s in self.slices.items() if v == state.view}
+            self._default_exit_points = Selector(state.ep_view, tuple(state.exit_points))
+            self._ep_scale = None
+            await self.resolve(state.exit_points)
+            for gone in state.lost:
+                self.out.drop(gone)
+            self._scale = None
+            await self.coordinator.arrive(state.id, "adopted", self.id)
+
+    def _state_senders(self, state: ScaleState, config: ClusterConfig) -> set[str]:
+        """Whose AddMatcherState a new matcher waits for: every old matcher; in a recovery,
+        the surviving ones and every access point (for the lost ones' share)."""
+        if state.kind != "recover":
+            return set(state.old)
+        return (set(state.old) - set(state.lost)) | set(config.access_points)
+
     async def _start_scale(self, message: wire.StartScale) -> None:
         scale = await self._scale_when_known(message.scale)
+        if scale is None:
+            return
         scale.starts.add(message.ap)
         config = await self._config()
         if scale.sent or not set(config.access_points) <= scale.starts:
@@ -256,20 +292,30 @@ class MatcherOperator(Operator):
         if self.id not in state.new:
             await self._ready(scale)
 
-    async def _scale_when_known(self, scale_id: int) -> _MatcherScale:
-        """A protocol message may overtake the coordinator's watch: read the scale then."""
+    async def _scale_when_known(self, scale_id: int) -> _MatcherScale | None:
+        """A protocol message may overtake the coordinator's watch: read the scale then.
+        None for a message of a scale that has ended since (aborted or failed)."""
         if self._scale is None or self._scale.state.id != scale_id:
             state = await self.coordinator.scale()
-            if state is None or state.id != scale_id:
+            if state is None or state.id < scale_id:
                 raise RuntimeError(f"{self.id}: scale {scale_id} is unknown to the coordinator")
+            if state.id > scale_id or state.idle:
+                self.count("messages_of_ended_scales")
+                return None
             await self.on_scale(state)
         return self._scale_of(scale_id)
 
     async def _add_state(self, message: wire.AddMatcherState) -> None:
         scale = await self._scale_when_known(message.scale)
+        if scale is None:
+            return
         scale.senders.add(message.sender)
         scale.received.extend(message.records)
-        if set(scale.state.old) <= scale.senders and self._building is None:
+        await self._build_when_complete(scale)
+
+    async def _build_when_complete(self, scale: _MatcherScale) -> None:
+        senders = self._state_senders(scale.state, await self._config())
+        if senders <= scale.senders and self._building is None and not scale.ready:
             records, scale.received = scale.received, []
             self._building = asyncio.get_running_loop().create_task(self._build(scale, records))
 
@@ -282,8 +328,10 @@ class MatcherOperator(Operator):
             await asyncio.to_thread(piece.add, records)
         finally:
             self._building = None
-        if self._scale is not scale:
-            return  # aborted meanwhile
+        if self._scale is not scale:  # ended meanwhile; a later one may wait for its turn
+            if self._scale is not None:
+                await self._build_when_complete(self._scale)
+            return
         self.slices[state.view] = piece
         self.count("state_records_received", len(piece.records))
         await self._ready(scale)

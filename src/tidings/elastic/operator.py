@@ -64,6 +64,10 @@ class Operator:
             except Exception:
                 self.count("errors")
                 log.exception("%s failed on a batch of %d messages", self.id, len(batch))
+                # crash-only: leave the deployment, whose recovery replaces this operator
+                # and sends again what it held (rather than a member that answers nothing)
+                with contextlib.suppress(Exception):
+                    await self.coordinator.leave(self.id)
                 raise
 
     async def _follow_scales(self) -> None:
@@ -101,7 +105,8 @@ class Operator:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self.coordinator.leave(self.id)
-        if crash:
+        if crash:  # the outboxes are the shadow context's: `destroy` would not close them
+            self.out.close(linger=0)
             self._context.destroy(linger=0)
             return
         self.out.close()

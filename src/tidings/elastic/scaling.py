@@ -19,6 +19,16 @@ written; new exit points deliver what they held) -> `end`.
 
 A member that dies before `change` (matchers) or `release` (exit points) aborts the scale:
 phase `aborted`, everyone returns to the old view, nothing was delivered by the new one.
+
+Recovery (beyond the paper), when a member of the current views is lost, in or out of a
+scale: `start` (access points hold publications and subscription changes, send StartScale,
+and the lost matchers' share of the subscriptions they routed; `paused`, with the first and
+last publication they had sent and not seen committed; matchers rebuild as in a scale,
+`ready`) -> `change` (views without the lost members, replacements in their place; matchers
+and exit points drop what they held of the old views, `adopted`) -> `resume` (access points
+send every unanswered publication again, then the held ones and subscription changes,
+`resumed`) -> `end`. Exit points enqueue what is sent again idempotently. A member lost during
+a recovery fails it; the next one starts from where the access points paused.
 """
 
 from __future__ import annotations
@@ -60,23 +70,6 @@ class Scaler:
     def __init__(self, coordinator: Coordinator, after_change_timeout_s: float = 30.0) -> None:
         self.coordinator = coordinator
         self.after_change_timeout_s = after_change_timeout_s
-        self._alive: set[str] = set()
-        self._watching = False
-
-    async def _watch(self) -> None:
-        if not self._watching:
-            self._watching = True
-            ready = asyncio.Event()
-
-            def seen(members: set[str]) -> None:
-                self._alive = members
-                ready.set()
-
-            self.coordinator.watch_members(seen)
-            await ready.wait()
-
-    def _gone(self, expected: Sequence[str]) -> set[str]:
-        return set(expected) - self._alive
 
     async def _check_members(self, wanted: Sequence[str], role: str) -> None:
         members = await self.coordinator.members()
@@ -92,7 +85,6 @@ class Scaler:
             )
 
     async def scale_matchers(self, new: Sequence[str]) -> ScaleReport:
-        await self._watch()
         config = await self.coordinator.require_config()
         old = list(config.matchers.members)
         report = ScaleReport("matchers", old, list(new))
@@ -105,9 +97,7 @@ class Scaler:
         both = list(dict.fromkeys([*old, *new]))
         clock = time.perf_counter()
         try:
-            await self.coordinator.wait_barrier(
-                state.id, "ready", set(both), lambda: self._gone(both)
-            )
+            await self.coordinator.wait_barrier(state.id, "ready", set(both), both)
         except MemberLost as lost:
             await self.coordinator.set_phase(state, "aborted", reason=str(lost))
             report.outcome, report.reason = "aborted", str(lost)
@@ -137,14 +127,11 @@ class Scaler:
         """Past `change` there is no way back: wait for everyone. A member lost (or silent
         past the timeout) now ends the scale `failed`: the coordinator is free again, the
         new view stays, and what was in flight through the lost member is lost."""
-        await self.coordinator.wait_barrier(state.id, "switched", set(aps), lambda: self._gone(aps))
-        await self.coordinator.wait_barrier(state.id, "changed", set(eps), lambda: self._gone(eps))
-        await self.coordinator.wait_barrier(
-            state.id, "done", set(matchers), lambda: self._gone(matchers)
-        )
+        await self.coordinator.wait_barrier(state.id, "switched", set(aps), aps)
+        await self.coordinator.wait_barrier(state.id, "changed", set(eps), eps)
+        await self.coordinator.wait_barrier(state.id, "done", set(matchers), matchers)
 
     async def scale_exit_points(self, new: Sequence[str]) -> ScaleReport:
-        await self._watch()
         config = await self.coordinator.require_config()
         old = list(config.exit_points.members)
         report = ScaleReport("exit_points", old, list(new))
@@ -160,21 +147,19 @@ class Scaler:
         aps, matchers = config.access_points, config.matchers.members
         both = list(dict.fromkeys([*old, *new]))
         try:
-            await self.coordinator.wait_barrier(
-                state.id, "switched", set(aps), lambda: self._gone(aps)
-            )
+            await self.coordinator.wait_barrier(state.id, "switched", set(aps), aps)
             await self.coordinator.wait_barrier(  # a new exit point lost: roll back
                 state.id,
                 "done",
                 set(matchers),
-                lambda: self._gone([*matchers, *both]),
+                [*matchers, *both],
                 must_live=frozenset(new),
             )
             await self.coordinator.wait_barrier(
                 state.id,
                 "drained",
                 set(old),
-                lambda: self._gone([*old, *new]),
+                [*old, *new],
                 must_live=frozenset(new),
             )
         except MemberLost as lost:
@@ -188,6 +173,57 @@ class Scaler:
         state = await self.coordinator.set_phase(state, "release", changed)
         state = await self.coordinator.set_phase(state, "end")
         report.phases["release"] = time.perf_counter() - clock
+        return report
+
+    async def recover(
+        self, lost: Sequence[str], matchers: Sequence[str], exit_points: Sequence[str]
+    ) -> ScaleReport:
+        """Replace the `lost` members by the views `matchers` and `exit_points` (running
+        members: the survivors, and replacements) and send again what was in flight."""
+        config = await self.coordinator.require_config()
+        report = ScaleReport(
+            "recover",
+            [*config.matchers.members, *config.exit_points.members],
+            [*matchers, *exit_points],
+        )
+        last = await self.coordinator.scale()
+        view = config.matchers.view + 1
+        ep_view = max(config.exit_points.view, last.id if last else 0) + 1
+        state = await self.coordinator.begin_scale(
+            "recover",
+            view,
+            list(config.matchers.members),
+            list(matchers),
+            lost=list(lost),
+            exit_points=list(exit_points),
+            ep_view=ep_view,
+        )
+        aps, members = config.access_points, [*matchers, *exit_points]
+        clock = time.perf_counter()
+        try:
+            await self.coordinator.wait_barrier(state.id, "paused", set(aps), aps)
+            await self.coordinator.wait_barrier(state.id, "ready", set(matchers), members)
+            paused = await self.coordinator.arrivals(state.id, "paused")
+            since = {ap: msgspec.json.decode(data, type=list[int]) for ap, data in paused.items()}
+            report.phases["start"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            changed = msgspec.structs.replace(
+                config,
+                matchers=View(view, list(matchers)),
+                exit_points=View(ep_view, list(exit_points)),
+            )
+            state = await self.coordinator.set_phase(state, "change", changed, since=since)
+            await self.coordinator.wait_barrier(state.id, "adopted", set(members), members)
+            report.phases["change"] = time.perf_counter() - clock
+            clock = time.perf_counter()
+            state = await self.coordinator.set_phase(state, "resume")
+            await self.coordinator.wait_barrier(state.id, "resumed", set(aps), aps)
+            report.phases["resume"] = time.perf_counter() - clock
+        except MemberLost as again:
+            await self.coordinator.set_phase(state, "failed", reason=str(again))
+            report.outcome, report.reason = "failed", str(again)
+            return report
+        await self.coordinator.set_phase(state, "end")
         return report
 
 

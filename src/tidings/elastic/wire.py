@@ -21,6 +21,12 @@ Direction and meaning (AP access point, M matcher, EP exit point):
   access point's publications by both exit point views (`Partial.ev` says which).
 - `Partials` M -> EP: each publication's partial result for this exit point's subscribers.
 - `Committed` EP -> AP: these publications' deliveries are in the store.
+
+Recovery after a lost operator (a scale of kind `recover`) reuses `StartScale` and
+`AddMatcherState` (an access point sends, as `sender`, the lost matchers' share of the
+subscriptions it routed), then the access points send every unanswered publication again
+under the new matcher view (`Partial.mv` and `Committed.epoch` tell the old attempt's from
+the new one's).
 """
 
 from __future__ import annotations
@@ -115,6 +121,7 @@ class Partial(msgspec.Struct, array_like=True, frozen=True):
     matches: dict[str, list[str]]  # subscriber -> subscription ids, this exit point's share
     body: bytes | None = None  # with matches only
     ev: int = 0  # the exit point view this share was split by
+    mv: int = 0  # the matcher view the publication was matched under
 
 
 class Partials(_Message, frozen=True):
@@ -126,6 +133,7 @@ class Committed(_Message, frozen=True):
     ep: str
     seqs: list[int]
     deliveries: list[int]
+    epoch: int = 0  # the exit point's last recovery (commits of an earlier one are stale)
 
 
 class Stop(_Message, frozen=True):
