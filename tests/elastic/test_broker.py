@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tidings.client import Client
-from tidings.config import load_settings
+from tidings.config import ElasticSettings, load_settings
+from tidings.elastic.autoscaler import Policy
+from tidings.elastic.seam import ElasticMatching
 from tidings.server import EmbeddedServer
+from tidings.store.sqlite import SQLiteStore
 
 
 def test_a_broker_with_elastic_matching_delivers_and_scales_through_the_admin_call(
@@ -53,3 +57,23 @@ def test_a_broker_with_elastic_matching_delivers_and_scales_through_the_admin_ca
         metrics = httpx.get(f"{server.url}/metrics").text
         assert 'tidings_elastic_subscriptions{operator="' in metrics
         assert "tidings_elastic_backlog" in metrics
+
+
+@pytest.mark.parametrize("autoscale", [True, False])
+async def test_the_autoscale_setting_decides_whether_the_brokers_deployment_runs_an_autoscaler(
+    zookeeper: str, tmp_path: Path, autoscale: bool
+) -> None:
+    settings = ElasticSettings(
+        zookeeper=zookeeper, cluster=f"auto-{autoscale}", autoscale=autoscale
+    )
+    store = SQLiteStore(str(tmp_path / "queues.db"))
+    elastic = ElasticMatching(settings, store)
+    try:
+        await elastic.start()
+        autoscaler = elastic.running.autoscaler
+        assert (autoscaler is not None) == autoscale
+        if autoscaler is not None:
+            assert autoscaler.policy == Policy()  # the documented defaults
+    finally:
+        await elastic.close()
+        store.close()

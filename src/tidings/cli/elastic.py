@@ -17,7 +17,9 @@ ZOOKEEPER = typer.Option(
 )
 CLUSTER = typer.Option("--cluster", envvar="TIDINGS_CLUSTER", help="The deployment's name.")
 BIND = typer.Option(
-    "--bind", help="The inbox's ZeroMQ address (tcp://0.0.0.0:* takes a free port)."
+    "--bind",
+    help="The inbox's ZeroMQ address (a free port with *; tcp://0.0.0.0:* to be reached "
+    "from other machines).",
 )
 
 cluster_app = typer.Typer(help="An elastic deployment: status and scaling.", no_args_is_help=True)
@@ -55,7 +57,7 @@ def _operator(
 def matcher(
     zookeeper: Annotated[str, ZOOKEEPER],
     cluster: Annotated[str, CLUSTER] = "default",
-    bind: Annotated[str, BIND] = "tcp://0.0.0.0:*",
+    bind: Annotated[str, BIND] = "tcp://127.0.0.1:*",
     name: Annotated[str | None, typer.Option("--name", help="Its id (default: a new one).")] = None,
 ) -> None:
     """Run a matcher that joins a running elastic deployment (unassigned until a scale)."""
@@ -66,7 +68,7 @@ def exit_point(
     zookeeper: Annotated[str, ZOOKEEPER],
     store: Annotated[str, typer.Option("--store", help="The broker's store URL (shared).")],
     cluster: Annotated[str, CLUSTER] = "default",
-    bind: Annotated[str, BIND] = "tcp://0.0.0.0:*",
+    bind: Annotated[str, BIND] = "tcp://127.0.0.1:*",
     name: Annotated[str | None, typer.Option("--name", help="Its id (default: a new one).")] = None,
 ) -> None:
     """Run an exit point that joins a running elastic deployment and enqueues into `--store`."""

@@ -53,7 +53,7 @@ class ElasticMatching:
             matchers=self.settings.matchers,
             exit_points=self.settings.exit_points,
             transport="tcp" if self.settings.zookeeper else "ipc",
-            host="0.0.0.0",
+            host=self.settings.host,
             autoscale=Policy() if self.settings.autoscale else None,
         )
         await self.deployment.start()
