@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 from tests.elastic.conftest import Recorder
+from tests.elastic.stream import Stream, check
 
 from tidings.elastic.deployment import Deployment
 from tidings.model import Publication, Subscriber, Subscription
@@ -95,3 +96,35 @@ def test_matchers_and_an_exit_point_in_their_own_processes_join_and_deliver(
     assert in_store | recorded == everything
     assert in_store  # the exit point process delivered its subscribers' share
     store.close()
+
+
+def test_a_matcher_process_killed_under_a_stream_is_replaced_and_nothing_is_lost(
+    zookeeper: str,
+) -> None:
+    """SIGKILL: no goodbye; the coordinator notices when the process's session expires."""
+    recorder = Recorder()
+
+    async def main() -> list[str]:
+        async with Deployment(zookeeper, recorder.sink, transport="tcp") as deployment:
+            common = ["--zookeeper", zookeeper, "--cluster", deployment.cluster]
+            with operator("matcher", *common) as (proc, remote):
+                await joined(deployment, {remote})
+                stream = Stream(deployment)
+                stream.subscribe_stable()
+                (scaled,) = await deployment.scale(matchers=2)  # the remote one is taken
+                assert scaled.outcome == "done"
+
+                async def killing() -> None:
+                    await asyncio.sleep(0.3)
+                    proc.kill()
+                    while not any(r.kind == "recover" for r in deployment.reports):
+                        await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.3)
+
+                await asyncio.wait_for(stream.run(killing), 120)
+                check(stream, recorder.messages)
+                config = await deployment.coordinator.require_config()
+                assert remote not in config.matchers.members
+                return [r.outcome for r in deployment.reports if r.kind == "recover"]
+
+    assert asyncio.run(main()) == ["done"]
