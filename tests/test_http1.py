@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tidings.http1 import Client
+from tidings.http1 import AnswerTooLarge, Client
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
 CLOSING = b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbusy"
 UNSIZED = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"match": true}'
+HUGE = b"HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n" + b"x" * 3_000_000
 
 
 @dataclass
@@ -64,7 +65,8 @@ class Server:
 
 @asynccontextmanager
 async def serving(context: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
-    server = Server({"/chunked": CHUNKED, "/close": CLOSING, "/unsized": UNSIZED})
+    answers = {"/chunked": CHUNKED, "/close": CLOSING, "/unsized": UNSIZED, "/huge": HUGE}
+    server = Server(answers)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=context)
     server.port = listener.sockets[0].getsockname()[1]
     async with listener:
@@ -134,6 +136,19 @@ async def test_an_answer_that_does_not_come_in_time_is_a_timeout_and_frees_its_s
         answer = await client.post(f"http://127.0.0.1:{server.port}/", b"")
         client.close()
     assert answer.status == 200
+
+
+async def test_an_answer_longer_than_the_client_reads_is_refused_and_its_connection_dropped() -> (
+    None
+):
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=5, max_answer=100_000)
+        with pytest.raises(AnswerTooLarge):
+            await client.post(f"http://127.0.0.1:{server.port}/huge", b"")
+        answer = await client.post(f"http://127.0.0.1:{server.port}/", b"")
+        client.close()
+    assert answer.status == 200
+    assert server.connections == 2  # the huge answer's connection was not reused
 
 
 async def test_a_closed_port_is_a_connection_error() -> None:

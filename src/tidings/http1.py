@@ -20,6 +20,11 @@ from urllib.parse import urlsplit
 import httptools
 
 READ_CHUNK = 64 * 1024
+MAX_ANSWER = 1024 * 1024  # bytes of an answer's body read at most (a webhook's, a URL function's)
+
+
+class AnswerTooLarge(ValueError):
+    """The server's answer is longer than the client reads (its connection is closed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,7 @@ class _Answer:
         self.status = 0
         self.keep_alive = False
         self.pieces: list[bytes] = []
+        self.size = 0
         self.complete = False
         self.headed = False
         self.sized = False  # Content-Length or chunked: else the body ends with the connection
@@ -51,6 +57,7 @@ class _Answer:
 
     def on_body(self, body: bytes) -> None:
         self.pieces.append(body)
+        self.size += len(body)
 
     def on_message_complete(self) -> None:
         self.complete = True
@@ -63,8 +70,9 @@ class Connection:
         self.reader, self.writer = reader, writer
         self.used = False  # an exchange completed on it: the server may since have closed it
 
-    async def exchange(self, request: bytes) -> tuple[Response, bool]:
-        """The answer, and whether the connection can carry another exchange."""
+    async def exchange(self, request: bytes, max_answer: int) -> tuple[Response, bool]:
+        """The answer, and whether the connection can carry another exchange; an answer
+        whose body passes `max_answer` bytes raises AnswerTooLarge."""
         answer = _Answer()
         self.writer.write(request)
         while not answer.complete:
@@ -74,6 +82,8 @@ class Connection:
                     return Response(answer.status, b"".join(answer.pieces)), False
                 raise ConnectionResetError("the server closed the connection mid-answer")
             answer.parser.feed_data(data)
+            if answer.size > max_answer:
+                raise AnswerTooLarge(f"the answer is longer than {max_answer} bytes")
         self.used = True
         return Response(answer.status, b"".join(answer.pieces)), answer.keep_alive
 
@@ -106,11 +116,12 @@ class Client:
     """`await client.post(url, body)` (or `request(method, ...)`): at most `per_origin`
     connections to each origin, and
     a request waits for one beyond that. Raises OSError (connection), TimeoutError, or
-    ValueError (not an http(s) URL); any status is returned, not raised."""
+    ValueError (not an http(s) URL, or AnswerTooLarge); any status is returned, not raised."""
 
-    def __init__(self, per_origin: int, timeout_s: float) -> None:
+    def __init__(self, per_origin: int, timeout_s: float, max_answer: int = MAX_ANSWER) -> None:
         self.per_origin = per_origin
         self.timeout_s = timeout_s
+        self.max_answer = max_answer
         self._origins: dict[tuple[str, str, int], Origin] = {}
 
     def _origin(self, url: str) -> tuple[Origin, str]:
@@ -153,7 +164,7 @@ class Client:
     async def _send(self, origin: Origin, request: bytes) -> Response:
         connection = origin.idle.pop() if origin.idle else await origin.connect()
         try:
-            response, reusable = await connection.exchange(request)
+            response, reusable = await connection.exchange(request, self.max_answer)
         except ConnectionError:
             connection.close()
             if not connection.used:
@@ -172,7 +183,7 @@ class Client:
 
     async def _fresh(self, connection: Connection, request: bytes) -> tuple[Response, bool]:
         try:
-            return await connection.exchange(request)
+            return await connection.exchange(request, self.max_answer)
         except BaseException:
             connection.close()
             raise
