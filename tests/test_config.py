@@ -34,7 +34,12 @@ def test_paths_are_paths() -> None:
 
 @pytest.mark.parametrize(
     ("env", "field"),
-    [({"TIDINGS_PORT": "eighty"}, "port"), ({"TIDINGS_EVENT_LOG": "maybe"}, "event_log")],
+    [
+        ({"TIDINGS_PORT": "eighty"}, "port"),
+        ({"TIDINGS_EVENT_LOG": "maybe"}, "event_log"),
+        ({"TIDINGS_WEBHOOKS__DENY_NETWORKS": "10.0.0.0/8,nowhere"}, "webhooks__deny_networks"),
+        ({"TIDINGS_FUNCTIONS__URL_DENY_NETWORKS": "::1/129"}, "functions__url_deny_networks"),
+    ],
 )
 def test_a_malformed_environment_value_names_its_setting(env: dict[str, str], field: str) -> None:
     with pytest.raises(TidingsError) as caught:

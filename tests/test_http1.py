@@ -4,6 +4,7 @@ kept-alive or closing, whole or chunked, slow, or closing an idle connection."""
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import subprocess
 from collections.abc import AsyncIterator
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tidings.http1 import AnswerTooLarge, Client
+from tidings.http1 import AnswerTooLarge, Client, Denied, denied, networks
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
@@ -149,6 +150,32 @@ async def test_an_answer_longer_than_the_client_reads_is_refused_and_its_connect
         client.close()
     assert answer.status == 200
     assert server.connections == 2  # the huge answer's connection was not reused
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_a_host_in_a_denied_network_is_refused_before_connecting(host: str) -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=2, deny=networks("127.0.0.0/8, ::1/128"))
+        with pytest.raises(Denied):
+            await client.post(f"http://{host}:{server.port}/", b"")
+        allowed = Client(per_origin=1, timeout_s=2, deny=networks("169.254.0.0/16"))
+        answer = await allowed.post(f"http://{host}:{server.port}/", b"")
+        client.close()
+        allowed.close()
+    assert answer.status == 200
+    assert server.connections == 1  # the denied request never connected
+
+
+def test_an_ipv4_address_written_as_ipv6_is_denied_as_itself() -> None:
+    deny = networks("169.254.0.0/16")
+    assert denied("::ffff:169.254.169.254", deny)
+    assert denied("169.254.169.254", deny)
+    assert not denied("::1", deny) and not denied("10.0.0.1", deny)
+
+
+def test_a_network_list_with_a_bad_entry_names_it() -> None:
+    with pytest.raises(ValueError, match=re.escape("'10.0.0.300/8'")):
+        networks("10.0.0.0/8, 10.0.0.300/8")
 
 
 async def test_a_closed_port_is_a_connection_error() -> None:

@@ -15,6 +15,10 @@ from typing import Any, Literal
 from tidings.errors import ErrorCode, TidingsError
 
 ENV_PREFIX = "TIDINGS_"
+# Networks a subscriber's URL (a webhook, a URL function) may not reach unless the operator
+# says otherwise: the cloud metadata services (link-local, and 100.100.100.200 in shared
+# address space), "this network", multicast
+DENIED_NETWORKS = "169.254.0.0/16,100.64.0.0/10,0.0.0.0/8,224.0.0.0/4,fe80::/10,ff00::/8"
 MatchingMode = Literal["local", "spark", "elastic"]
 
 
@@ -59,6 +63,7 @@ class FunctionSettings:
     memory_mib: int = 256
     url_timeout_s: float = 2.0
     url_concurrency: int = 64
+    url_deny_networks: str = DENIED_NETWORKS  # comma-separated; "" allows every address
     url_retries: int = 2
     failures_to_suspend: int = 5
     # the OS boundary (docs/sandbox.md): bubblewrap, the uid/gid a root broker's workers drop
@@ -102,6 +107,7 @@ class WebhookSettings:
     backoff_base_s: float = 1.0  # a failed batch comes back after U(0, base * 2^(attempt-1))
     backoff_cap_s: float = 60.0  # ... capped at this
     failures_to_pause: int = 10  # consecutive failed requests that pause an endpoint
+    deny_networks: str = DENIED_NETWORKS  # comma-separated; "" allows every address
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +220,18 @@ def load_settings(
     _check_logs(settings.logs)
     _check_subscribers(settings.subscribers)
     _check_webhooks(settings.webhooks)
+    _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
+    _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
     return settings  # type: ignore[no-any-return]
+
+
+def _check_networks(name: str, text: str) -> None:
+    from tidings.http1 import networks
+
+    try:
+        networks(text)
+    except ValueError as exc:
+        raise TidingsError(ErrorCode.CONFIG_INVALID, field=name, detail=f"{name}: {exc}") from None
 
 
 def _check_elastic(elastic: ElasticSettings) -> None:

@@ -11,8 +11,10 @@ each origin, reusing them while the server keeps them alive.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from urllib.parse import urlsplit
@@ -23,8 +25,36 @@ READ_CHUNK = 64 * 1024
 MAX_ANSWER = 1024 * 1024  # bytes of an answer's body read at most (a webhook's, a URL function's)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 class AnswerTooLarge(ValueError):
     """The server's answer is longer than the client reads (its connection is closed)."""
+
+
+class Denied(ValueError):
+    """The URL's host is, or resolves only to, an address in a denied network."""
+
+
+def networks(text: str) -> tuple[Network, ...]:
+    """`"10.0.0.0/8, fe80::/10"` -> the networks; ValueError names the one that is not."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            try:
+                out.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ValueError(
+                    f"{part!r} is not a network (as 10.0.0.0/8 or fe80::/10)"
+                ) from None
+    return tuple(out)
+
+
+def denied(address: str, deny: Sequence[Network]) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone is not the address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
+    return any(ip.version == n.version and ip in n for n in deny)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,14 +127,32 @@ class Origin:
     host: str
     port: int
     gate: asyncio.Semaphore
+    deny: Sequence[Network] = ()
     idle: list[Connection] = field(default_factory=list)
 
     async def connect(self) -> Connection:
         context = _tls() if self.scheme == "https" else None
+        host = await self._address() if self.deny else self.host
         reader, writer = await asyncio.open_connection(
-            self.host, self.port, ssl=context, limit=READ_CHUNK
+            host,
+            self.port,
+            ssl=context,
+            server_hostname=self.host if context else None,
+            limit=READ_CHUNK,
         )
         return Connection(reader, writer)
+
+    async def _address(self) -> str:
+        """The first address of the host outside the denied networks. Resolved here, at each
+        connection, and connected to as resolved: a name cannot point elsewhere meanwhile."""
+        found = await asyncio.get_running_loop().getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM
+        )
+        addresses = [str(info[4][0]) for info in found]
+        allowed = [a for a in addresses if not denied(a, self.deny)]
+        if not allowed:
+            raise Denied(f"{self.host} is in a denied network ({addresses[0]})")
+        return allowed[0]
 
 
 @cache
@@ -116,12 +164,20 @@ class Client:
     """`await client.post(url, body)` (or `request(method, ...)`): at most `per_origin`
     connections to each origin, and
     a request waits for one beyond that. Raises OSError (connection), TimeoutError, or
-    ValueError (not an http(s) URL, or AnswerTooLarge); any status is returned, not raised."""
+    ValueError (not an http(s) URL, AnswerTooLarge, or Denied: the host is in one of the `deny`
+    networks); any status is returned, not raised."""
 
-    def __init__(self, per_origin: int, timeout_s: float, max_answer: int = MAX_ANSWER) -> None:
+    def __init__(
+        self,
+        per_origin: int,
+        timeout_s: float,
+        max_answer: int = MAX_ANSWER,
+        deny: Sequence[Network] = (),
+    ) -> None:
         self.per_origin = per_origin
         self.timeout_s = timeout_s
         self.max_answer = max_answer
+        self.deny = tuple(deny)
         self._origins: dict[tuple[str, str, int], Origin] = {}
 
     def _origin(self, url: str) -> tuple[Origin, str]:
@@ -133,7 +189,8 @@ class Client:
         origin = self._origins.get(key)
         if origin is None:
             gate = asyncio.Semaphore(self.per_origin)
-            origin = self._origins[key] = Origin(parts.scheme, parts.hostname, port, gate)
+            origin = Origin(parts.scheme, parts.hostname, port, gate, self.deny)
+            self._origins[key] = origin
         target = parts.path or "/"
         return origin, f"{target}?{parts.query}" if parts.query else target
 

@@ -4,6 +4,7 @@ is `tidings.delivery.webhooks`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,11 +18,13 @@ from tidings.api.schemas import Operation, described
 from tidings.api.v1 import SMALL_BODY, owner, webhooks_of
 from tidings.delivery.webhooks import no_webhook
 from tidings.errors import invalid
+from tidings.http1 import Network, denied, networks
 from tidings.store.base import Endpoint
 
 
-def endpoint_url(url: str) -> str:
-    """The URL, or 422 naming `url` with what is wrong with it."""
+def endpoint_url(url: str, deny: Sequence[Network] = ()) -> str:
+    """The URL, or 422 naming `url` with what is wrong with it (a host given as an address
+    in a denied network among it; a name is checked as resolved, at each connection)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -34,11 +37,19 @@ def endpoint_url(url: str) -> str:
         (not parts.hostname, "the URL names no host"),
         (port == 0, "port 0 cannot be reached"),
         ("@" in parts.netloc, "no credentials in the URL: receivers verify the signature"),
+        (_denied_literal(parts.hostname, deny), "the address is in a denied network"),
     ]
     for wrong, rule in problems:
         if wrong:
             raise invalid("url", rule)
     return url
+
+
+def _denied_literal(host: str | None, deny: Sequence[Network]) -> bool:
+    try:
+        return host is not None and denied(host, deny)
+    except ValueError:  # a name, not an address
+        return False
 
 
 def webhook_json(e: Endpoint) -> dict[str, Any]:
@@ -57,7 +68,9 @@ async def set_webhook(request: Request) -> Response:
     """Push the subscriber's messages to an HTTP endpoint; a new URL resumes delivery."""
     _, sid = await owner(request)
     _, body = await body_as(request, t.WebhookBody, SMALL_BODY)
-    endpoint = await webhooks_of(request).configure(sid, endpoint_url(body.url))
+    webhooks = webhooks_of(request)
+    deny = networks(webhooks.settings.deny_networks)
+    endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny))
     return JSONResponse(webhook_json(endpoint))
 
 

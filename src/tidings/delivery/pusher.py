@@ -23,7 +23,7 @@ from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
 from tidings.delivery.signature import HEADER, sign
 from tidings.delivery.stream import PushStream
-from tidings.http1 import Client
+from tidings.http1 import Client, networks
 from tidings.store.base import AckResult, Endpoint, Message
 
 if TYPE_CHECKING:
@@ -89,7 +89,9 @@ class Pusher:
         self.paused = False
         self._recording = asyncio.Lock()  # state writes land in the order they were made
         self._gate = asyncio.Semaphore(settings.concurrency)  # requests in flight
-        self._http = Client(settings.concurrency, settings.timeout_s)
+        self._http = Client(
+            settings.concurrency, settings.timeout_s, deny=networks(settings.deny_networks)
+        )
         # leased for longer than a request may take, so no batch comes back while in flight
         visibility_s = max(broker.settings.queues.visibility_timeout_s, 3 * settings.timeout_s)
         leases = Leases(broker, settings.batch_size, visibility_s)

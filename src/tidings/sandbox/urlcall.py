@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from tidings.config import FunctionSettings
-from tidings.http1 import Client
+from tidings.http1 import Client, networks
 
 OPEN_AFTER = 5
 OPEN_FOR_S = 30.0
@@ -50,7 +50,11 @@ class Breaker:
 class URLCaller:
     def __init__(self, settings: FunctionSettings) -> None:
         self.settings = settings
-        self._http = Client(settings.url_concurrency, settings.url_timeout_s)
+        self._http = Client(
+            settings.url_concurrency,
+            settings.url_timeout_s,
+            deny=networks(settings.url_deny_networks),
+        )
         self._breakers: dict[str, Breaker] = {}
 
     async def call(self, url: str, publication: Any, params: Any) -> tuple[bool, str | None]:
