@@ -273,6 +273,7 @@ class Deployment:
     async def _recover(self) -> None:
         """Until every member of the current views runs: a recovery at a time (after the
         scale in progress, which the loss ends)."""
+        failures = 0
         while True:
             async with self._scaling:
                 config = await self.coordinator.require_config()
@@ -296,6 +297,11 @@ class Deployment:
                             await op.coordinator.close()
                 if report.outcome == "done":
                     self._matcher_view = len(matchers)
+                    failures = 0
+                else:  # another loss meanwhile: again, not at once
+                    failures += 1
+            if failures:
+                await asyncio.sleep(min(0.1 * 2**failures, 5.0))
 
     async def _replace(self, role: str, members: list[str], lost: list[str]) -> list[str]:
         """The survivors in their order, then a replacement per lost member: an unassigned

@@ -126,7 +126,7 @@ class Scaler:
     ) -> None:
         """Past `change` there is no way back: wait for everyone. A member lost (or silent
         past the timeout) now ends the scale `failed`: the coordinator is free again, the
-        new view stays, and what was in flight through the lost member is lost."""
+        new view stays, and the deployment's recovery replaces the lost member."""
         await self.coordinator.wait_barrier(state.id, "switched", set(aps), aps)
         await self.coordinator.wait_barrier(state.id, "changed", set(eps), eps)
         await self.coordinator.wait_barrier(state.id, "done", set(matchers), matchers)
