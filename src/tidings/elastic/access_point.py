@@ -69,6 +69,7 @@ class AccessPointOperator(Operator):
         self._admit = admit
         self.leaving = False  # no more publications: it leaves once its pending are answered
         self._answered = asyncio.Event()  # set whenever nothing is pending
+        self._crashed = False
         self.seq = 0  # the next publication's number
         self.selector: Selector | None = None
         self.exit_points = 0  # exit points in the view publications are sent under
@@ -225,6 +226,25 @@ class AccessPointOperator(Operator):
         now = asyncio.get_running_loop().time()
         for seq, pending in list(self._pending.items()):
             self._settle(seq, pending, now)
+
+    async def stop(self, crash: bool = False) -> None:
+        """As any operator; a publisher still waiting (an access point that left with
+        publications unanswered) is told UNAVAILABLE rather than left waiting. (A crash
+        answers nobody: the process is gone.)"""
+        self._crashed = self._crashed or crash
+        await super().stop(crash)
+        if self._crashed:
+            return
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(
+                    TidingsError(
+                        ErrorCode.UNAVAILABLE,
+                        detail=f"access point {self.id} stopped before the publication was "
+                        "committed everywhere (it may be delivered or not)",
+                    )
+                )
+        self._pending.clear()
 
     def take_latencies(self) -> list[float]:
         """The publish-to-commit times since the last call (the autoscaler's signal)."""

@@ -447,7 +447,9 @@ class Deployment:
         try:
             matchers = await self._replace("matcher", config, lost, running, started)
             exit_points = await self._replace("exit_point", config, lost, running, started)
-            report = await self.scaler.recover([*lost, *lost_aps], matchers, exit_points)
+            report = await self.scaler.recover(
+                [*lost, *lost_aps], matchers, exit_points, planned=config
+            )
         except Busy:
             for member in started:  # replacements of a recovery another process runs
                 await self._retire("matcher" if member in self.matchers else "exit_point", {member})

@@ -50,7 +50,14 @@ from typing import TypeVar
 
 import msgspec
 
-from tidings.elastic.coordinator import Busy, Coordinator, MemberLost, ScaleState, View
+from tidings.elastic.coordinator import (
+    Busy,
+    ClusterConfig,
+    Coordinator,
+    MemberLost,
+    ScaleState,
+    View,
+)
 from tidings.errors import ErrorCode, TidingsError
 
 T = TypeVar("T")
@@ -193,13 +200,18 @@ class Scaler:
         return report
 
     async def recover(
-        self, lost: Sequence[str], matchers: Sequence[str], exit_points: Sequence[str]
+        self,
+        lost: Sequence[str],
+        matchers: Sequence[str],
+        exit_points: Sequence[str],
+        planned: ClusterConfig | None = None,
     ) -> ScaleReport:
         """Replace the `lost` members by the views `matchers` and `exit_points` (running
         members: the survivors, and replacements) and send again what was in flight. Lost
         access points among `lost` leave `config.access_points` at `change`: what they had
-        not answered was never promised to anyone."""
-        config = await self.coordinator.require_config()
+        not answered was never promised to anyone. `planned`: the configuration the views
+        were worked out from (Busy if it has changed since)."""
+        config = planned or await self.coordinator.require_config()
         report = ScaleReport(
             "recover",
             [*config.matchers.members, *config.exit_points.members],
