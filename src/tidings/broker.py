@@ -205,7 +205,7 @@ class Broker:
         content = [s for s in subscriptions if s.kind == "content"]
         for sub in subscriptions:
             if sub.kind != "content":
-                self._index(sub)
+                self._index(sub, elastic=False)  # `elastic.load` below tells it what changed
         # in one call: the content index's bulk path (one merge, not one per 1,024 inserts)
         self._matcher.add_contents((s.id, s.subscriber_id, s.predicates) for s in content)
         self._kinds.update((s.id, "content") for s in content)
@@ -399,10 +399,10 @@ class Broker:
         if sub is not None:
             self._index(sub)
 
-    def _index(self, sub: Subscription) -> None:
+    def _index(self, sub: Subscription, elastic: bool = True) -> None:
         self._unindex(sub.id)
         self._kinds[sub.id] = sub.kind
-        if self.elastic is not None and sub.kind in ("topic", "content"):
+        if elastic and self.elastic is not None and sub.kind in ("topic", "content"):
             self.elastic.subscribe(sub)
         if sub.kind == "topic":
             self._matcher.add_topic(sub.id, sub.subscriber_id, sub.topics)

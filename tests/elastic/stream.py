@@ -49,6 +49,7 @@ class Stream:
     enough: asyncio.Event = field(default_factory=asyncio.Event)  # the stream is under way
     progress: asyncio.Event = field(default_factory=asyncio.Event)  # set at every step
     changes: int = 0  # subscription changes made
+    via: dict[int, Deployment] = field(default_factory=dict)  # publisher -> its access point
 
     def subscribe_stable(self) -> None:
         for subs, _ in STABLE.values():
@@ -65,7 +66,7 @@ class Stream:
                 (f"t/{p}",),
                 {"publisher": p, "n": n, "even": n % 2 == 0},
             )
-            self.futures.append(self.deployment.ap.publish_nowait(pub))
+            self.futures.append(self.via.get(p, self.deployment).ap.publish_nowait(pub))
             n += 1
             self.published[p] = n
             if sum(self.published.values()) >= 60:
@@ -73,21 +74,25 @@ class Stream:
             self.progress.set()
             await asyncio.sleep(0.002)  # pacing, not synchronisation
 
-    async def churn(self) -> None:
+    async def churn(self, through: Deployment | None = None, prefix: str = "churn") -> None:
+        """Subscriptions made and removed through one access point (`through`, else the
+        stream's), named `<prefix>-<k>`."""
+        target = through or self.deployment
         counter = itertools.count()
         while not self.stop.is_set():
             k = next(counter)
-            sid = f"churn-{k}"
-            if k % 3 == 2 and self.live_churn:
-                gone = sorted(self.live_churn)[0]
-                self.deployment.unsubscribe(gone)
+            sid = f"{prefix}-{k}"
+            mine = sorted(s for s in self.live_churn if s.startswith(f"{prefix}-"))
+            if k % 3 == 2 and mine:
+                gone = mine[0]
+                target.unsubscribe(gone)
                 self.live_churn.discard(gone)
             elif k % 2:
-                self.deployment.subscribe(Subscription(sid, f"c{k % 5}", "topic", ("t/#",)))
+                target.subscribe(Subscription(sid, f"c{k % 5}", "topic", ("t/#",)))
                 self.live_churn.add(sid)
             else:
                 pred = (Predicate("n", Op.GE, k % 7),)
-                self.deployment.subscribe(Subscription(sid, f"c{k % 5}", "content", (), pred))
+                target.subscribe(Subscription(sid, f"c{k % 5}", "content", (), pred))
                 self.live_churn.add(sid)
             self.changes += 1
             self.progress.set()
@@ -120,7 +125,7 @@ def check(stream: Stream, messages: list[NewMessage]) -> None:
         for p, ns in per_publisher.items():
             assert ns == sorted(ns), f"{subscriber} got publisher {p} out of order"
     for subscriber, (_, wants) in STABLE.items():
-        for p in range(PUBLISHERS):
+        for p in sorted({*range(PUBLISHERS), *stream.published}):
             expected = [n for n in range(stream.published[p]) if wants(p, n)]
             got = by_subscriber[subscriber][p]
             assert got == expected, (

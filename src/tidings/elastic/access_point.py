@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -26,6 +26,7 @@ from tidings.elastic import wire
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
 from tidings.elastic.operator import Operator
 from tidings.elastic.partition import Selector
+from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication
 from tidings.store.base import encode_body
 
@@ -56,8 +57,19 @@ class _ScaleSeen:
 class AccessPointOperator(Operator):
     role = "access_point"
 
-    def __init__(self, member_id: str, coordinator: Coordinator, bind: str) -> None:
+    def __init__(
+        self,
+        member_id: str,
+        coordinator: Coordinator,
+        bind: str,
+        admit: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__(member_id, coordinator, bind)
+        # registered, not yet reading the configuration: what puts it in (or creates it)
+        self._admit = admit
+        self.leaving = False  # no more publications: it leaves once its pending are answered
+        self._answered = asyncio.Event()  # set whenever nothing is pending
+        self._crashed = False
         self.seq = 0  # the next publication's number
         self.selector: Selector | None = None
         self.exit_points = 0  # exit points in the view publications are sent under
@@ -75,6 +87,8 @@ class AccessPointOperator(Operator):
         self._since: list[int] = []  # [first, last] publication to send again after it
 
     async def prepare(self) -> None:
+        if self._admit is not None:
+            await self._admit()  # now in `config.access_points`: every later scale waits for it
         config = await self.coordinator.require_config()
         await self._adopt(config)
 
@@ -90,6 +104,11 @@ class AccessPointOperator(Operator):
         """Broadcast one publication; the future gives its number of deliveries once every
         exit point of its view has committed them."""
         assert self.selector is not None
+        if self.leaving:
+            raise TidingsError(
+                ErrorCode.UNAVAILABLE,
+                detail=f"access point {self.id} is leaving the elastic deployment",
+            )
         seq, self.seq = self.seq, self.seq + 1
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
@@ -102,6 +121,7 @@ class AccessPointOperator(Operator):
             encode_body(pub.to_wire()),  # as queued: encoded once, here
         )
         self._pending[seq] = _Pending(self.exit_points, future, publish, sent_at=loop.time())
+        self._answered.clear()
         if self._held is not None:
             self._held.append(seq)
         else:
@@ -141,9 +161,28 @@ class AccessPointOperator(Operator):
             wire.Unsubscribe(self.id, self.selector.view, subscription_id),
         )
 
+    def know(self, records: Sequence[wire.SubscriptionRecord]) -> None:
+        """Subscriptions the matchers hold already (routed by another access point): kept,
+        not sent, so that a recovery can rebuild a lost matcher's share from them too."""
+        for record in records:
+            self.records[record.id] = record
+
     def backlog(self) -> int:
         """Publications sent and not yet committed everywhere."""
         return len(self._pending)
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Refuse new publications, then wait (at most `timeout_s`) until every pending one
+        is answered; False if some are still pending."""
+        self.leaving = True
+        if not self._pending:
+            return True
+        self._answered.clear()
+        try:
+            await asyncio.wait_for(self._answered.wait(), timeout_s)
+        except TimeoutError:
+            return not self._pending
+        return True
 
     # ------------------------------------------------------------ messages
 
@@ -176,6 +215,8 @@ class AccessPointOperator(Operator):
         if self._held is not None:
             return  # a recovery runs: what is pending is sent and committed again
         del self._pending[seq]
+        if not self._pending:
+            self._answered.set()
         self.latencies.append(now - pending.sent_at)
         self._untaken.append(now - pending.sent_at)
         if not pending.future.done():
@@ -185,6 +226,25 @@ class AccessPointOperator(Operator):
         now = asyncio.get_running_loop().time()
         for seq, pending in list(self._pending.items()):
             self._settle(seq, pending, now)
+
+    async def stop(self, crash: bool = False) -> None:
+        """As any operator; a publisher still waiting (an access point that left with
+        publications unanswered) is told UNAVAILABLE rather than left waiting. (A crash
+        answers nobody: the process is gone.)"""
+        self._crashed = self._crashed or crash
+        await super().stop(crash)
+        if self._crashed:
+            return
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(
+                    TidingsError(
+                        ErrorCode.UNAVAILABLE,
+                        detail=f"access point {self.id} stopped before the publication was "
+                        "committed everywhere (it may be delivered or not)",
+                    )
+                )
+        self._pending.clear()
 
     def take_latencies(self) -> list[float]:
         """The publish-to-commit times since the last call (the autoscaler's signal)."""
@@ -205,6 +265,8 @@ class AccessPointOperator(Operator):
             await self._matcher_phase(state, seen)
         elif state.kind == "recover":
             await self._recovery_phase(state)
+        elif state.kind == "access_points":
+            pass  # one joined or left: the matchers and exit points read it from the config
         elif state.phase == "start":
             await self._exit_point_cut(state)
         elif state.phase == "aborted":

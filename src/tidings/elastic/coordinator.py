@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tidings.errors import ErrorCode, TidingsError
@@ -36,8 +36,9 @@ log = logging.getLogger("tidings.elastic")
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 
 Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
-# recover: the views without lost operators, and every unanswered publication sent again
-ScaleKind: TypeAlias = Literal["matchers", "exit_points", "recover"]
+# recover: the views without lost operators, and every unanswered publication sent again;
+# access_points: an access point joins or leaves (or a lost one is removed), start -> end
+ScaleKind: TypeAlias = Literal["matchers", "exit_points", "recover", "access_points"]
 # start: buffering and state transfer; change: the new view is adopted; release: (exit
 # points) the old exit points have drained, the new ones deliver; resume: (recover) the access
 # points send again what was not answered; end: done; aborted: rolled back; failed: a member
@@ -207,6 +208,22 @@ class Coordinator:
     async def set_config(self, config: ClusterConfig) -> None:
         await asyncio.to_thread(self._zk.set, f"{self.root}/config", msgspec.json.encode(config))
 
+    async def replace_config(self, old: ClusterConfig, new: ClusterConfig) -> bool:
+        """Compare-and-set: write `new` if the configuration is still `old` (a deployment
+        whose access points are all gone, taken over); False when it changed meanwhile."""
+        path = f"{self.root}/config"
+        try:
+            data, stat = await asyncio.to_thread(self._zk.get, path)
+        except NoNodeError:
+            return False
+        if msgspec.json.decode(data, type=ClusterConfig) != old:
+            return False
+        try:
+            await asyncio.to_thread(self._zk.set, path, msgspec.json.encode(new), stat.version)
+        except BadVersionError:
+            return False
+        return True
+
     # ------------------------------------------------------------ scales
 
     async def scale(self) -> ScaleState | None:
@@ -226,18 +243,27 @@ class Coordinator:
         lost: list[str] | None = None,
         exit_points: list[str] | None = None,
         ep_view: int = 0,
+        expect: ClusterConfig | None = None,
     ) -> ScaleState:
-        """Record a new scale in phase `start`; CONFLICT while another one runs."""
+        """Record a new scale in phase `start`; `Busy` (CONFLICT) while another one runs.
+        `expect`: the configuration the scale was planned on; `Busy` too when it has changed
+        since (a scale that ran in between), checked in the same transaction."""
         path = f"{self.root}/scale"
         extra: dict[str, Any] = {"lost": lost or [], "exit_points": exit_points or []}
         extra["ep_view"] = ep_view
+        config_version = -1
+        if expect is not None:
+            data, config_stat = await asyncio.to_thread(self._zk.get, f"{self.root}/config")
+            if msgspec.json.decode(data, type=ClusterConfig) != expect:
+                raise _busy("the configuration changed since the scale was planned")
+            config_version = config_stat.version
         try:
             data, stat = await asyncio.to_thread(self._zk.get, path)
         except NoNodeError:
             state = ScaleState(1, kind, "start", view, old, new, **extra)
             try:
-                await asyncio.to_thread(self._zk.create, path, msgspec.json.encode(state))
-            except NodeExistsError:
+                await asyncio.to_thread(self._write_scale, state, None, config_version)
+            except (NodeExistsError, BadVersionError):
                 raise _busy() from None
             return state
         current = msgspec.json.decode(data, type=ScaleState)
@@ -245,12 +271,32 @@ class Coordinator:
             raise _busy()
         state = ScaleState(current.id + 1, kind, "start", view, old, new, **extra)
         try:  # compare-and-set: a concurrent begin loses
-            await asyncio.to_thread(self._zk.set, path, msgspec.json.encode(state), stat.version)
-        except Exception as exc:
-            if type(exc).__name__ == "BadVersionError":
-                raise _busy() from None
-            raise
+            await asyncio.to_thread(self._write_scale, state, stat.version, config_version)
+        except (NodeExistsError, BadVersionError):
+            raise _busy() from None
         return state
+
+    def _write_scale(self, state: ScaleState, version: int | None, config_version: int) -> None:
+        """Create (`version` None) or compare-and-set the scale node; with `config_version`
+        at or above 0, only if the configuration is still at that version."""
+        path = f"{self.root}/scale"
+        data = msgspec.json.encode(state)
+        if config_version < 0:
+            if version is None:
+                self._zk.create(path, data)
+            else:
+                self._zk.set(path, data, version)
+            return
+        tx = self._zk.transaction()
+        tx.check(f"{self.root}/config", config_version)
+        if version is None:
+            tx.create(path, data)
+        else:
+            tx.set_data(path, data, version)
+        failed = [r for r in tx.commit() if isinstance(r, Exception)]
+        causes = [r for r in failed if not isinstance(r, RolledBackError)]
+        if failed:
+            raise (causes or failed)[0]
 
     async def set_phase(
         self,
@@ -366,5 +412,10 @@ class MemberLost(Exception):
         self.barrier = barrier
 
 
-def _busy() -> TidingsError:
-    return TidingsError(ErrorCode.CONFLICT, detail="a scale is already in progress")
+class Busy(TidingsError):
+    """CONFLICT: another scale runs (or ran since the configuration was read): wait for its
+    end and try again."""
+
+
+def _busy(detail: str = "a scale is already in progress") -> Busy:
+    return Busy(ErrorCode.CONFLICT, detail=detail)

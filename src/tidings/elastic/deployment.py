@@ -5,7 +5,16 @@ elsewhere (`tidings matcher`, `tidings exit-point`) join it through the coordina
 
 It watches the membership: when a member of the current views is lost (its process died,
 or its coordinator session expired), it runs a recovery (`Scaler.recover`) with a
-replacement for each lost member, an unassigned running operator or a new local one."""
+replacement for each lost member, an unassigned running operator or a new local one; lost
+access points are removed from the configuration. Several processes may watch one
+deployment: only one runs a given recovery, the others wait and look again.
+
+Access points: `start(join=True)` (or `Deployment(..., join=True)`) on a running cluster
+starts only an access point, which joins `config.access_points` (a scale of kind
+`access_points`, in its turn); `close` makes an access point that is not the last one leave
+(new publications refused, the pending ones answered, then out of the configuration). The
+last one closing is the whole deployment closing: its configuration stays behind, and the
+next `start` takes it over (a cluster with no running access point is dead)."""
 
 from __future__ import annotations
 
@@ -14,18 +23,18 @@ import contextlib
 import logging
 import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tidings.elastic import wire
 from tidings.elastic.access_point import AccessPointOperator
 from tidings.elastic.autoscaler import Autoscaler, Policy
-from tidings.elastic.coordinator import ClusterConfig, Coordinator, View
+from tidings.elastic.coordinator import Busy, ClusterConfig, Coordinator, Member, View
 from tidings.elastic.exit_point import ExitPointOperator, Sink
 from tidings.elastic.matcher import MatcherOperator
 from tidings.elastic.operator import Operator
-from tidings.elastic.scaling import Scaler, ScaleReport
+from tidings.elastic.scaling import Scaler, ScaleReport, in_turn
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscription
 
@@ -54,6 +63,9 @@ class Deployment:
         matcher_class: type[MatcherOperator] = MatcherOperator,
         exit_point_class: type[ExitPointOperator] = ExitPointOperator,
         autoscale: Policy | None = None,
+        join: bool = False,
+        leave_timeout_s: float = 10.0,
+        turn_timeout_s: float = 60.0,
     ) -> None:
         if matchers < 1 or exit_points < 1:
             raise TidingsError(
@@ -78,9 +90,17 @@ class Deployment:
         self._exit_point_class = exit_point_class
         self._policy = autoscale  # None: no autoscaler (the default)
         self.autoscaler: Autoscaler | None = None
-        self._alive: set[str] = set()
+        self._alive: set[str] | None = None  # the membership, as the watch last saw it
+        self._expected: set[str] = set()  # every member of the configuration it started with
+        self._changed = False  # the membership changed since the recovery task last looked
         self._recovering: asyncio.Task[None] | None = None
         self._closing = False
+        self._closed = False
+        self._join = join  # start(): join the cluster when it runs (else CONFLICT)
+        self.joined = False  # this access point joined a running cluster (it did not create it)
+        self.leave_timeout_s = leave_timeout_s  # on close: its pending publications answered
+        self.turn_timeout_s = turn_timeout_s  # joining / leaving: waiting for a scale's end
+        self.settle_s = 0.05  # from a change of the membership to a recovery
 
     # ------------------------------------------------------------ life cycle
 
@@ -95,33 +115,111 @@ class Deployment:
         self._numbers[kind] += 1
         return f"{kind}{self._numbers[kind]}-{uuid.uuid4().hex[:6]}"
 
-    async def start(self) -> Deployment:
-        await self.coordinator.start()
-        found = await self.coordinator.config()
-        if found is not None:
-            raise TidingsError(
-                ErrorCode.CONFLICT,
-                detail=f"the elastic deployment {self.cluster!r} already runs; join it with "
-                "`tidings matcher` / `tidings exit-point`, or choose another --cluster",
+    async def start(self, join: bool | None = None) -> Deployment:
+        """Create the cluster (matchers, exit points and an access point); or, `join`, add
+        an access point to the cluster when it already runs. A cluster whose access points
+        are all gone (its brokers stopped or died) is taken over, as if it did not exist.
+        Without `join`, a running cluster is a CONFLICT."""
+        join = self._join if join is None else join
+        try:
+            await self.coordinator.start()
+            ap_id = f"ap-{uuid.uuid4().hex[:8]}"
+            # registered before it creates or joins: a running cluster has a running one
+            self.access_point = AccessPointOperator(
+                ap_id, await self._session(), self._bind(ap_id), admit=lambda: self._admit(join)
             )
+            await self.access_point.start()
+            config = await self.coordinator.require_config()
+            self._expected = {
+                *config.matchers.members,
+                *config.exit_points.members,
+                *config.access_points,
+            }
+            if self._policy is not None and not self.joined:
+                self.autoscaler = Autoscaler(self, self._policy)
+                self.autoscaler.start()
+            self.coordinator.watch_members(self._members_changed)
+        except BaseException:
+            await self.close()  # what it started (sockets, sessions, local operators)
+            raise
+        return self
+
+    async def _admit(self, join: bool) -> None:
+        """Between the access point's registration and its first read of the configuration:
+        create the cluster, take over a dead one, or join a running one."""
+        ap_id = self.ap.id
+        while True:
+            found = await self.coordinator.config()
+            running = await self.coordinator.members()
+            if found is not None and any(a in running for a in found.access_points):
+                if not join:
+                    raise TidingsError(
+                        ErrorCode.CONFLICT,
+                        detail=f"the elastic deployment {self.cluster!r} already runs; join "
+                        "it (another broker on the same --zookeeper and --cluster joins as an "
+                        "access point), or choose another --cluster",
+                    )
+                await self._join_as(ap_id, found)
+                return
+            if await self._create(ap_id, found):
+                return
+            # another process created or took it over meanwhile: look again
+
+    async def _create(self, ap_id: str, dead: ClusterConfig | None) -> bool:
+        """A new configuration with this access point and local operators; over `dead`
+        (a cluster with no running access point) its view numbers go on, above the old
+        ones. False if another process was quicker."""
         matchers, exit_points = self._initial
         m_ids = [self._name("m") for _ in range(matchers)]
         e_ids = [self._name("e") for _ in range(exit_points)]
-        ap_id = f"ap-{uuid.uuid4().hex[:8]}"
-        config = ClusterConfig(View(0, m_ids), View(0, e_ids), [ap_id])
-        if not await self.coordinator.create_config(config):
-            raise TidingsError(ErrorCode.CONFLICT, detail=f"{self.cluster!r} already exists")
+        if dead is None:
+            config = ClusterConfig(View(0, m_ids), View(0, e_ids), [ap_id])
+            if not await self.coordinator.create_config(config):
+                return False
+        else:
+            last = await self.coordinator.scale()
+            ep_view = max(dead.exit_points.view, last.id if last else 0) + 1
+            m_view = dead.matchers.view + 1
+            config = ClusterConfig(View(m_view, m_ids), View(ep_view, e_ids), [ap_id])
+            if not await self.coordinator.replace_config(dead, config):
+                return False
+            log.warning(
+                "elastic: the deployment %r had no running access point: taken over", self.cluster
+            )
+            if last is not None and not last.idle:  # its scaler died with it
+                await self.coordinator.set_phase(last, "aborted", reason="the deployment restarted")
         for eid in e_ids:
             await self._start_exit_point(eid)
         for mid in m_ids:
             await self._start_matcher(mid)
-        self.access_point = AccessPointOperator(ap_id, await self._session(), self._bind(ap_id))
-        await self.access_point.start()
-        if self._policy is not None:
-            self.autoscaler = Autoscaler(self, self._policy)
-            self.autoscaler.start()
-        self.coordinator.watch_members(self._members_changed)
-        return self
+        return True
+
+    async def _join_as(self, ap_id: str, config: ClusterConfig) -> None:
+        """Once every member of the views runs (a recovery may be under way), add this
+        access point to `config.access_points`, when no other scale runs."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.turn_timeout_s
+        while True:
+            running = await self.coordinator.members()
+            views = [*config.matchers.members, *config.exit_points.members]
+            if all(m in running for m in views):
+                break
+            if loop.time() > deadline:
+                missing = ", ".join(m for m in views if m not in running)
+                raise TidingsError(
+                    ErrorCode.UNAVAILABLE,
+                    detail=f"the elastic deployment {self.cluster!r} is not whole ({missing} "
+                    f"not running) after {self.turn_timeout_s:g} s",
+                )
+            await asyncio.sleep(0.05)
+            config = await self.coordinator.require_config()
+        report = await in_turn(
+            lambda: self.scaler.scale_access_points(add=[ap_id]), self.turn_timeout_s
+        )
+        self.reports.append(report)
+        self.joined = True
+        self._matcher_view = len((await self.coordinator.require_config()).matchers.members)
+        log.info("elastic: access point %s joined the deployment %r", ap_id, self.cluster)
 
     async def _session(self) -> Coordinator:
         coordinator = Coordinator(self.zookeeper, self.cluster)
@@ -143,37 +241,62 @@ class Deployment:
         return op
 
     async def __aenter__(self) -> Deployment:
-        try:
-            return await self.start()
-        except BaseException:
-            await self.close()
-            raise
+        return await self.start()  # which closes what it started if it fails
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        self._closing = True
+        """Leave (when other access points remain) and stop the local operators. The last
+        access point leaving is the whole deployment closing: its configuration stays, and
+        the next `start` takes it over."""
+        if self._closed:
+            return
+        self._closed = self._closing = True
         if self._recovering is not None:
             self._recovering.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._recovering
         if self.autoscaler is not None:
             await self.autoscaler.stop()
-        operators: list[Operator] = []
+        if self.access_point is not None and self.access_point.running:
+            try:
+                await self._leave(self.access_point)
+            except Exception:  # the others' recovery removes it once it is gone
+                log.exception("elastic: access point %s could not leave", self.access_point.id)
         if self.access_point is not None:
-            operators.append(self.access_point)
-        operators += [*self.matchers.values(), *self.exit_points.values()]
-        for op in operators:
-            with contextlib.suppress(Exception):
-                await op.stop()
-                await op.coordinator.close()
+            await _stop(self.access_point)
+        # at once: another process's recovery replaces them together, not one at a time
+        operators: list[Operator] = [*self.matchers.values(), *self.exit_points.values()]
+        await asyncio.gather(*(_stop(op) for op in operators))
         self.matchers.clear()
         self.exit_points.clear()
         with contextlib.suppress(Exception):
             await self.coordinator.close()
         if self._tmp is not None:
             self._tmp.cleanup()
+
+    async def _leave(self, ap: AccessPointOperator) -> None:
+        """Refuse new publications, wait (at most `leave_timeout_s`) until the pending ones
+        are answered, and leave `config.access_points` (a scale of kind access_points). Not
+        the last access point: that one closes the deployment, as before."""
+        config = await self.coordinator.config()
+        if config is None or not [a for a in config.access_points if a != ap.id]:
+            return
+        if ap.id not in config.access_points:
+            return  # removed already (as lost)
+        if not await ap.drain(self.leave_timeout_s):
+            log.warning(
+                "elastic: access point %s leaves with %d publications unanswered after %g s",
+                ap.id,
+                ap.backlog(),
+                self.leave_timeout_s,
+            )
+        report = await in_turn(
+            lambda: self.scaler.scale_access_points(remove=[ap.id]), self.turn_timeout_s
+        )
+        self.reports.append(report)
+        log.info("elastic: access point %s left the deployment %r", ap.id, self.cluster)
 
     # ------------------------------------------------------------ the broker's side
 
@@ -189,6 +312,11 @@ class Deployment:
     def subscribe(self, sub: Subscription) -> None:
         if sub.kind in ("topic", "content"):
             self.ap.subscribe(record_of(sub))
+
+    def know(self, subs: Iterable[Subscription]) -> None:
+        """Subscriptions the matchers hold already (another access point routed them): not
+        sent again, kept for a recovery (`AccessPointOperator.know`)."""
+        self.ap.know([record_of(s) for s in subs if s.kind in ("topic", "content")])
 
     def unsubscribe(self, subscription_id: str) -> None:
         self.ap.unsubscribe(subscription_id)
@@ -264,66 +392,134 @@ class Deployment:
     # ------------------------------------------------------------ recovery
 
     def _members_changed(self, members: set[str]) -> None:
-        self._alive = members
-        if self._closing:
-            return
+        first, self._alive = self._alive is None, members
+        if self._closing or (first and self._expected <= members):
+            return  # (at the start, nothing to look up when every member it knows runs)
+        self._changed = True  # a recovery under way looks again before it ends
         if self._recovering is None or self._recovering.done():
             self._recovering = asyncio.get_running_loop().create_task(self._recover())
 
     async def _recover(self) -> None:
-        """Until every member of the current views runs: a recovery at a time (after the
-        scale in progress, which the loss ends)."""
-        failures = 0
-        while True:
-            async with self._scaling:
-                config = await self.coordinator.require_config()
-                views = [*config.matchers.members, *config.exit_points.members]
-                lost = [m for m in views if m not in self._alive]
-                if not lost:
-                    return
-                log.warning("elastic: %s lost, recovering", ", ".join(lost))
-                matchers = await self._replace("matcher", config.matchers.members, lost)
-                exit_points = await self._replace("exit_point", config.exit_points.members, lost)
-                report = await self.scaler.recover(lost, matchers, exit_points)
-                self.reports.append(report)
-                for member in lost:
-                    local: dict[str, Any] = (
-                        self.matchers if member in self.matchers else self.exit_points
-                    )
-                    op = local.pop(member, None)
-                    if op is not None:  # a local operator that failed: release what it holds
-                        with contextlib.suppress(Exception):
-                            await op.stop(crash=True)
-                            await op.coordinator.close()
-                if report.outcome == "done":
-                    self._matcher_view = len(matchers)
-                    failures = 0
-                else:  # another loss meanwhile: again, not at once
-                    failures += 1
-            if failures:
-                await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+        """Until every member of the current views and every access point runs: a recovery
+        at a time (after the scale in progress, which the loss ends). Every deployment
+        process watches; only one runs a given recovery (`begin_scale` is a compare-and-set):
+        the others wait for its end and look again."""
+        settle = True
+        while not self._closing:
+            self._changed = False
+            try:
+                async with self._scaling:
+                    if await self._recover_once(settle) and not self._changed:
+                        return
+                    settle = False
+            except Busy:  # another process (or scale) is first: after it, look again
+                await self._until_idle()
+            except Exception:
+                log.exception("elastic: a recovery failed to run; trying again")
+                await asyncio.sleep(1.0)
 
-    async def _replace(self, role: str, members: list[str], lost: list[str]) -> list[str]:
-        """The survivors in their order, then a replacement per lost member: an unassigned
-        running operator, else a new local one."""
-        keep = [m for m in members if m not in lost]
-        running = await self.coordinator.members()
+    async def _recover_once(self, settle: bool = False) -> bool:
+        """One recovery, if one is needed; True when nothing is lost. `settle`: when
+        something is lost, wait `settle_s` first and look again (the other members a
+        process ran go with it, one at a time: one recovery replaces them all)."""
+        if settle and not await self._losses():
+            return True
+        if settle:
+            await asyncio.sleep(self.settle_s)
+        last = await self.coordinator.scale()
+        if last is not None and not last.idle:
+            raise Busy(ErrorCode.CONFLICT, detail="a scale is in progress")
         config = await self.coordinator.require_config()
+        running = await self.coordinator.members()  # read after the configuration: fresh
+        views = [*config.matchers.members, *config.exit_points.members]
+        lost = [m for m in views if m not in running]
+        lost_aps = [a for a in config.access_points if a not in running]
+        # a recovery that failed leaves the access points paused: the next one resumes them
+        paused = last is not None and last.kind == "recover" and last.phase == "failed"
+        if not lost and not paused:
+            if not lost_aps:
+                return True
+            log.warning("elastic: access point %s lost, removing it", ", ".join(lost_aps))
+            self.reports.append(await self.scaler.scale_access_points(remove=lost_aps))
+            return False
+        log.warning("elastic: %s lost, recovering", ", ".join([*lost, *lost_aps]) or "nothing")
+        started: list[str] = []
+        try:
+            matchers = await self._replace("matcher", config, lost, running, started)
+            exit_points = await self._replace("exit_point", config, lost, running, started)
+            report = await self.scaler.recover(
+                [*lost, *lost_aps], matchers, exit_points, planned=config
+            )
+        except Busy:
+            for member in started:  # replacements of a recovery another process runs
+                await self._retire("matcher" if member in self.matchers else "exit_point", {member})
+            raise
+        self.reports.append(report)
+        for member in lost:
+            local: dict[str, Any] = self.matchers if member in self.matchers else self.exit_points
+            op = local.pop(member, None)
+            if op is not None:  # a local operator that failed: release what it holds
+                with contextlib.suppress(Exception):
+                    await op.stop(crash=True)
+                    await op.coordinator.close()
+        if report.outcome == "done":
+            self._matcher_view = len(matchers)
+        return False
+
+    async def _losses(self) -> bool:
+        """Whether a member of the views, an access point, or a failed recovery's pause
+        calls for a recovery."""
+        config = await self.coordinator.require_config()
+        running = await self.coordinator.members()
+        members = [*config.matchers.members, *config.exit_points.members, *config.access_points]
+        last = await self.coordinator.scale()
+        failed = last is not None and last.kind == "recover" and last.phase == "failed"
+        return failed or any(m not in running for m in members)
+
+    async def _until_idle(self) -> None:
+        """Until no scale is in progress (another process's recovery, say)."""
+        while not self._closing:
+            last = await self.coordinator.scale()
+            if last is None or last.idle:
+                return
+            await asyncio.sleep(0.05)
+
+    async def _replace(
+        self,
+        role: str,
+        config: ClusterConfig,
+        lost: list[str],
+        running: dict[str, Member],
+        started: list[str],
+    ) -> list[str]:
+        """The survivors in their order, then a replacement per lost member: an unassigned
+        running operator, else a new local one (added to `started`)."""
+        members = config.matchers.members if role == "matcher" else config.exit_points.members
+        keep = [m for m in members if m not in lost]
         assigned = {*config.matchers.members, *config.exit_points.members}
         idle = [m for m, info in sorted(running.items()) if info.role == role and m not in assigned]
         while len(keep) < len(members):
             if idle:
                 keep.append(idle.pop(0))
-            elif role == "matcher":
-                keep.append((await self._start_matcher(self._name("m"))).id)
+                continue
+            if role == "matcher":
+                member = (await self._start_matcher(self._name("m"))).id
             else:
-                keep.append((await self._start_exit_point(self._name("e"))).id)
+                member = (await self._start_exit_point(self._name("e"))).id
+            started.append(member)
+            keep.append(member)
         return keep
 
     async def status(self) -> dict[str, Any]:
         found = await cluster_status(self.coordinator)
         found["last_scales"] = [r.to_json() for r in self.reports[-5:]]
         return found
+
+
+async def _stop(op: Operator) -> None:
+    with contextlib.suppress(Exception):
+        await op.stop()
+        await op.coordinator.close()
 
 
 async def cluster_status(coordinator: Coordinator) -> dict[str, Any]:

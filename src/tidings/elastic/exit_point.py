@@ -32,6 +32,7 @@ from tidings.elastic import wire
 from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
 from tidings.elastic.cuts import ANY, UNDECIDED, Cut, Cuts
 from tidings.elastic.operator import Operator
+from tidings.errors import TidingsError
 from tidings.store.base import NewMessage
 
 log = logging.getLogger("tidings.elastic")
@@ -195,9 +196,20 @@ class ExitPointOperator(Operator):
                 await self.sink.deliver(messages)
             self.count("publications", len(ready))
             self.count("deliveries", len(messages))
-            await self.resolve(by_ap)
             for ap, (seqs, counts) in by_ap.items():
-                self.out.send(ap, wire.Committed(self.id, seqs, counts, self.epoch))
+                if await self._reachable(ap):
+                    self.out.send(ap, wire.Committed(self.id, seqs, counts, self.epoch))
+                else:
+                    self.count("commits_for_gone_access_points", len(seqs))
+
+    async def _reachable(self, ap: str) -> bool:
+        """An access point's address is looked up at its first commit (one that joined
+        after this exit point started is no different); one that is gone is told nothing."""
+        try:
+            await self.resolve([ap])
+        except TidingsError:
+            return False
+        return True
 
     def _alone(self) -> bool:
         """The only exit point, with no scale under way: no other writer enqueues deliveries
@@ -260,6 +272,8 @@ class ExitPointOperator(Operator):
     async def on_scale(self, state: ScaleState) -> None:
         if state.kind == "recover" and state.phase == "change" and self.id in state.exit_points:
             await self._recover(state)
+        if state.kind == "access_points" or (state.kind == "recover" and state.idle):
+            await self._forget_access_points(set(state.old) - set(state.new) | set(state.lost))
         if state.kind != "exit_points":
             return
         if state.phase == "start":
@@ -293,6 +307,22 @@ class ExitPointOperator(Operator):
             self.threshold = len(state.new)
             self.config = await self.coordinator.require_config()
         await self.coordinator.arrive(state.id, "adopted", self.id)
+
+    async def _forget_access_points(self, gone: set[str]) -> None:
+        """Drop what is held of access points that left or were lost (nothing of theirs
+        that is still unanswered was promised to anyone). `_next` stays: a late partial of
+        a publication released already is still recognised."""
+        gone &= set(self._complete) | {key[0] for key in self._collecting}
+        if not gone:
+            return
+        async with self._lock:
+            self.config = await self.coordinator.require_config()
+            gone -= set(self.config.access_points)
+            for ap in gone:
+                self._complete.pop(ap, None)
+                self.out.drop(ap)
+            for key in [k for k in self._collecting if k[0] in gone]:
+                del self._collecting[key]
 
     def backlog(self) -> int:
         """Publications waiting: partly answered, or complete but not yet released."""

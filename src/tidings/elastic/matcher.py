@@ -107,7 +107,8 @@ class MatcherOperator(Operator):
             self.slices[view.view] = Slice(Selector(view.view, tuple(view.members)))
         eps = config.exit_points
         self._default_exit_points = Selector(eps.view, tuple(eps.members))
-        await self.resolve(eps.members)
+        # a replacement started for a recovery: lost exit points may still be in the views
+        await self.resolve(eps.members, missing_ok=True)
 
     async def _config(self) -> ClusterConfig:
         config = await self.coordinator.require_config()
@@ -116,7 +117,7 @@ class MatcherOperator(Operator):
             eps = config.exit_points
             if self._default_exit_points is None or eps.view > self._default_exit_points.view:
                 self._default_exit_points = Selector(eps.view, tuple(eps.members))
-            await self.resolve(eps.members)
+            await self.resolve(eps.members, missing_ok=True)  # (lost ones: being replaced)
         return config
 
     # ------------------------------------------------------------ messages
@@ -266,7 +267,7 @@ class MatcherOperator(Operator):
         the surviving ones and every access point (for the lost ones' share)."""
         if state.kind != "recover":
             return set(state.old)
-        return (set(state.old) - set(state.lost)) | set(config.access_points)
+        return (set(state.old) | set(config.access_points)) - set(state.lost)
 
     async def _start_scale(self, message: wire.StartScale) -> None:
         scale = await self._scale_when_known(message.scale)
@@ -274,7 +275,8 @@ class MatcherOperator(Operator):
             return
         scale.starts.add(message.ap)
         config = await self._config()
-        if scale.sent or not set(config.access_points) <= scale.starts:
+        aps = set(config.access_points) - set(scale.state.lost)  # (lost ones: a recovery's)
+        if scale.sent or not aps <= scale.starts:
             return
         scale.sent = True
         state = scale.state

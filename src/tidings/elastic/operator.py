@@ -15,6 +15,7 @@ import zmq.asyncio
 from tidings.elastic import wire
 from tidings.elastic.channels import Inbox, Outboxes
 from tidings.elastic.coordinator import Coordinator, Role, ScaleState
+from tidings.errors import TidingsError
 
 log = logging.getLogger("tidings.elastic")
 
@@ -86,11 +87,16 @@ class Operator:
     async def on_scale(self, state: ScaleState) -> None:
         """A phase of a scale, told by the coordinator."""
 
-    async def resolve(self, peers: Iterable[str]) -> None:
-        """Look up the inbox addresses of peers not known yet."""
+    async def resolve(self, peers: Iterable[str], missing_ok: bool = False) -> None:
+        """Look up the inbox addresses of peers not known yet (`missing_ok`: skip those
+        that are not running, instead of raising UNAVAILABLE)."""
         for peer in peers:
             if not self.out.knows(peer):
-                self.out.know(peer, await self.coordinator.address_of(peer))
+                try:
+                    self.out.know(peer, await self.coordinator.address_of(peer))
+                except TidingsError:
+                    if not missing_ok:
+                        raise
 
     @property
     def running(self) -> bool:

@@ -28,20 +28,39 @@ last publication they had sent and not seen committed; matchers rebuild as in a 
 and exit points drop what they held of the old views, `adopted`) -> `resume` (access points
 send every unanswered publication again, then the held ones and subscription changes,
 `resumed`) -> `end`. Exit points enqueue what is sent again idempotently. A member lost during
-a recovery fails it; the next one starts from where the access points paused.
+a recovery fails it; the next one starts from where the access points paused. Lost access
+points leave `config.access_points` at a recovery's `change`.
+
+Access points (section 5.1, stateless): one joins or leaves by a scale of kind
+`access_points` that goes from `start` straight to `end`, the new list written in the same
+transaction; as every scale, never while another runs (`in_turn` retries). A protocol reads
+the access points from the configuration once its scale has begun, so it waits for exactly
+those. An access point lost in the middle of a scale aborts it (or fails it, after `change`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 
-from tidings.elastic.coordinator import Coordinator, MemberLost, ScaleState, View
+from tidings.elastic.coordinator import (
+    Busy,
+    ClusterConfig,
+    Coordinator,
+    MemberLost,
+    ScaleState,
+    View,
+)
 from tidings.errors import ErrorCode, TidingsError
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -93,11 +112,14 @@ class Scaler:
             return report
         await self._check_members(new, "matcher")
         view = config.matchers.view + 1
-        state = await self.coordinator.begin_scale("matchers", view, old, list(new))
+        state = await self.coordinator.begin_scale("matchers", view, old, list(new), expect=config)
         both = list(dict.fromkeys([*old, *new]))
+        aps = frozenset(config.access_points)  # the matchers wait for each one's StartScale
         clock = time.perf_counter()
         try:
-            await self.coordinator.wait_barrier(state.id, "ready", set(both), both)
+            await self.coordinator.wait_barrier(
+                state.id, "ready", set(both), [*both, *aps], must_live=aps
+            )
         except MemberLost as lost:
             await self.coordinator.set_phase(state, "aborted", reason=str(lost))
             report.outcome, report.reason = "aborted", str(lost)
@@ -126,10 +148,16 @@ class Scaler:
     ) -> None:
         """Past `change` there is no way back: wait for everyone. A member lost (or silent
         past the timeout) now ends the scale `failed`: the coordinator is free again, the
-        new view stays, and the deployment's recovery replaces the lost member."""
+        new view stays, and a recovery follows. (The exit points and matchers wait for every
+        access point's markers: an access point lost fails the scale too.)"""
+        live = frozenset(aps)
         await self.coordinator.wait_barrier(state.id, "switched", set(aps), aps)
-        await self.coordinator.wait_barrier(state.id, "changed", set(eps), eps)
-        await self.coordinator.wait_barrier(state.id, "done", set(matchers), matchers)
+        await self.coordinator.wait_barrier(
+            state.id, "changed", set(eps), [*eps, *aps], must_live=live
+        )
+        await self.coordinator.wait_barrier(
+            state.id, "done", set(matchers), [*matchers, *aps], must_live=live
+        )
 
     async def scale_exit_points(self, new: Sequence[str]) -> ScaleReport:
         config = await self.coordinator.require_config()
@@ -142,25 +170,21 @@ class Scaler:
         # a view number no earlier attempt used (an aborted one's partials may be in flight)
         last = await self.coordinator.scale()
         view = max(config.exit_points.view, last.id if last else 0) + 1
-        state = await self.coordinator.begin_scale("exit_points", view, old, list(new))
+        state = await self.coordinator.begin_scale(
+            "exit_points", view, old, list(new), expect=config
+        )
         clock = time.perf_counter()
         aps, matchers = config.access_points, config.matchers.members
         both = list(dict.fromkeys([*old, *new]))
+        # a new exit point lost, or an access point whose markers may never come: roll back
+        live = frozenset([*new, *aps])
         try:
             await self.coordinator.wait_barrier(state.id, "switched", set(aps), aps)
-            await self.coordinator.wait_barrier(  # a new exit point lost: roll back
-                state.id,
-                "done",
-                set(matchers),
-                [*matchers, *both],
-                must_live=frozenset(new),
+            await self.coordinator.wait_barrier(
+                state.id, "done", set(matchers), [*matchers, *both, *aps], must_live=live
             )
             await self.coordinator.wait_barrier(
-                state.id,
-                "drained",
-                set(old),
-                [*old, *new],
-                must_live=frozenset(new),
+                state.id, "drained", set(old), [*old, *new, *aps], must_live=live
             )
         except MemberLost as lost:
             await self.coordinator.set_phase(state, "aborted", reason=str(lost))
@@ -176,11 +200,18 @@ class Scaler:
         return report
 
     async def recover(
-        self, lost: Sequence[str], matchers: Sequence[str], exit_points: Sequence[str]
+        self,
+        lost: Sequence[str],
+        matchers: Sequence[str],
+        exit_points: Sequence[str],
+        planned: ClusterConfig | None = None,
     ) -> ScaleReport:
         """Replace the `lost` members by the views `matchers` and `exit_points` (running
-        members: the survivors, and replacements) and send again what was in flight."""
-        config = await self.coordinator.require_config()
+        members: the survivors, and replacements) and send again what was in flight. Lost
+        access points among `lost` leave `config.access_points` at `change`: what they had
+        not answered was never promised to anyone. `planned`: the configuration the views
+        were worked out from (Busy if it has changed since)."""
+        config = planned or await self.coordinator.require_config()
         report = ScaleReport(
             "recover",
             [*config.matchers.members, *config.exit_points.members],
@@ -197,12 +228,17 @@ class Scaler:
             lost=list(lost),
             exit_points=list(exit_points),
             ep_view=ep_view,
+            expect=config,
         )
-        aps, members = config.access_points, [*matchers, *exit_points]
+        aps = [a for a in config.access_points if a not in lost]
+        members = [*matchers, *exit_points]
+        live = frozenset(aps)  # the matchers wait for each access point's share
         clock = time.perf_counter()
         try:
             await self.coordinator.wait_barrier(state.id, "paused", set(aps), aps)
-            await self.coordinator.wait_barrier(state.id, "ready", set(matchers), members)
+            await self.coordinator.wait_barrier(
+                state.id, "ready", set(matchers), [*members, *aps], must_live=live
+            )
             paused = await self.coordinator.arrivals(state.id, "paused")
             since = {ap: msgspec.json.decode(data, type=list[int]) for ap, data in paused.items()}
             report.phases["start"] = time.perf_counter() - clock
@@ -211,9 +247,12 @@ class Scaler:
                 config,
                 matchers=View(view, list(matchers)),
                 exit_points=View(ep_view, list(exit_points)),
+                access_points=aps,
             )
             state = await self.coordinator.set_phase(state, "change", changed, since=since)
-            await self.coordinator.wait_barrier(state.id, "adopted", set(members), members)
+            await self.coordinator.wait_barrier(
+                state.id, "adopted", set(members), [*members, *aps], must_live=live
+            )
             report.phases["change"] = time.perf_counter() - clock
             clock = time.perf_counter()
             state = await self.coordinator.set_phase(state, "resume")
@@ -223,8 +262,70 @@ class Scaler:
             await self.coordinator.set_phase(state, "failed", reason=str(again))
             report.outcome, report.reason = "failed", str(again)
             return report
+        except asyncio.CancelledError:  # the deployment closes: another one takes it over
+            with contextlib.suppress(Exception):
+                await asyncio.shield(
+                    self.coordinator.set_phase(state, "failed", reason="the scaler stopped")
+                )
+            raise
         await self.coordinator.set_phase(state, "end")
         return report
+
+    async def scale_access_points(
+        self, add: Sequence[str] = (), remove: Sequence[str] = ()
+    ) -> ScaleReport:
+        """An access point joins (`add`: running ones) or leaves (`remove`): the new list
+        is written at once, as a scale of its own (`start`, then `end` with the new
+        configuration in the same transaction), so never in the middle of another scale.
+        Busy (CONFLICT) while one runs: see `in_turn`."""
+        config = await self.coordinator.require_config()
+        old = list(config.access_points)
+        new = [a for a in old if a not in remove]
+        new += [a for a in dict.fromkeys(add) if a not in new and a not in remove]
+        report = ScaleReport("access_points", old, new)
+        if new == old:
+            report.outcome = "unchanged"
+            return report
+        added = [a for a in add if a not in old]
+        if added:
+            await self._check_members(added, "access_point")
+        clock = time.perf_counter()
+        state = await self.coordinator.begin_scale(
+            "access_points", config.matchers.view, old, new, expect=config
+        )
+        changed = msgspec.structs.replace(config, access_points=new)
+        write = asyncio.ensure_future(self.coordinator.set_phase(state, "end", changed))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:  # not left in `start` for good: the write goes on
+            with contextlib.suppress(Exception):
+                await write
+            raise
+        except Exception:
+            with contextlib.suppress(Exception):
+                await self.coordinator.set_phase(state, "aborted", reason="not written")
+            raise
+        report.phases["end"] = time.perf_counter() - clock
+        return report
+
+
+async def in_turn(
+    attempt: Callable[[], Awaitable[T]], timeout_s: float = 60.0, first_delay_s: float = 0.02
+) -> T:
+    """`attempt()` until it is not refused as `Busy` (another scale runs, or ran since the
+    configuration was read), with a short randomised backoff; Busy still after
+    `timeout_s`: the last refusal is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    delay = first_delay_s
+    while True:
+        try:
+            return await attempt()
+        except Busy:
+            if loop.time() + delay > deadline:
+                raise
+        await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, 0.5)
 
 
 async def scale_with_running(

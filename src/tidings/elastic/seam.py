@@ -4,6 +4,13 @@ It starts the deployment (a ZooKeeper of its own unless one is named), feeds the
 point with the broker's topic and content subscriptions, publishes through it, and has the
 exit points enqueue into the broker's store, telling the broker what they enqueued (its
 wake-ups, counters and event log). Function subscriptions stay with the function runner.
+
+Several brokers on one store and one named ZooKeeper share one deployment: the first
+creates it, the others join it as access points (docs/elastic.md, "Access points"). Each
+subscription change is sent by the broker it was made on; a broker's reload of the store's
+subscriptions sends only what differs from what it knows, and a broker that joined sends
+nothing at its first load (the matchers hold those already): it only knows them, for a
+recovery.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class ElasticMatching:
         self.deployment: Deployment | None = None
         self._zookeeper: contextlib.ExitStack | None = None
         self.on_enqueued: Enqueued | None = None
+        self._known: dict[str, Subscription] | None = None  # as the matchers hold them
 
     async def start(self, on_enqueued: Enqueued | None = None) -> None:
         self.on_enqueued = on_enqueued
@@ -55,8 +63,11 @@ class ElasticMatching:
             transport="tcp" if self.settings.zookeeper else "ipc",
             host=self.settings.host,
             autoscale=Policy() if self.settings.autoscale else None,
+            join=bool(self.settings.zookeeper),  # a ZooKeeper of its own has no cluster yet
         )
         await self.deployment.start()
+        if self.deployment.joined:
+            log.info("elastic matching: joined the running deployment %r", self.settings.cluster)
 
     def _enqueued(self, messages: Sequence[NewMessage]) -> Awaitable[None] | None:
         return None if self.on_enqueued is None else self.on_enqueued(messages)
@@ -68,13 +79,33 @@ class ElasticMatching:
         return self.deployment
 
     def load(self, subscriptions: Iterable[Subscription]) -> None:
-        for sub in subscriptions:
-            self.subscribe(sub)
+        """The store's topic and content subscriptions (the broker's start and reloads).
+        The first load of a broker that created the deployment sends them all; that of a
+        broker that joined sends none (the matchers hold them: it only knows them). Later
+        loads send what changed since the last one (subscriptions made or removed through
+        another broker, or by anything else that writes the store): the matchers replace a
+        subscription by its id, so one sent by two brokers is held once."""
+        wanted = {s.id: s for s in subscriptions if s.kind in ("topic", "content")}
+        known, self._known = self._known, wanted
+        if known is None and self.running.joined:
+            self.running.know(wanted.values())
+            return
+        known = known or {}
+        for gone in set(known) - set(wanted):
+            self.running.unsubscribe(gone)
+        for sub in wanted.values():
+            found = known.get(sub.id)
+            if found is None or _matched_on(found) != _matched_on(sub):
+                self.running.subscribe(sub)
 
     def subscribe(self, sub: Subscription) -> None:
+        if self._known is not None:
+            self._known[sub.id] = sub
         self.running.subscribe(sub)
 
     def unsubscribe(self, subscription_id: str) -> None:
+        if self._known is not None:
+            self._known.pop(subscription_id, None)
         self.running.unsubscribe(subscription_id)
 
     async def publish(self, pubs: Sequence[Publication]) -> list[int]:
@@ -94,6 +125,10 @@ class ElasticMatching:
 
     def collector(self) -> Collector:
         return _Operators(self)
+
+
+def _matched_on(sub: Subscription) -> tuple[object, ...]:
+    return (sub.subscriber_id, sub.kind, sub.topics, sub.predicates)
 
 
 class _Operators(Collector):
