@@ -192,6 +192,41 @@ async def test_a_lost_access_point_is_removed_by_the_recovery_and_later_scales_r
         assert status["access_points"] == [first.ap.id] and status["missing"] == []
 
 
+async def test_two_processes_watching_run_one_recovery_of_a_lost_matcher(
+    zookeeper: str,
+) -> None:
+    """Both deployment processes see the matcher go and start a replacement; one begins the
+    recovery, the other is refused (Busy), stops its replacement, waits and finds nothing
+    left to do."""
+    recorder = Recorder()
+    async with Deployment(zookeeper, recorder.sink, matchers=2) as first:
+        stream = Stream(first)
+        stream.subscribe_stable()
+        async with joining(first, recorder) as second:
+            stream.via[PUBLISHERS] = second
+            victim = sorted(first.matchers)[0]
+            extra = asyncio.create_task(stream.publisher(PUBLISHERS, 40))
+
+            async def losing_a_matcher() -> None:
+                await until(lambda: stream.published[PUBLISHERS] >= 10)
+                await first.matchers[victim].stop(crash=True)
+                await until(lambda: _replaced(first, {victim}))
+
+            try:
+                await asyncio.wait_for(stream.run(losing_a_matcher), 120)
+                await asyncio.wait_for(extra, 60)
+            finally:
+                extra.cancel()
+            await asyncio.wait_for(asyncio.gather(*stream.futures), 60)
+            await until(lambda: any(_recovered(r) for r in [*first.reports, *second.reports]))
+            runs = [r for r in [*first.reports, *second.reports] if r.kind == "recover"]
+            status = await first.status()
+        assert [r.outcome for r in runs] == ["done"]
+        check(stream, recorder.messages)
+        assert status["unassigned"] == [] and status["missing"] == []
+        assert len(status["matchers"]["members"]) == 2
+
+
 async def _without(deployment: Deployment, ap: str) -> bool:
     """`ap` is out of the configuration and no scale runs."""
     scale = await deployment.coordinator.scale()
