@@ -6,21 +6,29 @@ between notifications. `python benchmarks/elastic.py --fig13 [--quick]`.
 
 Loss is checked against the single `Matcher` over the preloaded subscriptions (their
 subscribers receive nothing else); duplicates and order for every subscriber (publications
-are numbered, one publisher). All operators run in this one process.
+are numbered, one publisher). The matchers run as `tidings matcher` processes (all three
+started and joined before the timeline: the spares wait unassigned), the access point, the
+exit point, the publisher and the sink in this one; `--in-process`: all in this one. The
+preload is not in the timeline (t0 is after it).
 """
 
 from __future__ import annotations
 
+import array
 import asyncio
+import bisect
 import datetime
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elastic_remote import matcher_processes, move_to
+
+from tidings import heap
 from tidings.elastic.deployment import Deployment
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
@@ -32,15 +40,44 @@ BUCKET_S = 0.1
 
 @dataclass
 class TimedSink:
-    """Every delivery with the time its commit was made."""
+    """Every delivery with the time its commit was made: per commit its time, and the
+    subscriber and publication ids of its deliveries, each joined into one string (an object
+    per commit that the garbage collector does not walk, not one per delivery). A tuple per
+    delivery, millions in a full run, had this process spend most of its time in the
+    collector's full passes (100-700 ms each, dozens of them), which the timeline then showed
+    as pauses of the deployment."""
 
-    batches: list[tuple[float, list[tuple[str, int]]]] = field(default_factory=list)
+    times: array.array[float] = field(default_factory=lambda: array.array("d"))
+    subscribers: list[str] = field(default_factory=list)
+    publications: list[str] = field(default_factory=list)
+    counts: array.array[int] = field(default_factory=lambda: array.array("l"))
 
     async def deliver(self, messages: Sequence[NewMessage]) -> None:
         if messages:
-            now = time.monotonic()
-            self.batches.append(
-                (now, [(m.subscriber_id, int(m.publication_id[1:])) for m in messages])
+            self.times.append(time.monotonic())
+            self.subscribers.append("\n".join([m[0] for m in messages]))  # subscriber_id
+            self.publications.append("\n".join([m[1] for m in messages]))  # publication_id
+            self.counts.append(len(messages))
+
+    def clear(self) -> None:
+        del self.times[:], self.counts[:]
+        self.subscribers.clear()
+        self.publications.clear()
+
+    def delivered(self) -> int:
+        return sum(self.counts)
+
+    def batches(self) -> Iterator[tuple[float, list[tuple[str, int]]]]:
+        """Per commit, its time and its deliveries (subscriber, publication number)."""
+        for at, subscribers, publications in zip(
+            self.times, self.subscribers, self.publications, strict=True
+        ):
+            yield (
+                at,
+                [
+                    (s, int(p[1:]))
+                    for s, p in zip(subscribers.split("\n"), publications.split("\n"), strict=True)
+                ],
             )
 
 
@@ -68,49 +105,107 @@ async def _paced(rate: float, stop: asyncio.Event, each: Any) -> int:
     return done
 
 
-async def timeline(zk: str, run: Run, preload: list[Subscription], xs: list[int]) -> dict[str, Any]:
+async def timeline(
+    zk: str,
+    run: Run,
+    preload: list[Subscription],
+    xs: list[int],
+    processes: bool = True,
+    trace: Path | None = None,
+) -> dict[str, Any]:
+    """The run. `processes`: the matchers are `tidings matcher` processes, all three started
+    and joined before the timeline (the spares unassigned), one of them in the view; the
+    access point and the exit point stay in this process. Else all in this process.
+    `trace`: a directory for the timestamps of `elastic_trace` (every process's)."""
     sink = TimedSink()
-    async with Deployment(zk, lambda: sink, matchers=1, exit_points=1) as d:
-        for sub in preload:
-            d.subscribe(sub)
-        await d.publish([_publication(-1, 0)])  # every preloaded subscription is in place
-        sink.batches.clear()
-        stop = asyncio.Event()
-        futures: list[asyncio.Future[int]] = []
+    transport = "tcp" if processes else "ipc"
+    command: list[str] = []
+    if trace is not None:
+        import elastic_trace
 
-        sent: list[float] = []  # publication n's time, from t0
+        elastic_trace.install("benchmark", trace)
+        command = elastic_trace.matcher_command(trace)
+    async with Deployment(zk, lambda: sink, matchers=1, exit_points=1, transport=transport) as d:
+        with matcher_processes(zk, d.cluster, 3 if processes else 0, command) as remote:
+            if remote:
+                await move_to(d, remote[:1])  # before the preload: no state to move
+            return await _timeline(d, sink, run, preload, xs)
 
-        def publish(n: int) -> None:
-            sent.append(time.monotonic() - t0)
-            futures.append(d.ap.publish_nowait(_publication(n, xs[n % len(xs)])))
 
-        def subscribe(k: int) -> None:
-            low = (k * 37) % 10_000
-            predicates = (Predicate("x", Op.GE, low), Predicate("x", Op.LT, low + 20))
-            d.subscribe(Subscription(f"c{k}", f"churn{k % 100}", "content", (), predicates))
+async def _timeline(
+    d: Deployment, sink: TimedSink, run: Run, preload: list[Subscription], xs: list[int]
+) -> dict[str, Any]:
+    loading = time.monotonic()
+    for sub in preload:
+        d.subscribe(sub)
+    await d.publish([_publication(-1, 0)])  # every preloaded subscription is in place
+    preload_s = time.monotonic() - loading
+    sink.clear()
+    # As the broker does after loading: what is alive now (the preloaded subscriptions, here
+    # and in the access point) out of the collector's sight.
+    heap.settle_heap()
+    stop = asyncio.Event()
+    pending: set[asyncio.Future[int]] = set()  # publications not yet committed everywhere
 
-        t0 = time.monotonic()
-        pubs = asyncio.create_task(_paced(run.pub_rate, stop, publish))
-        subs = asyncio.create_task(_paced(run.sub_rate, stop, subscribe))
-        windows: list[dict[str, Any]] = []
-        await asyncio.sleep(run.steady_s)  # the steady state before, between and after
-        for target in (3, 1):
-            began = time.monotonic()
-            (report,) = await d.scale(matchers=target)
-            windows.append(
-                {
-                    "scale": f"{1 if target == 3 else 3} -> {target}",
-                    "from_s": began - t0,
-                    "to_s": time.monotonic() - t0,
-                    "report": report.to_json(),
-                }
-            )
-            await asyncio.sleep(run.steady_s)
-        stop.set()
-        published = await pubs
-        await subs
-        await asyncio.gather(*futures)
-    return {"t0": t0, "published": published, "windows": windows, "sink": sink, "sent": sent}
+    sent: list[float] = []  # publication n's time, from t0
+
+    def publish(n: int) -> None:
+        sent.append(time.monotonic() - t0)
+        future = d.ap.publish_nowait(_publication(n, xs[n % len(xs)]))
+        pending.add(future)
+        future.add_done_callback(pending.discard)
+
+    def subscribe(k: int) -> None:
+        low = (k * 37) % 10_000
+        predicates = (Predicate("x", Op.GE, low), Predicate("x", Op.LT, low + 20))
+        d.subscribe(Subscription(f"c{k}", f"churn{k % 100}", "content", (), predicates))
+
+    backlog: list[tuple[float, int]] = []  # (seconds from t0, publications in flight)
+
+    async def watch() -> None:
+        """Samples the backlog; stops the run when it passes 10 s of publications (the
+        deployment does not keep up: it would only grow until memory runs out)."""
+        while not stop.is_set():
+            backlog.append((time.monotonic() - t0, len(pending)))
+            if len(pending) > 10 * run.pub_rate:
+                stop.set()
+                raise RuntimeError(f"{len(pending)} publications in flight: not keeping up")
+            await asyncio.sleep(BUCKET_S)
+
+    t0 = time.monotonic()
+    pubs = asyncio.create_task(_paced(run.pub_rate, stop, publish))
+    subs = asyncio.create_task(_paced(run.sub_rate, stop, subscribe))
+    watching = asyncio.create_task(watch())
+    windows: list[dict[str, Any]] = []
+    await asyncio.sleep(run.steady_s)  # the steady state before, between and after
+    for target in (3, 1):
+        if watching.done():
+            watching.result()
+        began = time.monotonic()
+        (report,) = await d.scale(matchers=target)
+        windows.append(
+            {
+                "scale": f"{1 if target == 3 else 3} -> {target}",
+                "from_s": began - t0,
+                "to_s": time.monotonic() - t0,
+                "report": report.to_json(),
+            }
+        )
+        await asyncio.sleep(run.steady_s)
+    stop.set()
+    await watching
+    published = await pubs
+    await subs
+    await asyncio.gather(*pending)
+    return {
+        "t0": t0,
+        "published": published,
+        "windows": windows,
+        "sink": sink,
+        "sent": sent,
+        "preload_s": preload_s,
+        "backlog": backlog,
+    }
 
 
 def expected_deliveries(preload: list[Subscription], xs: list[int], n: int) -> set[tuple[str, int]]:
@@ -126,43 +221,60 @@ def expected_deliveries(preload: list[Subscription], xs: list[int], n: int) -> s
 
 
 def audit(
-    sink: TimedSink, expected: set[tuple[str, int]], lo: float, hi: float, t0: float
-) -> dict[str, Any]:
-    """Lost / duplicated / out of order among the deliveries of publications committed in
-    [lo, hi) (seconds from t0), and the longest pause between commits in that span."""
+    sink: TimedSink,
+    expected: set[tuple[str, int]],
+    sent: list[float],
+    spans: list[tuple[str, float, float]],
+    t0: float,
+) -> list[dict[str, Any]]:
+    """Per span [lo, hi) (seconds from t0): the expected deliveries of the publications
+    sent in it that never came (lost), the deliveries committed in it that came before
+    (duplicated) or after a later publication's to the same subscriber (out of order), and
+    the longest pause between two commits that overlaps it (a pause across a boundary
+    counts in both spans: cut at the boundary it would be shorter, or missed)."""
+    out = [{"lost": 0, "duplicated": 0, "out_of_order": 0} for _ in spans]
+    starts = [lo for _, lo, _ in spans]
+
+    def span_of(at: float) -> int:
+        return max(0, bisect.bisect_right(starts, at) - 1)
+
     seen: set[tuple[str, int]] = set()
     last: dict[str, int] = {}
-    duplicated = out_of_order = 0
-    times: list[float] = []
-    for at, items in sink.batches:
-        inside = lo <= at - t0 < hi
-        if inside:
-            times.append(at - t0)
+    for at, items in sink.batches():
+        record = out[span_of(at - t0)]
         for key in items:
             subscriber, n = key
-            if inside and key in seen:
-                duplicated += 1
-            if inside and last.get(subscriber, -1) > n:
-                out_of_order += 1
+            if key in seen:
+                record["duplicated"] += 1
+            if last.get(subscriber, -1) > n:
+                record["out_of_order"] += 1
             seen.add(key)
             last[subscriber] = max(last.get(subscriber, -1), n)
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    return {
-        "duplicated": duplicated,
-        "out_of_order": out_of_order,
-        "longest_pause_ms": round(1000 * max(gaps, default=0.0), 1),
-    }
+    for key in expected - seen:
+        out[span_of(sent[key[1]])]["lost"] += 1
+    times = [at - t0 for at in sink.times]
+    for record, (_, lo, hi) in zip(out, spans, strict=True):
+        gaps = [(b - a, a) for a, b in itertools.pairwise(times) if a < hi and b > lo]
+        longest, at = max(gaps, default=(0.0, lo))
+        record["longest_pause_ms"] = round(1000 * longest, 1)
+        record["longest_pause_from_s"] = round(at, 3)
+    return out
 
 
 def throughput(sink: TimedSink, t0: float) -> list[tuple[float, int]]:
     buckets: dict[int, int] = defaultdict(int)
-    for at, items in sink.batches:
-        buckets[int((at - t0) / BUCKET_S)] += len(items)
+    for at, count in zip(sink.times, sink.counts, strict=True):
+        buckets[int((at - t0) / BUCKET_S)] += count
     last = max(buckets, default=0)
     return [(b * BUCKET_S, buckets.get(b, 0)) for b in range(last + 1)]
 
 
-def plot(series: list[tuple[float, int]], windows: list[dict[str, Any]], run: Run) -> Path:
+def plot(
+    series: list[tuple[float, int]],
+    windows: list[dict[str, Any]],
+    run: Run,
+    path: Path | None = None,
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,8 +295,9 @@ def plot(series: list[tuple[float, int]], windows: list[dict[str, Any]], run: Ru
         f"E-SilboPS figure 13: {run.subscriptions:,} subscriptions, "
         f"{run.pub_rate:g} pub/s, {run.sub_rate:g} sub/s (shaded: start, change)"
     )
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"elastic-fig13-{datetime.date.today().isoformat()}.png"
+    if path is None:
+        RESULTS.mkdir(exist_ok=True)
+        path = RESULTS / f"elastic-fig13-{datetime.date.today().isoformat()}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -200,10 +313,3 @@ def spans(windows: list[dict[str, Any]], end: float) -> list[tuple[str, float, f
         at = w["to_s"]
     out.append(("steady", at, end))
     return out
-
-
-def lost(
-    sink: TimedSink, expected: set[tuple[str, int]], sent: list[float], lo: float, hi: float
-) -> int:
-    delivered = {key for _, items in sink.batches for key in items}
-    return sum(1 for key in expected if lo <= sent[key[1]] < hi and key not in delivered)
