@@ -150,6 +150,11 @@ def main() -> None:
         default=None,
         help="--fig13: time the operators' steps into this directory, print each scale's",
     )
+    parser.add_argument(
+        "--scaler-here",
+        action="store_true",
+        help="--fig13: scale from this process's loop (default: a scaler process of its own)",
+    )
     parser.add_argument("--loads", type=int, nargs="*", help="subscription counts to run")
     parser.add_argument(
         "--shapes",
@@ -162,7 +167,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.fig13:
-        fig13(args.quick, args.pub_rate, not args.in_process, args.png, args.trace)
+        fig13(
+            args.quick, args.pub_rate, not args.in_process, args.png, args.trace, args.scaler_here
+        )
         return
     loads = args.loads or ([1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000])
     shapes = args.shapes or SHAPES
@@ -222,7 +229,12 @@ def main() -> None:
 
 
 def fig13(
-    quick: bool, pub_rate: float | None, processes: bool, png: Path | None, trace: Path | None
+    quick: bool,
+    pub_rate: float | None,
+    processes: bool,
+    png: Path | None,
+    trace: Path | None,
+    scaler_here: bool = False,
 ) -> None:
     from elastic_timeline import Run, audit, expected_deliveries, plot, spans, throughput, timeline
 
@@ -241,11 +253,14 @@ def fig13(
             "versions": versions("pyzmq", "kazoo", "msgspec"),
             "run": run.__dict__,
             "matchers_in": "processes" if processes else "this process",
+            "scaler_in": "a process of its own"
+            if processes and not scaler_here
+            else "this process",
             "load_average": load_average(),
         }
     )
     with local_zookeeper() as zk:
-        out = asyncio.run(timeline(zk, run, preload, xs, processes, trace))
+        out = asyncio.run(timeline(zk, run, preload, xs, processes, trace, not scaler_here))
     sink, t0, sent, windows = out["sink"], out["t0"], out["sent"], out["windows"]
     emit({"preload_s": round(out["preload_s"], 2), "load_average": load_average()})
     gc.disable()  # the checks below hold millions of objects; nothing is timed any more

@@ -21,12 +21,12 @@ import datetime
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic_remote import matcher_processes, move_to
+from elastic_remote import ScalerProcess, matcher_processes, move_to
 
 from tidings import heap
 from tidings.elastic.deployment import Deployment
@@ -112,11 +112,15 @@ async def timeline(
     xs: list[int],
     processes: bool = True,
     trace: Path | None = None,
+    scaler_process: bool = True,
 ) -> dict[str, Any]:
     """The run. `processes`: the matchers are `tidings matcher` processes, all three started
     and joined before the timeline (the spares unassigned), one of them in the view; the
     access point and the exit point stay in this process. Else all in this process.
-    `trace`: a directory for the timestamps of `elastic_trace` (every process's)."""
+    `trace`: a directory for the timestamps of `elastic_trace` (every process's).
+    `scaler_process`: (with `processes`) the scales are driven from a process of its own, as
+    `tidings cluster scale` does, not from this loop, where they wait behind the exit point's
+    batches (0.1-0.3 s each once it has a backlog)."""
     sink = TimedSink()
     transport = "tcp" if processes else "ipc"
     command: list[str] = []
@@ -127,13 +131,61 @@ async def timeline(
         command = elastic_trace.matcher_command(trace)
     async with Deployment(zk, lambda: sink, matchers=1, exit_points=1, transport=transport) as d:
         with matcher_processes(zk, d.cluster, 3 if processes else 0, command) as remote:
-            if remote:
-                await move_to(d, remote[:1])  # before the preload: no state to move
-            return await _timeline(d, sink, run, preload, xs)
+            if not remote:
+                return await _timeline(d, sink, run, preload, xs, _local_scales(d))
+            await move_to(d, remote[:1])  # before the preload: no state to move
+            scaler = ScalerProcess(zk, d.cluster, trace) if scaler_process else None
+            try:
+                scales = _scales(d, scaler, [remote, remote[:1]])
+                return await _timeline(d, sink, run, preload, xs, scales)
+            finally:
+                if scaler is not None:
+                    scaler.close()
+
+
+Scale = Callable[[], Awaitable[tuple[float, float, dict[str, Any]]]]
+
+
+def _local_scales(d: Deployment) -> list[Scale]:
+    """Matchers 1 -> 3 -> 1 by the deployment's own scaler, on this loop (starting local
+    matchers); each answers its start and end times and its report."""
+
+    def to(n: int) -> Scale:
+        async def scale() -> tuple[float, float, dict[str, Any]]:
+            began = time.monotonic()
+            (report,) = await d.scale(matchers=n)
+            return began, time.monotonic(), report.to_json()
+
+        return scale
+
+    return [to(3), to(1)]
+
+
+def _scales(d: Deployment, scaler: ScalerProcess | None, views: list[list[str]]) -> list[Scale]:
+    """The matcher view moved to each of `views` in turn: by the scaler process, or by the
+    deployment's scaler on this loop."""
+
+    def to(members: list[str]) -> Scale:
+        async def scale() -> tuple[float, float, dict[str, Any]]:
+            if scaler is not None:
+                done = await scaler.scale(members)
+                return done["from"], done["to"], done["report"]
+            began = time.monotonic()
+            report = await d.scaler.scale_matchers(members)
+            return began, time.monotonic(), report.to_json()
+
+        return scale
+
+    return [to(view) for view in views]
 
 
 async def _timeline(
-    d: Deployment, sink: TimedSink, run: Run, preload: list[Subscription], xs: list[int]
+    d: Deployment,
+    sink: TimedSink,
+    run: Run,
+    preload: list[Subscription],
+    xs: list[int],
+    scales: list[Scale],
 ) -> dict[str, Any]:
     loading = time.monotonic()
     for sub in preload:
@@ -178,19 +230,13 @@ async def _timeline(
     watching = asyncio.create_task(watch())
     windows: list[dict[str, Any]] = []
     await asyncio.sleep(run.steady_s)  # the steady state before, between and after
-    for target in (3, 1):
+    for name, scale in zip(("1 -> 3", "3 -> 1"), scales, strict=True):
         if watching.done():
             watching.result()
-        began = time.monotonic()
-        (report,) = await d.scale(matchers=target)
-        windows.append(
-            {
-                "scale": f"{1 if target == 3 else 3} -> {target}",
-                "from_s": began - t0,
-                "to_s": time.monotonic() - t0,
-                "report": report.to_json(),
-            }
-        )
+        began, ended, report = await scale()
+        if report["outcome"] != "done":
+            raise RuntimeError(f"scale {name} ended {report['outcome']}: {report['reason']}")
+        windows.append({"scale": name, "from_s": began - t0, "to_s": ended - t0, "report": report})
         await asyncio.sleep(run.steady_s)
     stop.set()
     await watching
