@@ -19,6 +19,7 @@ import asyncio
 import bisect
 import datetime
 import itertools
+import os
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -87,6 +88,33 @@ class Run:
     pub_rate: float
     sub_rate: float
     steady_s: float
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU time so far of the whole machine and of this process with its descendants (the
+    matcher, scaler and ZooKeeper processes): the difference over a run is what other work
+    took meanwhile (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    machine = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    parents: dict[int, int] = {}
+    spent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat[1])
+            spent[int(entry)] = int(stat[11]) + int(stat[12])
+    ours, grew = {os.getpid()}, True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in ours} - ours
+        ours |= found
+        grew = bool(found)
+    return machine / tick, sum(spent.get(pid, 0) for pid in ours) / tick
 
 
 def _publication(n: int, x: int) -> Publication:
@@ -215,15 +243,16 @@ async def _timeline(
     backlog: list[tuple[float, int]] = []  # (seconds from t0, publications in flight)
 
     async def watch() -> None:
-        """Samples the backlog; stops the run when it passes 10 s of publications (the
+        """Samples the backlog; stops the run when it passes 30 s of publications (the
         deployment does not keep up: it would only grow until memory runs out)."""
         while not stop.is_set():
             backlog.append((time.monotonic() - t0, len(pending)))
-            if len(pending) > 10 * run.pub_rate:
+            if len(pending) > 30 * run.pub_rate:
                 stop.set()
                 raise RuntimeError(f"{len(pending)} publications in flight: not keeping up")
             await asyncio.sleep(BUCKET_S)
 
+    cpu_before = cpu_seconds()
     t0 = time.monotonic()
     pubs = asyncio.create_task(_paced(run.pub_rate, stop, publish))
     subs = asyncio.create_task(_paced(run.sub_rate, stop, subscribe))
@@ -243,6 +272,13 @@ async def _timeline(
     published = await pubs
     await subs
     await asyncio.gather(*pending)
+    wall = time.monotonic() - t0
+    machine, ours = (b - a for a, b in zip(cpu_before, cpu_seconds(), strict=True))
+    cpu = {
+        "wall_s": round(wall, 2),
+        "this_run_s": round(ours, 2),
+        "others_s": round(machine - ours, 2),
+    }
     return {
         "t0": t0,
         "published": published,
@@ -251,6 +287,7 @@ async def _timeline(
         "sent": sent,
         "preload_s": preload_s,
         "backlog": backlog,
+        "cpu": cpu,
     }
 
 
