@@ -305,7 +305,16 @@ def fig13(
             "delivered": sink.delivered(),
             "expected_preloaded": len(expected),
             **{f"overall_{k}": v for k, v in overall.items()},
-            "png": str(plot(throughput(sink, t0), windows, run, png)),
+            "png": str(
+                plot(
+                    throughput(sink, t0),
+                    windows,
+                    run,
+                    png,
+                    out["backlog"],
+                    ", matchers in processes" if processes else ", one process",
+                )
+            ),
         }
     )
 

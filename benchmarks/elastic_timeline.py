@@ -357,7 +357,10 @@ def plot(
     windows: list[dict[str, Any]],
     run: Run,
     path: Path | None = None,
+    backlog: list[tuple[float, int]] | None = None,
+    placement: str = "",
 ) -> Path:
+    """The timeline; `backlog` (publications in flight) on a second axis, in grey."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -365,6 +368,12 @@ def plot(
 
     fig, ax = plt.subplots(figsize=(10, 4))
     ax.plot([t for t, _ in series], [c / BUCKET_S for _, c in series], lw=1)
+    ax.set_ylim(bottom=0)
+    if backlog:
+        behind = ax.twinx()
+        behind.plot([t for t, _ in backlog], [n for _, n in backlog], lw=0.8, color="#888888")
+        behind.set_ylim(bottom=0)
+        behind.set_ylabel("publications in flight (grey)")
     colours = {"start": "#f2c14e", "change": "#f78154"}
     for w in windows:
         at = w["to_s"] - sum(w["report"]["phases_s"].values())
@@ -376,7 +385,8 @@ def plot(
     ax.set_ylabel("notifications delivered / s (100 ms buckets)")
     ax.set_title(
         f"E-SilboPS figure 13: {run.subscriptions:,} subscriptions, "
-        f"{run.pub_rate:g} pub/s, {run.sub_rate:g} sub/s (shaded: start, change)"
+        f"{run.pub_rate:g} pub/s, {run.sub_rate:g} sub/s{placement} (shaded: start, change)",
+        fontsize=10,
     )
     if path is None:
         RESULTS.mkdir(exist_ok=True)
