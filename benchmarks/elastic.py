@@ -274,7 +274,11 @@ def fig13(
         }
     )
     with local_zookeeper() as zk:
-        out = asyncio.run(timeline(zk, run, preload, xs, processes, trace, not scaler_here))
+        try:
+            out = asyncio.run(timeline(zk, run, preload, xs, processes, trace, not scaler_here))
+        except RuntimeError as exc:  # it fell behind, or a scale did not end `done`
+            emit({"run_stopped": str(exc), "load_average": load_average()})
+            raise SystemExit(1) from exc
     sink, t0, sent, windows = out["sink"], out["t0"], out["sent"], out["windows"]
     emit(
         {
