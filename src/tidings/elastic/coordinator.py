@@ -310,18 +310,26 @@ class Coordinator:
         moved = msgspec.structs.replace(state, phase=phase, reason=reason)
         if since is not None:
             moved = msgspec.structs.replace(moved, since=since)
+        tx = self._zk.transaction()
+        tx.set_data(f"{self.root}/scale", msgspec.json.encode(moved))
+        if config is not None:
+            tx.set_data(f"{self.root}/config", msgspec.json.encode(config))
+        # kazoo's asynchronous call, its answer handed to this loop when it comes (as in
+        # `arrive`): no worker thread of the loop's executor to wake and wait for
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[list[Any]] = loop.create_future()
 
-        def write() -> None:
-            tx = self._zk.transaction()
-            tx.set_data(f"{self.root}/scale", msgspec.json.encode(moved))
-            if config is not None:
-                tx.set_data(f"{self.root}/config", msgspec.json.encode(config))
-            results = tx.commit()
-            failed = [r for r in results if isinstance(r, Exception)]
-            if failed:
-                raise failed[0]
+        def settle(result: Any) -> None:
+            if not answer.done():
+                if result.exception is not None:
+                    answer.set_exception(result.exception)
+                else:
+                    answer.set_result(result.value)
 
-        await asyncio.to_thread(write)
+        tx.commit_async().rawlink(lambda result: loop.call_soon_threadsafe(settle, result))
+        failed = [r for r in await answer if isinstance(r, Exception)]
+        if failed:
+            raise failed[0]
         return moved
 
     def watch_scale(self, on_change: Callable[[ScaleState | None], None]) -> None:
@@ -336,8 +344,23 @@ class Coordinator:
 
     async def arrive(self, scale: int, barrier: str, member: str, data: bytes = b"") -> None:
         path = f"{self.root}/scales/{scale}/{barrier}/{member}"
-        with contextlib.suppress(NodeExistsError):
-            await asyncio.to_thread(self._zk.create, path, data, makepath=True)
+        # kazoo's asynchronous call, its answer handed to this loop when it comes: no worker
+        # thread of the loop's executor to wake and wait for (an operator waits for this in
+        # the middle of its inbox loop)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[None] = loop.create_future()
+
+        def settle(result: Any) -> None:
+            if not answer.done():
+                failure = result.exception
+                if failure is None or isinstance(failure, NodeExistsError):
+                    answer.set_result(None)
+                else:
+                    answer.set_exception(failure)
+
+        created = self._zk.create_async(path, data, makepath=True)
+        created.rawlink(lambda result: loop.call_soon_threadsafe(settle, result))
+        await answer
 
     async def arrivals(self, scale: int, barrier: str) -> dict[str, bytes]:
         """Who reached a barrier, with what each said when it did."""
@@ -368,41 +391,63 @@ class Coordinator:
     ) -> None:
         """Until every expected member has arrived at the barrier. Raises `MemberLost` when
         a `watched` member that is expected and has not arrived, or any of `must_live`, is
-        no longer running (checked at each change of the membership or of the barrier)."""
+        no longer running (as this wait's own watch of the membership saw it, at each change
+        of the membership or of the barrier).
+
+        One trip to ZooKeeper off this loop (the barrier's node made and both watches set),
+        then the watch hands each new list of arrivals to this loop: no read of its own after
+        each change. (Before: the node made, then two watches set from this loop, blocking
+        it, and a read after each change; each trip waited, on a busy loop, for whatever ran
+        on it, as the last arrival before `change` did for 0.15 s in a scale at 2,000
+        publications/s.)"""
         path = f"{self.root}/scales/{scale}/{barrier}"
-        await asyncio.to_thread(self._zk.ensure_path, path)
         loop = asyncio.get_running_loop()
+        arrived: set[str] = set()
+        running: set[str] | None = None  # the members, as this wait's own watch last saw them
         wake = asyncio.Event()
         watched = set(watched)
-        running: list[set[str]] = []  # the latest membership, as the watch saw it
 
-        def changed(_children: list[str] | None) -> bool | None:
-            loop.call_soon_threadsafe(wake.set)
-            return None
+        def take(children: list[str]) -> None:
+            arrived.update(children)  # members never leave a barrier
+            wake.set()
 
-        def members_changed(children: list[str] | None) -> bool | None:
+        def seen(children: list[str]) -> None:
+            nonlocal running
+            running = set(children)
+            wake.set()
+
+        def barrier_changed(children: list[str] | None) -> None:
             if children is not None:
-                running.append(set(children))  # before the wake-up: no change is missed
-            loop.call_soon_threadsafe(wake.set)
-            return None
+                loop.call_soon_threadsafe(take, children)
 
-        watch = self._zk.ChildrenWatch(path, changed)
-        members = self._zk.ChildrenWatch(f"{self.root}/members", members_changed)
+        def members_changed(children: list[str] | None) -> None:
+            if children is not None:
+                loop.call_soon_threadsafe(seen, children)
+
+        def watch() -> tuple[Any, Any]:
+            self._zk.ensure_path(path)
+            return (
+                self._zk.ChildrenWatch(path, barrier_changed),
+                self._zk.ChildrenWatch(f"{self.root}/members", members_changed),
+            )
+
+        # each watch hands its first list over as it is set, before this returns
+        watches = await asyncio.to_thread(watch)
         try:
             while True:
-                arrived = await self.arrived(scale, barrier)
                 missing = expected - arrived
                 if not missing:
                     return
-                gone = watched - running[-1] if running else set()
+                gone = watched - running if running is not None else set()
                 lost = (missing | must_live) & gone
                 if lost:
                     raise MemberLost(sorted(lost), barrier)
                 await wake.wait()
                 wake.clear()
         finally:
-            watch._stopped = True  # kazoo's documented way to end a ChildrenWatch from outside
-            members._stopped = True
+            for watch_ in watches:
+                watch_._stopped = True  # kazoo's documented way to end a ChildrenWatch
+                self._zk.remove_listener(watch_._session_watcher)  # each added its own
 
 
 class MemberLost(Exception):
