@@ -1,0 +1,83 @@
+"""A matcher's slice takes many subscriptions at once (a scale's or a recovery's state) in
+one bulk call where it can, and answers exactly as when they are added one by one."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tidings.elastic import wire
+from tidings.elastic.matcher import BULK_FROM, Slice
+from tidings.elastic.partition import Selector
+from tidings.matching.engine import Event, Matcher
+
+
+def records(n: int, seed: int) -> list[wire.SubscriptionRecord]:
+    """Numeric intervals (the bulk path), and what it leaves to the one-by-one path: topics,
+    strings, `in`, `!=`, numbers too large to be exact, a repeated id."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        low = rng.randrange(0, 100)
+        kind = i % 7
+        if kind == 0:
+            out.append(wire.SubscriptionRecord(f"s{i}", f"u{i % 13}", topics=[f"t/{i % 5}"]))
+            continue
+        predicates: list[wire.WirePredicate] = [("x", ">=", low), ("x", "<", low + 10)]
+        if kind == 1:
+            predicates.append(("y", "=", rng.choice([1, 2.5, 3])))
+        elif kind == 2:
+            predicates = [("name", "=", rng.choice(["a", "b"]))]
+        elif kind == 3:
+            predicates.append(("y", "in", [1, 2]))
+        elif kind == 4:
+            predicates.append(("y", "!=", 2))
+        elif kind == 5:
+            predicates = [("x", "<", 2**60)]
+        out.append(wire.SubscriptionRecord(f"s{i}", f"u{i % 13}", predicates=predicates))
+    out.append(out[1])  # the same subscription twice
+    return out
+
+
+def events(seed: int) -> list[Event]:
+    rng = random.Random(seed)
+    return [
+        Event(
+            (f"t/{rng.randrange(6)}",),
+            {"x": rng.randrange(-5, 115), "y": rng.choice([1, 2, 2.5, 3]), "name": "a"},
+        )
+        for _ in range(300)
+    ]
+
+
+def test_many_subscriptions_at_once_match_as_when_added_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    given = records(3 * BULK_FROM, seed=3)
+    bulk = Slice(Selector(1, ("m",)))
+    in_bulk: list[int] = []
+    add_arrays = Matcher.add_content_arrays
+
+    def counted(index: Matcher, ids: list[str], *rest: object) -> None:
+        add_arrays(index, ids, *rest)  # type: ignore[arg-type]
+        in_bulk.append(len(ids))
+
+    monkeypatch.setattr(Matcher, "add_content_arrays", counted)
+    bulk.add(given)
+    assert in_bulk == [sum(1 for i in range(3 * BULK_FROM) if i % 7 in (1, 6))]
+    bulk.index.wait()
+    each = Slice(Selector(1, ("m",)))
+    for record in given:
+        each.add([record])
+    assert bulk.records == each.records
+    for event in events(seed=4):
+        got = bulk.index.match(event)
+        want = each.index.match(event)
+        assert {s: sorted(ids) for s, ids in got.items()} == {
+            s: sorted(ids) for s, ids in want.items()
+        }
+    bulk.remove("s1")
+    each.remove("s1")
+    probe = Event((), {"x": records(2, 3)[1].predicates[0][2], "y": 1})
+    assert bulk.index.match(probe) == each.index.match(probe)
