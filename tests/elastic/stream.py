@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
+from tidings.elastic.matcher import MatcherOperator
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import NewMessage
 
@@ -140,3 +142,17 @@ def held_subscriptions(deployment: Deployment) -> set[str]:
         if op.slices:
             held |= set(op.slices[max(op.slices)].records)
     return held
+
+
+def stable_and_live(stream: Stream) -> set[str]:
+    """The subscriptions the matchers must hold: the stable ones and the churn still live."""
+    return {s.id for subs, _ in STABLE.values() for s in subs} | stream.live_churn
+
+
+class SilentMatcher(MatcherOperator):
+    """A matcher that takes part in a scale until `change`, then never reports `done`."""
+
+    changed = asyncio.Event()
+
+    async def _change(self, message: wire.ChangeMatcher) -> None:
+        SilentMatcher.changed.set()

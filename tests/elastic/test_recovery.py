@@ -10,12 +10,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.elastic.conftest import Recorder
-from tests.elastic.stream import STABLE, Stream, check, held_subscriptions
+from tests.elastic.stream import (
+    STABLE,
+    SilentMatcher,
+    Stream,
+    check,
+    held_subscriptions,
+    stable_and_live,
+)
 
-from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
 from tidings.elastic.exit_point import ExitPointOperator, StoreSink
-from tidings.elastic.matcher import MatcherOperator
 from tidings.elastic.operator import Operator
 from tidings.elastic.scaling import ScaleReport
 from tidings.store.base import NewMessage
@@ -32,10 +37,6 @@ async def recovered(deployment: Deployment, before: int = 0) -> list[ScaleReport
 async def crash(op: Operator) -> None:
     """As a process that dies: what it holds and what it queued for its peers is gone."""
     await op.stop(crash=True)
-
-
-def stable_and_live(stream: Stream) -> set[str]:
-    return {s.id for subs, _ in STABLE.values() for s in subs} | stream.live_churn
 
 
 async def test_a_matcher_lost_outside_a_scale_is_replaced_and_nothing_is_lost(
@@ -84,15 +85,6 @@ async def test_an_exit_point_lost_outside_a_scale_is_replaced_and_nothing_is_los
         assert [r.outcome for r in await recovered(deployment)] == ["done"]
         assert (await deployment.status())["missing"] == []
         check(stream, recorder.messages)
-
-
-class SilentMatcher(MatcherOperator):
-    """A new matcher that takes part in a scale until `change`, then never reports `done`."""
-
-    changed = asyncio.Event()
-
-    async def _change(self, message: wire.ChangeMatcher) -> None:
-        SilentMatcher.changed.set()
 
 
 async def test_a_matcher_lost_after_change_fails_the_scale_and_the_recovery_loses_nothing(

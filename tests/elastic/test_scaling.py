@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.elastic.conftest import Recorder
-from tests.elastic.stream import STABLE, Stream, check, held_subscriptions
+from tests.elastic.stream import SilentMatcher, Stream, check, held_subscriptions, stable_and_live
 
 from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
@@ -60,8 +60,7 @@ async def test_scaling_matchers_and_exit_points_out_and_in_under_a_stream_loses_
         assert during and during[0] >= 30  # published while the first scale was under way
         assert deployment.ap.counters["subscriptions_buffered"] >= 5
         check(stream, recorder.messages)
-        stable = {s.id for subs, _ in STABLE.values() for s in subs}
-        assert held_subscriptions(deployment) == stable | stream.live_churn
+        assert held_subscriptions(deployment) == stable_and_live(stream)
 
 
 class StallingMatcher(MatcherOperator):
@@ -105,8 +104,7 @@ async def test_a_matcher_dying_in_the_middle_of_a_scale_out_aborts_it_and_loses_
         await stream.run(scaling)
         assert outcomes == ["aborted", "done", "done"]
         check(stream, recorder.messages)
-        stable = {s.id for subs, _ in STABLE.values() for s in subs}
-        assert held_subscriptions(deployment) == stable | stream.live_churn
+        assert held_subscriptions(deployment) == stable_and_live(stream)
 
 
 class HoldingExitPoint(ExitPointOperator):
@@ -157,15 +155,6 @@ async def test_a_new_exit_point_dying_in_the_middle_of_a_scale_rolls_back_and_lo
         assert outcomes == ["aborted", "done", "done"]
         assert deployment.ap.counters.get("unexpected_commits", 0) == 0
         check(stream, recorder.messages)
-
-
-class SilentMatcher(MatcherOperator):
-    """Takes part in a scale until `change`, then never reports `done`."""
-
-    changed = asyncio.Event()
-
-    async def _change(self, message: wire.ChangeMatcher) -> None:
-        SilentMatcher.changed.set()
 
 
 async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeout(
