@@ -341,7 +341,8 @@ class AccessPointOperator(Operator):
             if routed.of(sid) in lost:
                 shares[new.of(sid)].append(record)
         for member, share in shares.items():  # every new member hears from every access point
-            self.out.send(member, wire.AddMatcherState(state.id, state.view, self.id, share))
+            for message in wire.state_messages(state.id, state.view, self.id, share):
+                self.out.send(member, message)
         self.count("recovered_records", sum(len(s) for s in shares.values()))
         await self.coordinator.arrive(state.id, "paused", self.id, str(self._since).encode())
 

@@ -19,6 +19,7 @@ import zmq.asyncio
 from tidings.elastic import wire
 
 MAX_BATCH = 512  # frames read per wake-up
+MAX_BATCH_BYTES = 1 << 20  # ... and bytes: a batch is decoded and handled in one loop step
 
 
 def local_host() -> str:
@@ -45,11 +46,18 @@ class Inbox:
             self.address = self.address.replace("0.0.0.0", local_host(), 1)
 
     async def receive(self) -> list[wire.Message]:
-        """The next frames, at least one, at most `MAX_BATCH`, in arrival order."""
+        """The next frames in arrival order: at least one, then more while there are and
+        the batch holds fewer than `MAX_BATCH` frames and `MAX_BATCH_BYTES`."""
         sock = self._socket
         frames = [await sock.recv()]
-        while len(frames) < MAX_BATCH and int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+        size = len(frames[0])
+        while (
+            len(frames) < MAX_BATCH
+            and size < MAX_BATCH_BYTES
+            and int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN
+        ):
             frames.append(await sock.recv())
+            size += len(frames[-1])
         return [wire.decode(f) for f in frames]
 
     def close(self) -> None:
