@@ -222,8 +222,10 @@ async def _timeline(
     preload_s = time.monotonic() - loading
     sink.clear()
     # As the broker does after loading: what is alive now (the preloaded subscriptions, here
-    # and in the access point) out of the collector's sight.
+    # and in the access point) out of the collector's sight; and as `tidings serve` does, a
+    # wide young generation.
     heap.settle_heap()
+    heap.widen_young_generation()
     stop = asyncio.Event()
     pending: set[asyncio.Future[int]] = set()  # publications not yet committed everywhere
 

@@ -19,7 +19,7 @@ from types import TracebackType
 import httpx
 import uvicorn
 
-from tidings import logs
+from tidings import heap, logs
 from tidings.admin import admin_token
 from tidings.api.app import create_app
 from tidings.api.lane import PublishLane
@@ -79,6 +79,7 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
 def serve(settings: Settings) -> None:
     """Run the broker in the foreground until interrupted."""
     logs.configure(settings.logs)
+    heap.widen_young_generation()
     listening = bind(settings.host, settings.port)  # before the store opens: fail fast
     uvicorn.Server(_config(settings, build_broker(settings))).run(sockets=[listening])
 

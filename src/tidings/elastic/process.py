@@ -10,21 +10,12 @@ out of the garbage collector's sight (`tidings.heap.settle_heap`), so a full col
 receiving a scale's state sets off, walks the operator's state alone, not them as well
 (35-90 ms a pass here before).
 
-Its young generation is larger than Python's default (`YOUNG_OBJECTS` instead of 700): an
-operator holds a large, long-lived state and makes bursts of short-lived containers that live
-for one inbox batch (decoded frames, the answers of 512 publications, a scale's state). With
-700, a burst outlived the young collections, reached the old generation and set off full
-collections that walk the whole state: in a matcher holding 100,000 subscriptions, receiving
-34,000 of a scale took 0.11 s to decode and 0.8 s to index, 0.5 s of it in four full passes;
-and matching at 2,000 publications/s set one off every 0.8 s (80-300 ms, a pause of every
-notification). With 50,000 the burst dies by reference counting first: 0.02 s and 0.38 s, no
-full pass."""
+Its young generation is larger than Python's default (`tidings.heap.widen_young_generation`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import signal
 import uuid
 from collections.abc import Callable
@@ -35,8 +26,6 @@ from tidings.elastic.exit_point import ExitPointOperator, StoreSink
 from tidings.elastic.matcher import MatcherOperator
 from tidings.elastic.operator import Operator
 from tidings.matching import kernels
-
-YOUNG_OBJECTS = 50_000  # allocations between young collections (Python's default: 700)
 
 
 async def run_operator(
@@ -67,8 +56,7 @@ async def run_operator(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     heap.settle_heap()
-    _threshold, *older = gc.get_threshold()
-    gc.set_threshold(YOUNG_OBJECTS, *older)
+    heap.widen_young_generation()
     await op.start()
     started(op)
     try:
