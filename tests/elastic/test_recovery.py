@@ -19,8 +19,10 @@ from tests.elastic.stream import (
     stable_and_live,
 )
 
+from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
 from tidings.elastic.exit_point import ExitPointOperator, StoreSink
+from tidings.elastic.matcher import MatcherOperator, _MatcherScale
 from tidings.elastic.operator import Operator
 from tidings.elastic.scaling import ScaleReport
 from tidings.store.base import NewMessage
@@ -264,3 +266,42 @@ async def test_an_exit_point_whose_store_fails_leaves_and_is_replaced_losing_not
         await asyncio.wait_for(stream.run(failing), 120)
         assert failures == []
         check(stream, recorder.messages)
+
+
+class BrokenBuild(MatcherOperator):
+    """A new matcher whose state build fails (beside its inbox loop) in its first scale."""
+
+    async def _build(self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]) -> None:
+        raise RuntimeError("the index could not be built")
+
+
+async def test_a_step_that_fails_beside_the_inbox_loop_fails_the_operator_and_nothing_is_lost(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    async with Deployment(zookeeper, recorder.sink) as deployment:
+        broken = BrokenBuild("broken", await deployment._session(), deployment._bind("broken"))
+        await broken.start()
+        stream = Stream(deployment)
+        stream.subscribe_stable()
+        failures: list[BaseException] = []
+        outcomes: list[str] = []
+
+        async def scaling() -> None:
+            scale = asyncio.create_task(deployment.scale(matchers=2))  # the idle `broken`
+            ending = asyncio.ensure_future(broken.wait())
+            done, _ = await asyncio.wait([ending], timeout=20)  # (no cancel: it ends by itself)
+            failures.extend(e for d in done if (e := d.exception()) is not None)
+            ending.cancel()
+            outcomes.append((await scale)[0].outcome)  # once its leaving is noticed
+            outcomes.append((await deployment.scale(matchers=2))[0].outcome)  # a new one
+
+        await asyncio.wait_for(stream.run(scaling), 120)
+        assert [str(f) for f in failures] == ["the index could not be built"]
+        assert outcomes == ["aborted", "done"]
+        assert broken.counters["errors"] == 1
+        members = (await deployment.status())["matchers"]["members"]
+        assert len(members) == 2 and "broken" not in members
+        check(stream, recorder.messages)
+        assert held_subscriptions(deployment) == stable_and_live(stream)
+        await broken.coordinator.close()

@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
 import zmq
 import zmq.asyncio
@@ -36,6 +37,26 @@ class Operator:
         self._scale_task: asyncio.Task[None] | None = None
         self.started_at = time.monotonic()
         self.counters: dict[str, float] = {}
+        self._steps: set[asyncio.Task[None]] = set()  # what `spawn` started, still running
+        self._failure: BaseException | None = None  # a spawned step's, which ended the loop
+
+    def spawn(self, step: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A step that runs beside the inbox loop (a scale's state, built or sent). If it
+        fails, the operator fails as if its loop had: crash-only, as `_run` says."""
+        task = asyncio.get_running_loop().create_task(step, name=f"{self.id}-{name}")
+        self._steps.add(task)
+        task.add_done_callback(self._step_done)
+        return task
+
+    def _step_done(self, task: asyncio.Task[None]) -> None:
+        self._steps.discard(task)
+        if task.cancelled() or (error := task.exception()) is None:
+            return
+        self.count("errors")
+        log.error("%s failed in %s", self.id, task.get_name(), exc_info=error)
+        if self._failure is None and self._task is not None and not self._task.done():
+            self._failure = error
+            self._task.cancel()  # `_run` leaves the deployment on its way out
 
     def count(self, name: str, by: float = 1.0) -> None:
         self.counters[name] = self.counters.get(name, 0.0) + by
@@ -56,20 +77,33 @@ class Operator:
     async def _run(self) -> None:
         assert self.inbox is not None
         while True:
-            batch = await self.inbox.receive()
+            try:
+                batch = await self.inbox.receive()
+            except asyncio.CancelledError:
+                if self._failure is None:
+                    raise
+                await self._leave()
+                raise
             if any(isinstance(m, wire.Stop) for m in batch):
                 await self.handle([m for m in batch if not isinstance(m, wire.Stop)])
                 return
             try:
                 await self.handle(batch)
+            except asyncio.CancelledError:
+                if self._failure is not None:
+                    await self._leave()
+                raise
             except Exception:
                 self.count("errors")
                 log.exception("%s failed on a batch of %d messages", self.id, len(batch))
-                # crash-only: leave the deployment, whose recovery replaces this operator
-                # and sends again what it held (rather than a member that answers nothing)
-                with contextlib.suppress(Exception):
-                    await self.coordinator.leave(self.id)
+                await self._leave()
                 raise
+
+    async def _leave(self) -> None:
+        """Crash-only: leave the deployment, whose recovery replaces this operator and sends
+        again what it held (rather than a member that answers nothing)."""
+        with contextlib.suppress(Exception):
+            await self.coordinator.leave(self.id)
 
     async def _follow_scales(self) -> None:
         while True:
@@ -105,7 +139,7 @@ class Operator:
     async def stop(self, crash: bool = False) -> None:
         """End the loops, leave the membership, close the sockets. `crash`: as a process that
         dies, what is queued to peers is dropped instead of sent."""
-        for task in (self._task, self._scale_task):
+        for task in (self._task, self._scale_task, *self._steps):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -123,4 +157,9 @@ class Operator:
     async def wait(self) -> None:
         """Until the inbox loop ends (a `Stop`, or a failure, which is raised)."""
         assert self._task is not None
-        await self._task
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            if self._failure is not None:
+                raise self._failure from None
+            raise
