@@ -4,6 +4,7 @@ duplicates nothing and keeps each publisher's order at every subscriber."""
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 from tests.elastic.conftest import Recorder
 from tests.elastic.stream import SilentMatcher, Stream, check, held_subscriptions, stable_and_live
@@ -12,6 +13,8 @@ from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
 from tidings.elastic.exit_point import ExitPointOperator
 from tidings.elastic.matcher import MatcherOperator
+from tidings.matching.engine import Event, Matcher
+from tidings.model import Op, Predicate, Publication, Subscription
 
 
 class GatedMatcher(MatcherOperator):
@@ -169,3 +172,93 @@ async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeou
         assert (await deployment.status())["scale"]["phase"] == "failed"
         await silent.stop()
         await silent.coordinator.close()
+
+
+class ChunkCountingMatcher(MatcherOperator):
+    """Records the size and `last` flag of every chunk of state it receives; holds the
+    removal of moved subscriptions from a kept index while `shrink` is off."""
+
+    chunks: ClassVar[dict[str, list[tuple[int, bool]]]] = {}
+    shrink = True
+
+    async def _add_state(self, message: wire.AddMatcherState) -> None:
+        ChunkCountingMatcher.chunks.setdefault(self.id, []).append(
+            (len(message.records), message.last)
+        )
+        await super()._add_state(message)
+
+    def _tidy(self) -> None:
+        if ChunkCountingMatcher.shrink:
+            super()._tidy()
+
+
+def ranges(n: int) -> list[Subscription]:
+    return [
+        Subscription(
+            f"s{i}",
+            f"u{i % 50}",
+            "content",
+            (),
+            (Predicate("x", Op.GE, i % 100), Predicate("x", Op.LT, i % 100 + 5)),
+        )
+        for i in range(n)
+    ]
+
+
+async def delivered_as_one_matcher(
+    deployment: Deployment, recorder: Recorder, subs: list[Subscription], tag: str
+) -> None:
+    recorder.messages.clear()
+    pubs = [Publication(f"{tag}{x}", 0.0, {}, (), {"x": x}) for x in range(0, 104, 3)]
+    await deployment.publish(pubs)
+    want = Matcher()
+    want.add_contents((s.id, s.subscriber_id, s.predicates) for s in subs)
+    expected = {
+        (who, p.id, tuple(sorted(ids)))
+        for p in pubs
+        for who, ids in want.match(Event((), p.attributes)).items()
+    }
+    got = {(m.subscriber_id, m.publication_id, m.subscription_ids) for m in recorder.messages}
+    assert got == expected and len(recorder.messages) == len(expected)
+
+
+async def test_the_matcher_that_stays_in_a_scale_out_keeps_its_index_and_sends_state_in_chunks(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    ChunkCountingMatcher.chunks, ChunkCountingMatcher.shrink = {}, False
+    async with Deployment(
+        zookeeper, recorder.sink, matcher_class=ChunkCountingMatcher
+    ) as deployment:
+        subs = ranges(4 * wire.STATE_CHUNK)  # each new member's share: more than a chunk
+        for sub in subs:
+            deployment.subscribe(sub)
+        await deployment.publish([Publication("before", 0.0, {}, (), {"x": 1})])
+        (stays,) = deployment.matchers.values()
+        index = stays.slices[max(stays.slices)].index
+
+        (report,) = await deployment.scale(matchers=3)
+        assert report.outcome == "done"
+        piece = stays.slices[max(stays.slices)]
+        assert piece.index is index  # the same index, not one built again
+        assert len(piece.foreign) == len(subs) - len(piece.records) > 0
+        # the moved subscriptions, still in the index, are left out of its answers
+        await delivered_as_one_matcher(deployment, recorder, subs, "held-")
+
+        ChunkCountingMatcher.shrink = True
+        stays._tidy()
+        for _ in range(200):  # they leave the index a chunk per loop step
+            if not piece.foreign:
+                break
+            await asyncio.sleep(0.01)
+        assert not piece.foreign and len(index) == len(piece.records)
+        await delivered_as_one_matcher(deployment, recorder, subs, "shed-")
+
+        held = [set(op.slices[max(op.slices)].records) for op in deployment.matchers.values()]
+        assert sum(map(len, held)) == len(subs) and set().union(*held) == {s.id for s in subs}
+        for member, chunks in ChunkCountingMatcher.chunks.items():
+            assert member != stays.id  # its own share is not sent to itself
+            sizes, lasts = zip(*chunks, strict=True)
+            assert max(sizes) <= wire.STATE_CHUNK and len(chunks) > 1
+            assert lasts == (False,) * (len(chunks) - 1) + (True,)
+            assert sum(sizes) == len(held[list(deployment.matchers).index(member)])
