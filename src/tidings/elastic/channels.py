@@ -64,13 +64,26 @@ class Inbox:
         self._socket.close(linger=0)
 
 
-class Outboxes:
-    """One PUSH socket per peer, opened on first use; the peer's address is looked up by id."""
+def shared_context() -> zmq.asyncio.Context:
+    """The process's one ZeroMQ context, as ZeroMQ advises, never collected. A context of its
+    own per operator hung the process whenever an operator that was never stopped was
+    collected: the context's finalizer `term`s, which waits for every socket to close, and
+    in one collection of a cycle it may run before its sockets' finalizers."""
+    return zmq.asyncio.Context.instance()
 
-    def __init__(self, context: zmq.Context[zmq.Socket[bytes]]) -> None:
+
+class Outboxes:
+    """One PUSH socket per peer, opened on first use; the peer's address is looked up by id.
+
+    Each socket belongs to the asyncio context (whose `destroy` at a process's end closes
+    it), and frames go out through a plain shadow of it (no future per send)."""
+
+    def __init__(self, context: zmq.asyncio.Context) -> None:
         self._context = context
+        self._owners: dict[str, zmq.asyncio.Socket] = {}
         self._sockets: dict[str, zmq.Socket[bytes]] = {}
         self._addresses: dict[str, str] = {}
+        self._closed = False
 
     def know(self, peer: str, address: str) -> None:
         self._addresses[peer] = address
@@ -84,23 +97,29 @@ class Outboxes:
     def send_frame(self, peer: str, frame: bytes) -> None:
         sock = self._sockets.get(peer)
         if sock is None:
-            sock = self._context.socket(zmq.PUSH)
-            sock.setsockopt(zmq.SNDHWM, 0)
-            sock.setsockopt(zmq.LINGER, 2000)  # at close, what is queued still goes out
-            sock.connect(self._addresses[peer])
-            self._sockets[peer] = sock
+            if self._closed:  # a step still running as the operator stops: as if dead
+                return
+            owner = self._context.socket(zmq.PUSH)
+            owner.setsockopt(zmq.SNDHWM, 0)
+            owner.setsockopt(zmq.LINGER, 2000)  # at close, what is queued still goes out
+            owner.connect(self._addresses[peer])
+            self._owners[peer] = owner
+            sock = self._sockets[peer] = zmq.Socket.shadow(owner.underlying)
         sock.send(frame)
 
     def drop(self, peer: str) -> None:
         """Close the channel to a peer that left the deployment."""
-        sock = self._sockets.pop(peer, None)
-        if sock is not None:
-            sock.close(linger=0)
+        self._sockets.pop(peer, None)
+        owner = self._owners.pop(peer, None)
+        if owner is not None:
+            owner.close(linger=0)
 
     def close(self, linger: int | None = None) -> None:
         """`linger=0`: drop what is still queued (as a process that dies would)."""
-        for sock in self._sockets.values():
-            sock.close(linger)
+        self._closed = True
+        for owner in self._owners.values():
+            owner.close(linger)
+        self._owners.clear()
         self._sockets.clear()
 
 

@@ -10,11 +10,8 @@ import time
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-import zmq
-import zmq.asyncio
-
 from tidings.elastic import wire
-from tidings.elastic.channels import Inbox, Outboxes
+from tidings.elastic.channels import Inbox, Outboxes, shared_context
 from tidings.elastic.coordinator import Coordinator, Role, ScaleState
 from tidings.errors import TidingsError
 
@@ -28,10 +25,9 @@ class Operator:
         self.id = member_id
         self.coordinator = coordinator
         self._bind = bind
-        self._context = zmq.asyncio.Context()
-        self._sync: zmq.Context[zmq.Socket[bytes]] = zmq.Context.shadow(self._context.underlying)
+        self._context = shared_context()
         self.inbox: Inbox | None = None
-        self.out = Outboxes(self._sync)
+        self.out = Outboxes(self._context)
         self._task: asyncio.Task[None] | None = None
         self._scale_events: asyncio.Queue[ScaleState | None] = asyncio.Queue()
         self._scale_task: asyncio.Task[None] | None = None
@@ -144,15 +140,17 @@ class Operator:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        await self.coordinator.leave(self.id)
-        if crash:  # the outboxes are the shadow context's: `destroy` would not close them
-            self.out.close(linger=0)
-            self._context.destroy(linger=0)
-            return
-        self.out.close()
+        try:
+            await self.coordinator.leave(self.id)
+        finally:
+            self._close(crash)
+
+    def _close(self, crash: bool) -> None:
+        """Close the sockets (the context is the process's). `crash`: drop what is queued;
+        otherwise it still goes out, for up to 2 s, behind the scenes."""
+        self.out.close(linger=0 if crash else None)
         if self.inbox is not None:
             self.inbox.close()
-        await asyncio.to_thread(self._context.term)
 
     async def wait(self) -> None:
         """Until the inbox loop ends (a `Stop`, or a failure, which is raised)."""

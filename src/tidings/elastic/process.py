@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 
 from tidings import heap
+from tidings.elastic.channels import shared_context
 from tidings.elastic.coordinator import Coordinator
 from tidings.elastic.exit_point import ExitPointOperator, StoreSink
 from tidings.elastic.matcher import MatcherOperator
@@ -73,3 +74,5 @@ async def run_operator(
         await coordinator.close()
         if store is not None:
             store.close()
+        # what the operator queued for its peers goes out before the process ends
+        await asyncio.to_thread(shared_context().destroy, 2000)
