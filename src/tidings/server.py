@@ -114,14 +114,22 @@ class EmbeddedServer:
     def __init__(self, settings: Settings) -> None:
         import dataclasses
 
-        self.settings = dataclasses.replace(settings, host="127.0.0.1", port=free_port())
-        self.url = f"http://127.0.0.1:{self.settings.port}"
-        self.broker = build_broker(self.settings)
+        # bound before the broker is built: a port only looked up could be taken meanwhile
+        # (the elastic operators bind ports the system picks, as `free_port` does)
+        self._listening = bind("127.0.0.1", 0)
+        port = int(self._listening.getsockname()[1])
+        self.settings = dataclasses.replace(settings, host="127.0.0.1", port=port)
+        self.url = f"http://127.0.0.1:{port}"
+        try:
+            self.broker = build_broker(self.settings)
+        except BaseException:
+            self._listening.close()
+            raise
         self._server = uvicorn.Server(_config(self.settings, self.broker))
         self._thread = threading.Thread(target=self._run, name="tidings-embedded", daemon=True)
 
     def _run(self) -> None:
-        asyncio.run(self._server.serve())
+        asyncio.run(self._server.serve(sockets=[self._listening]))
 
     def __enter__(self) -> EmbeddedServer:
         self._thread.start()
