@@ -1,5 +1,6 @@
 """Settling the heap keeps the collector off what is alive, and lets go of what is dropped;
-a wide young generation lets a burst of short-lived objects die before it is collected."""
+a wide young generation lets a burst of short-lived objects die before it is collected; a
+hold keeps the collector off a large state while it arrives."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tidings.heap import YOUNG_OBJECTS, settle_heap, widen_young_generation
+from tidings.heap import (
+    YOUNG_OBJECTS,
+    hold_collections,
+    release_collections,
+    settle_heap,
+    widen_young_generation,
+)
 
 
 class Node:
@@ -51,3 +58,20 @@ def test_widening_the_young_generation_leaves_the_older_ones_as_they_were(
     assert gc.get_threshold() == (YOUNG_OBJECTS, 10, 10)
     widen_young_generation(1234)
     assert gc.get_threshold() == (1234, 10, 10)
+
+
+def test_holding_collections_nests_and_the_release_freezes_what_arrived(unfrozen: None) -> None:
+    assert gc.isenabled()
+    hold_collections()
+    hold_collections()
+    arrived = Node()
+    assert not gc.isenabled()
+    release_collections()
+    assert not gc.isenabled()  # one hold is left
+    frozen = gc.get_freeze_count()
+    release_collections()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > frozen  # what arrived is out of the collector's sight
+    assert arrived.me is arrived
+    release_collections()  # (one too many: no harm)
+    assert gc.isenabled()
