@@ -12,7 +12,7 @@ from tests.elastic.stream import SilentMatcher, Stream, check, held_subscription
 from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
 from tidings.elastic.exit_point import ExitPointOperator
-from tidings.elastic.matcher import MatcherOperator
+from tidings.elastic.matcher import MatcherOperator, Slice, _MatcherScale
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
 
@@ -176,10 +176,13 @@ async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeou
 
 class ChunkCountingMatcher(MatcherOperator):
     """Records the size and `last` flag of every chunk of state it receives; holds the
-    removal of moved subscriptions from a kept index while `shrink` is off."""
+    removal of moved subscriptions from a kept index while `shrink` is off, and a slice
+    grown by others' shares until `hold` is set."""
 
     chunks: ClassVar[dict[str, list[tuple[int, bool]]]] = {}
     shrink = True
+    hold: ClassVar[asyncio.Event | None] = None  # set: the new view's slice may be used
+    holding = asyncio.Event()
 
     async def _add_state(self, message: wire.AddMatcherState) -> None:
         ChunkCountingMatcher.chunks.setdefault(self.id, []).append(
@@ -190,6 +193,12 @@ class ChunkCountingMatcher(MatcherOperator):
     def _tidy(self) -> None:
         if ChunkCountingMatcher.shrink:
             super()._tidy()
+
+    async def _built_for(self, scale: _MatcherScale, piece: Slice, received: int) -> None:
+        if ChunkCountingMatcher.hold is not None and received:  # a share went into its index
+            ChunkCountingMatcher.holding.set()
+            await ChunkCountingMatcher.hold.wait()
+        await super()._built_for(scale, piece, received)
 
 
 def ranges(n: int) -> list[Subscription]:
@@ -222,11 +231,12 @@ async def delivered_as_one_matcher(
     assert got == expected and len(recorder.messages) == len(expected)
 
 
-async def test_the_matcher_that_stays_in_a_scale_out_keeps_its_index_and_sends_state_in_chunks(
+async def test_a_matcher_that_stays_in_a_scale_keeps_its_index_and_state_moves_in_chunks(
     zookeeper: str,
 ) -> None:
     recorder = Recorder()
     ChunkCountingMatcher.chunks, ChunkCountingMatcher.shrink = {}, False
+    ChunkCountingMatcher.hold = None
     async with Deployment(
         zookeeper, recorder.sink, matcher_class=ChunkCountingMatcher
     ) as deployment:
@@ -262,3 +272,17 @@ async def test_the_matcher_that_stays_in_a_scale_out_keeps_its_index_and_sends_s
             assert max(sizes) <= wire.STATE_CHUNK and len(chunks) > 1
             assert lasts == (False,) * (len(chunks) - 1) + (True,)
             assert sum(sizes) == len(held[list(deployment.matchers).index(member)])
+
+        # back to one: it keeps its index again and the others' shares go into it
+        ChunkCountingMatcher.hold, ChunkCountingMatcher.holding = asyncio.Event(), asyncio.Event()
+        scaling = asyncio.create_task(deployment.scale(matchers=1))
+        await asyncio.wait_for(ChunkCountingMatcher.holding.wait(), 30)
+        assert len(index) == len(subs)  # every share in, before the switch: the old view's
+        await delivered_as_one_matcher(deployment, recorder, subs, "during-")  # answers too
+        ChunkCountingMatcher.hold.set()
+        (report,) = await scaling
+        assert report.outcome == "done" and list(deployment.matchers) == [stays.id]
+        piece = stays.slices[max(stays.slices)]
+        assert piece.index is index and not piece.foreign
+        assert len(index) == len(piece.records) == len(subs)
+        await delivered_as_one_matcher(deployment, recorder, subs, "back-")
