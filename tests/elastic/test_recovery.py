@@ -305,3 +305,48 @@ async def test_a_step_that_fails_beside_the_inbox_loop_fails_the_operator_and_no
         check(stream, recorder.messages)
         assert held_subscriptions(deployment) == stable_and_live(stream)
         await broken.coordinator.close()
+
+
+class MuteLeaver(MatcherOperator):
+    """A matcher that, once `mute`, never sends its state in a scale."""
+
+    mute = False
+
+    async def _send_state(
+        self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]
+    ) -> None:
+        if not MuteLeaver.mute:
+            await super()._send_state(scale, records)
+
+
+async def test_a_matcher_lost_before_it_sends_its_state_aborts_the_scale_and_the_wait_for_it(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    MuteLeaver.mute = False
+    async with Deployment(zookeeper, recorder.sink) as deployment:
+        (survivor,) = deployment.matchers.values()
+        mute = MuteLeaver("mute", await deployment._session(), deployment._bind("mute"))
+        await mute.start()
+        stream = Stream(deployment)
+        stream.subscribe_stable()
+        outcomes: list[str] = []
+
+        async def scaling() -> None:
+            outcomes.append((await deployment.scale(matchers=2))[0].outcome)  # takes `mute`
+            await asyncio.sleep(0.2)
+            MuteLeaver.mute = True
+            before = len(deployment.reports)
+            scale = asyncio.create_task(deployment.scale(matchers=1))  # `mute` leaves
+            while survivor._scale is None or survivor._scale.own is None:
+                await asyncio.sleep(0.005)  # its own share in hand, the other's awaited
+            await crash(mute)
+            outcomes.append((await scale)[0].outcome)
+            outcomes.extend(r.outcome for r in await recovered(deployment, before + 1))
+
+        await asyncio.wait_for(stream.run(scaling), 120)
+        assert outcomes == ["done", "aborted", "done"]
+        assert not [t for t in survivor._steps if t.get_name().endswith("-grow")]
+        check(stream, recorder.messages)
+        assert held_subscriptions(deployment) == stable_and_live(stream)
+        await mute.coordinator.close()

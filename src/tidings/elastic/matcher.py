@@ -378,6 +378,8 @@ class MatcherOperator(Operator):
             self._holding = True
 
     def _end(self) -> None:
+        if self._scale is not None:
+            self._scale.arrived.set()  # (a `_grow` waiting for state sees the end)
         self._scale = None
         self._release_heap()
 
