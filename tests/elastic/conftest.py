@@ -3,6 +3,7 @@ elastic tests share: a sink that records every delivery in commit order."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator, Sequence
 
@@ -10,6 +11,13 @@ import pytest
 
 from tidings.errors import TidingsError
 from tidings.store.base import NewMessage
+
+
+@pytest.fixture(autouse=True)
+def collector_released() -> Iterator[None]:
+    """Every hold of the garbage collector a test's matchers took is released by its end."""
+    yield
+    assert gc.isenabled(), "a matcher's hold of the garbage collector was never released"
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """A matcher operator's own machinery, apart from the protocol (which the deployment tests
-exercise): where its bulk work runs."""
+exercise): where its bulk work runs, and what leaves an index two slices share."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import asyncio
 import os
 import threading
 
-from tidings.elastic.matcher import MatcherOperator
+from tidings.elastic import wire
+from tidings.elastic.matcher import MatcherOperator, Slice
+from tidings.elastic.partition import Selector
+from tidings.matching.engine import Event
 
 
 async def test_a_matchers_background_work_runs_in_a_thread_of_the_lowest_priority() -> None:
@@ -27,3 +30,37 @@ async def test_a_matchers_background_work_runs_in_a_thread_of_the_lowest_priorit
     assert seen[-1][1] == os.getpriority(os.PRIO_PROCESS, 0)  # the others: as they were
     assert matcher._background is not None
     matcher._background.shutdown()
+
+
+def records(prefix: str, n: int) -> list[wire.SubscriptionRecord]:
+    """Numeric intervals `x` in [i, i + 5), i from 0 (x = 2 falls in the first three)."""
+    return [
+        wire.SubscriptionRecord(f"{prefix}{i}", "u", [], [("x", ">=", i), ("x", "<", i + 5)])
+        for i in range(n)
+    ]
+
+
+def answered(piece: Slice) -> set[str]:
+    (answer,) = piece.match_batch([Event((), {"x": 2})])
+    return {sid for ids in answer.values() for sid in ids}
+
+
+def test_a_scale_starting_on_an_index_two_slices_share_removes_what_neither_holds() -> None:
+    kept, moved, grown = records("k", 300), records("m", 300), records("g", 300)
+    old = Slice(Selector(1, ("a", "b")))
+    old.add([*kept, *moved])
+    new = Slice(Selector(2, ("a",)), {r.id: r for r in kept}, old.index, {r.id for r in moved})
+    old.foreign.update(r.id for r in grown)  # (as `_grow` does: another matcher's share)
+    new.add(grown)
+    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+    matcher.slices = {1: old, 2: new}  # a scale failed after `change`: both still held
+
+    matcher._shrink_now()
+    assert len(old.index) == 900  # each id is held by one of the two
+    assert answered(old) == {"k0", "k1", "k2", "m0", "m1", "m2"}
+    assert answered(new) == {"k0", "k1", "k2", "g0", "g1", "g2"}
+
+    del matcher.slices[2]  # the next scale reuses view 2: the old view alone
+    matcher._shrink_now()
+    assert len(old.index) == 600 and not old.foreign
+    assert answered(old) == {"k0", "k1", "k2", "m0", "m1", "m2"}

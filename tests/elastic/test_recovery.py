@@ -304,6 +304,7 @@ async def test_a_step_that_fails_beside_the_inbox_loop_fails_the_operator_and_no
         assert len(members) == 2 and "broken" not in members
         check(stream, recorder.messages)
         assert held_subscriptions(deployment) == stable_and_live(stream)
+        await broken.stop(crash=True)  # (as its process would: it releases what it held)
         await broken.coordinator.close()
 
 

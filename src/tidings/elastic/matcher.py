@@ -228,6 +228,7 @@ class MatcherOperator(Operator):
         self._shrinking: asyncio.Task[None] | None = None  # foreign ids leaving the index
         self._holding = False  # the garbage collector, until the new slice is ready
         self._background: ThreadPoolExecutor | None = None  # see `_in_background`
+        self.alone = False  # the only operator in its process (`tidings matcher`)
         self.matching_seconds: list[float] = []  # recent per-publication matching times
 
     async def prepare(self) -> None:
@@ -377,15 +378,17 @@ class MatcherOperator(Operator):
         elif state.kind == "exit_points":
             self._decide_exit_points(state)
         if state.idle:
+            if self._scale is None or self._scale.state.id <= state.id:
+                self._release_heap()  # (a scale that failed, or a recovery: no `_end` here)
             await self._config()
 
     async def _in_background(self, work: Callable[..., None], *args: Any) -> None:
-        """Work of a matcher that has nothing to match yet (a new member building its
-        slice), in a thread of the lowest priority: on a machine the operators share, the
-        matching and the commits of the current view go first (two new matchers building
-        34,000 records each at once paused notifications for 75-150 ms on 2 cores). Not for
-        a matcher that matches meanwhile: its loop would wait for the GIL its low-priority
-        thread holds."""
+        """Work of a matcher alone in its process with nothing to match yet (a new member
+        building its slice), in a thread of the lowest priority: on a machine the operators
+        share, the matching and the commits of the current view go first (two new matchers
+        building 34,000 records each at once paused notifications for 75-150 ms on 2 cores).
+        Not where anything else matches or commits in the process (a matcher in both views,
+        the broker's own operators): its loop would wait for the GIL that thread holds."""
         if self._background is None:
             self._background = ThreadPoolExecutor(1, "tidings-build", _lowest_priority)
         loop = asyncio.get_running_loop()
@@ -394,10 +397,10 @@ class MatcherOperator(Operator):
     def _begin(self, state: ScaleState) -> None:
         """A scale or recovery starts (and ends any it supersedes). A member of the new view
         holds the garbage collector until its new slice is ready (`heap.hold_collections`)."""
-        self._shrink_now()
         self._end()
+        self.slices.pop(state.view, None)  # (an aborted scale's, whose end was not seen)
+        self._shrink_now()
         self._scale = _MatcherScale(state)
-        self.slices.pop(state.view, None)
         if self.id in state.new:
             heap.hold_collections()
             self._holding = True
@@ -535,7 +538,7 @@ class MatcherOperator(Operator):
         state = scale.state
         piece = Slice(Selector(state.view, tuple(state.new)))
         try:
-            if self.id in state.old:  # (it matches meanwhile: a thread of its priority)
+            if self.id in state.old or not self.alone:  # (matching goes on in this process)
                 await asyncio.to_thread(_built, piece, records)
             else:
                 await self._in_background(_built, piece, records)
@@ -563,7 +566,10 @@ class MatcherOperator(Operator):
             if scale.received:
                 chunk = scale.received[:GROW_CHUNK]
                 del scale.received[:GROW_CHUNK]
-                current.foreign.update(r.id for r in chunk)  # (before they can answer)
+                ids = [r.id for r in chunk]
+                for other in self.slices.values():  # (before they can answer there)
+                    if other.index is piece.index:
+                        other.foreign.update(ids)
                 piece.add(chunk)
                 received += len(chunk)
                 await asyncio.sleep(0)  # the inbox loop's turn
@@ -603,18 +609,24 @@ class MatcherOperator(Operator):
                     piece.index.remove(sid)
                 await asyncio.sleep(0)
         finally:
-            self._shrinking = None
+            if self._shrinking is asyncio.current_task():
+                self._shrinking = None
         self._tidy()  # (another slice's turn)
 
     def _shrink_now(self) -> None:
-        """Before a scale starts (it may share the index again): the rest at once."""
+        """Before a scale starts: the ids no slice on an index holds leave it at once. Two
+        slices may still share one (a scale that failed after `change`, or one whose end
+        this matcher has not seen): an id leaves only when it is foreign to both."""
         if self._shrinking is not None:
             self._shrinking.cancel()
             self._shrinking = None
-        for piece in self.slices.values():
-            for sid in piece.foreign:
-                piece.index.remove(sid)
-            piece.foreign.clear()
+        for index in {id(p.index): p.index for p in self.slices.values()}.values():
+            sharing = [p for p in self.slices.values() if p.index is index]
+            gone = set.intersection(*(p.foreign for p in sharing))
+            for sid in gone:
+                index.remove(sid)
+            for piece in sharing:
+                piece.foreign -= gone
 
     async def _ready(self, scale: _MatcherScale) -> None:
         if not scale.ready:

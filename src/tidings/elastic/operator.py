@@ -53,6 +53,9 @@ class Operator:
         if self._failure is None and self._task is not None and not self._task.done():
             self._failure = error
             self._task.cancel()  # `_run` leaves the deployment on its way out
+            for other in (self._scale_task, *self._steps):  # (no `ready` after it left)
+                if other is not None:
+                    other.cancel()
 
     def count(self, name: str, by: float = 1.0) -> None:
         self.counters[name] = self.counters.get(name, 0.0) + by

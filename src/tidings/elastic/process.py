@@ -47,6 +47,7 @@ async def run_operator(
     if role == "matcher":
         await asyncio.to_thread(kernels.warm_up)
         op = MatcherOperator(name, coordinator, bind)
+        op.alone = True
     else:
         from tidings.store import open_store
 
