@@ -43,6 +43,8 @@ from tidings.matching.owners import Matches
 BULK_FROM = 256  # records added at once from which the columns are worth making
 SHRINK_CHUNK = 2000  # ids removed from an index per loop step (about 6 ms)
 GROW_CHUNK = 1024  # records a matcher in both views adds to its index per loop step (4 ms)
+GROW_BACKLOG = 32  # an inbox batch this large: publications wait, and a chunk gives way ...
+GROW_YIELDS = 4  # ... for up to this many loop steps
 _OP_CODES = {op.value: code for op, code in OP_CODES.items()}
 
 log = logging.getLogger("tidings.elastic")
@@ -561,9 +563,13 @@ class MatcherOperator(Operator):
         own = {r.id: r for r in scale.own}
         foreign = (set(current.records) | current.foreign) - own.keys()
         piece = Slice(Selector(state.view, tuple(state.new)), own, current.index, foreign)
-        received = 0
+        received = yielded = 0
         while self._scale is scale:
-            if scale.received:
+            if scale.received and yielded < GROW_YIELDS and self.last_batch >= GROW_BACKLOG:
+                yielded += 1  # publications wait (the last batch was large): theirs first
+                await asyncio.sleep(0)
+            elif scale.received:
+                yielded = 0
                 chunk = scale.received[:GROW_CHUNK]
                 del scale.received[:GROW_CHUNK]
                 ids = [r.id for r in chunk]

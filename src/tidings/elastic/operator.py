@@ -34,6 +34,7 @@ class Operator:
         self.started_at = time.monotonic()
         self.counters: dict[str, float] = {}
         self._steps: set[asyncio.Task[None]] = set()  # what `spawn` started, still running
+        self.last_batch = 0  # frames in the inbox's last batch: a backlog when large
         self._failure: BaseException | None = None  # a spawned step's, which ended the loop
 
     def spawn(self, step: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
@@ -78,6 +79,7 @@ class Operator:
         while True:
             try:
                 batch = await self.inbox.receive()
+                self.last_batch = len(batch)
             except asyncio.CancelledError:
                 if self._failure is None:
                     raise
