@@ -484,7 +484,7 @@ class MatcherOperator(Operator):
             for frame in chunks:
                 self.out.send_frame(member, frame)
         self.count("state_records_sent", len(records) - len(shares.get(self.id, ())))
-        if self.id in shares and state.kind == "matchers":
+        if self._grows(scale):
             scale.own = shares[self.id]
             scale.senders.add(self.id)
             self.spawn(self._grow(scale), "grow")
@@ -516,10 +516,9 @@ class MatcherOperator(Operator):
         self, scale: _MatcherScale, sender: str, records: list[wire.SubscriptionRecord], last: bool
     ) -> None:
         scale.received.extend(records)
+        scale.arrived.set()
         if last:  # (a sender's chunks come in order)
             scale.senders.add(sender)
-        scale.arrived.set()
-        if last:
             await self._build_when_complete(scale)
 
     def _grows(self, scale: _MatcherScale) -> bool:
