@@ -8,6 +8,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import orjson
 
@@ -147,6 +148,16 @@ def held_subscriptions(deployment: Deployment) -> set[str]:
 def stable_and_live(stream: Stream) -> set[str]:
     """The subscriptions the matchers must hold: the stable ones and the churn still live."""
     return {s.id for subs, _ in STABLE.values() for s in subs} | stream.live_churn
+
+
+M = TypeVar("M", bound=MatcherOperator)
+
+
+async def idle_matcher(deployment: Deployment, kind: type[M], name: str) -> M:
+    """A matcher of `kind` joined to the deployment, unassigned: the next scale-out takes it."""
+    op = kind(name, await deployment._session(), deployment._bind(name))
+    await op.start()
+    return op
 
 
 class SilentMatcher(MatcherOperator):

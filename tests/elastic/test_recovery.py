@@ -16,6 +16,7 @@ from tests.elastic.stream import (
     Stream,
     check,
     held_subscriptions,
+    idle_matcher,
     stable_and_live,
 )
 
@@ -95,8 +96,7 @@ async def test_a_matcher_lost_after_change_fails_the_scale_and_the_recovery_lose
     recorder = Recorder()
     SilentMatcher.changed = asyncio.Event()
     async with Deployment(zookeeper, recorder.sink) as deployment:
-        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
-        await silent.start()
+        silent = await idle_matcher(deployment, SilentMatcher, "silent")
         stream = Stream(deployment)
         stream.subscribe_stable()
         outcomes: list[str] = []
@@ -280,8 +280,7 @@ async def test_a_step_that_fails_beside_the_inbox_loop_fails_the_operator_and_no
 ) -> None:
     recorder = Recorder()
     async with Deployment(zookeeper, recorder.sink) as deployment:
-        broken = BrokenBuild("broken", await deployment._session(), deployment._bind("broken"))
-        await broken.start()
+        broken = await idle_matcher(deployment, BrokenBuild, "broken")
         stream = Stream(deployment)
         stream.subscribe_stable()
         failures: list[BaseException] = []
@@ -327,8 +326,7 @@ async def test_a_matcher_lost_before_it_sends_its_state_aborts_the_scale_and_the
     MuteLeaver.mute = False
     async with Deployment(zookeeper, recorder.sink) as deployment:
         (survivor,) = deployment.matchers.values()
-        mute = MuteLeaver("mute", await deployment._session(), deployment._bind("mute"))
-        await mute.start()
+        mute = await idle_matcher(deployment, MuteLeaver, "mute")
         stream = Stream(deployment)
         stream.subscribe_stable()
         outcomes: list[str] = []

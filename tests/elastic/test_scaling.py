@@ -7,7 +7,14 @@ import asyncio
 from typing import ClassVar
 
 from tests.elastic.conftest import Recorder
-from tests.elastic.stream import SilentMatcher, Stream, check, held_subscriptions, stable_and_live
+from tests.elastic.stream import (
+    SilentMatcher,
+    Stream,
+    check,
+    held_subscriptions,
+    idle_matcher,
+    stable_and_live,
+)
 
 from tidings.elastic import wire
 from tidings.elastic.deployment import Deployment
@@ -82,10 +89,7 @@ async def test_a_matcher_dying_in_the_middle_of_a_scale_out_aborts_it_and_loses_
 ) -> None:
     recorder = Recorder()
     async with Deployment(zookeeper, recorder.sink) as deployment:
-        stalling = StallingMatcher(
-            "stalling", await deployment._session(), deployment._bind("stalling")
-        )
-        await stalling.start()
+        stalling = await idle_matcher(deployment, StallingMatcher, "stalling")
         stream = Stream(deployment)
         stream.subscribe_stable()
         outcomes: list[str] = []
@@ -164,8 +168,7 @@ async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeou
     zookeeper: str,
 ) -> None:
     async with Deployment(zookeeper, Recorder().sink) as deployment:
-        silent = SilentMatcher("silent", await deployment._session(), deployment._bind("silent"))
-        await silent.start()
+        silent = await idle_matcher(deployment, SilentMatcher, "silent")
         deployment.scaler.after_change_timeout_s = 0.5
         (report,) = await deployment.scale(matchers=2)
         assert (report.outcome, "no answer" in report.reason) == ("failed", True)
