@@ -36,7 +36,7 @@ from tidings.elastic.deployment import Deployment
 from tidings.elastic.zookeeper import local_zookeeper
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
-from tidings.store.base import Fanout, NewMessage, encode_body
+from tidings.store.base import Fanout, encode_body
 
 SHAPES = [(1, 1), (2, 1), (2, 2), (3, 1)]
 CORES: dict[str, float] = {}  # of the last timed run
@@ -46,8 +46,8 @@ class CountingSink:
     def __init__(self) -> None:
         self.delivered = 0
 
-    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
-        self.delivered += len(messages)
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None:
+        self.delivered += sum(len(f.owners) for f in fanouts)
 
 
 def workload(subs: int, pubs: int, seed: int = 7) -> tuple[list[Subscription], list[Publication]]:

@@ -33,7 +33,7 @@ from tidings import heap
 from tidings.elastic.deployment import Deployment
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
-from tidings.store.base import NewMessage
+from tidings.store.base import Fanout
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BUCKET_S = 0.1
@@ -41,45 +41,41 @@ BUCKET_S = 0.1
 
 @dataclass
 class TimedSink:
-    """Every delivery with the time its commit was made: per commit its time, and the
-    subscriber and publication ids of its deliveries, each joined into one string (an object
-    per commit that the garbage collector does not walk, not one per delivery). A tuple per
-    delivery, millions in a full run, had this process spend most of its time in the
-    collector's full passes (100-700 ms each, dozens of them), which the timeline then showed
-    as pauses of the deployment."""
+    """Every delivery with the time its commit was made: per commit its time, and its
+    publications each with their subscribers, joined into one string (an object per commit
+    that the garbage collector does not walk, not one per delivery). A tuple per delivery,
+    millions in a full run, had this process spend most of its time in the collector's full
+    passes (100-700 ms each, dozens of them), which the timeline then showed as pauses of
+    the deployment."""
 
     times: array.array[float] = field(default_factory=lambda: array.array("d"))
-    subscribers: list[str] = field(default_factory=list)
-    publications: list[str] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)  # "pub\tsub\tsub...\npub\t..."
     counts: array.array[int] = field(default_factory=lambda: array.array("l"))
 
-    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
-        if messages:
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None:
+        if fanouts:
             self.times.append(time.monotonic())
-            self.subscribers.append("\n".join([m[0] for m in messages]))  # subscriber_id
-            self.publications.append("\n".join([m[1] for m in messages]))  # publication_id
-            self.counts.append(len(messages))
+            self.commits.append(
+                "\n".join(["\t".join([f.publication_id, *f.owners]) for f in fanouts])
+            )
+            self.counts.append(sum(len(f.owners) for f in fanouts))
 
     def clear(self) -> None:
         del self.times[:], self.counts[:]
-        self.subscribers.clear()
-        self.publications.clear()
+        self.commits.clear()
 
     def delivered(self) -> int:
         return sum(self.counts)
 
     def batches(self) -> Iterator[tuple[float, list[tuple[str, int]]]]:
         """Per commit, its time and its deliveries (subscriber, publication number)."""
-        for at, subscribers, publications in zip(
-            self.times, self.subscribers, self.publications, strict=True
-        ):
-            yield (
-                at,
-                [
-                    (s, int(p[1:]))
-                    for s, p in zip(subscribers.split("\n"), publications.split("\n"), strict=True)
-                ],
-            )
+        for at, commit in zip(self.times, self.commits, strict=True):
+            items = []
+            for line in commit.split("\n"):
+                publication, *subscribers = line.split("\t")
+                n = int(publication[1:])
+                items += [(s, n) for s in subscribers]
+            yield at, items
 
 
 @dataclass

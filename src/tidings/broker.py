@@ -137,7 +137,7 @@ class Broker:
 
         self._unwatch = await asyncio.to_thread(self.store.watch, told)
         if self.elastic is not None:
-            await self.elastic.start(self._enqueued_elsewhere)
+            await self.elastic.start(self._enqueued)
         await self._reload()
         self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self._housekeeping())
@@ -451,7 +451,7 @@ class Broker:
         return [Published(p, len(f.owners)) for p, f in zip(pubs, fanouts, strict=True)]
 
     async def _publish_elastic(self, pubs: list[Publication]) -> list[Published]:
-        """The exit points enqueue (and tell `_enqueued_elsewhere`); answered once they have."""
+        """The exit points enqueue (and tell `_enqueued`); answered once they have."""
         counts = await self.elastic.publish(pubs)  # type: ignore[union-attr]
         self.metrics.inc("publications_total", len(pubs))
         if self.eventlog is not None:
@@ -459,12 +459,15 @@ class Broker:
         self._spawn_functions(pubs)
         return [Published(p, n) for p, n in zip(pubs, counts, strict=True)]
 
-    def _enqueued_elsewhere(self, messages: Sequence[NewMessage]) -> None:
-        """Deliveries an exit point of this process enqueued: count, log, wake subscribers."""
-        self._count_enqueued(messages)
-        if self.eventlog is not None and messages:
-            self.eventlog.delivery_events(self._enqueued_events(list(messages)))
-        self.signals.notify({m.subscriber_id for m in messages})
+    def _enqueued(self, fanouts: Sequence[Fanout]) -> None:
+        """Deliveries enqueued (by `_commit`, or an exit point of this process): count,
+        log, wake subscribers."""
+        for fanout in fanouts:
+            self._count_owners(fanout.owners.values())
+        if self.eventlog is not None and fanouts:
+            messages = [m for f in fanouts for m in f.messages()]
+            self.eventlog.delivery_events(self._enqueued_events(messages))
+        self.signals.notify({owner for f in fanouts for owner in f.owners})
 
     async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""
@@ -515,16 +518,9 @@ class Broker:
         if fanouts:  # fresh: a new publication's keys were never enqueued before
             await self._committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
         self.metrics.inc("publications_total", len(pubs))
-        for fanout in fanouts:
-            self._count_owners(fanout.owners.values())
         if self.eventlog is not None:
             self.eventlog.published(pubs)
-            messages = [m for f in fanouts for m in f.messages()]
-            self.eventlog.delivery_events(self._enqueued_events(messages))
-        self.signals.notify({owner for f in fanouts for owner in f.owners})
-
-    def _count_enqueued(self, messages: Sequence[NewMessage]) -> None:
-        self._count_owners(m.subscription_ids for m in messages)
+        self._enqueued(fanouts)
 
     def _count_owners(self, matched: Iterable[Sequence[str]]) -> None:
         """Deliveries by the kind of their first matching subscription."""

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from tidings.errors import TidingsError
-from tidings.store.base import NewMessage
+from tidings.store.base import Fanout, NewMessage
 
 
 @pytest.fixture(autouse=True)
@@ -56,9 +56,9 @@ class RecordingSink:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
-    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None:
         recorder = self.recorder
-        for m in messages:
+        for m in (m for f in fanouts for m in f.messages()):
             key = (m.subscriber_id, m.dedup_key)
             if not fresh and key in recorder.keys:
                 recorder.skipped += 1

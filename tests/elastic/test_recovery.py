@@ -26,7 +26,7 @@ from tidings.elastic.exit_point import ExitPointOperator, StoreSink
 from tidings.elastic.matcher import MatcherOperator, _MatcherScale
 from tidings.elastic.operator import Operator
 from tidings.elastic.scaling import ScaleReport
-from tidings.store.base import NewMessage
+from tidings.store.base import Fanout, NewMessage
 from tidings.store.sqlite import SQLiteStore
 
 
@@ -238,11 +238,11 @@ class FailingOnce:
         self.inner = recorder.sink()
         self.failures = failures
 
-    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None:
         if self.failures and len(self.recorder_messages()) >= self.failures[0]:
             self.failures.pop()
             raise OSError("the store went away")
-        await self.inner.deliver(messages, fresh)
+        await self.inner.deliver(fanouts, fresh)
 
     def recorder_messages(self) -> list[NewMessage]:
         return self.inner.recorder.messages

@@ -1,7 +1,7 @@
 """The exit point operator: collects the partial results of each publication, merges them
 once every matcher of its view has answered, and enqueues the deliveries through the store
-exactly as the broker does (`NewMessage` rows, `enqueue(..., fresh=True)`), then tells the
-access point.
+exactly as the broker does (a `Fanout` per publication, no object per delivery), then tells
+the access point.
 
 Each access point's publications are released in their order (a reorder buffer by sequence
 number), so whatever the matchers' relative speed, and across a change of matcher view, a
@@ -24,7 +24,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -33,39 +33,48 @@ from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
 from tidings.elastic.cuts import ANY, UNDECIDED, Cut, Cuts
 from tidings.elastic.operator import Operator
 from tidings.errors import TidingsError
-from tidings.store.base import NewMessage
+from tidings.store.base import Enqueue, Fanout, NewMessage, QueueOp
 
 log = logging.getLogger("tidings.elastic")
 
 
 class Sink(Protocol):
-    """Where an exit point's deliveries go: the store (in one commit per call). `fresh`
-    False: some may have been committed before (sent again after a recovery), and those
-    must be skipped, as the store's `enqueue` does by (dedup key, subscriber)."""
+    """Where an exit point's deliveries go: the store (in one commit per call), a `Fanout`
+    per publication. `fresh` False: some may have been committed before (sent again after a
+    recovery, or by another exit point of a scale), and those must be skipped, as the store's
+    `enqueue` does by (dedup key, subscriber)."""
 
-    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None: ...
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None: ...
 
 
 class EnqueueStore(Protocol):
+    def apply(self, ops: Sequence[QueueOp]) -> list[Any]: ...
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int: ...
 
 
 class StoreSink:
-    """Enqueue as the broker does: one transaction, fresh keys (a new publication's)."""
+    """Enqueue as the broker does: one transaction; fresh publications as fan-outs (a row
+    each in the store, no object each here), the others checked delivery by delivery."""
 
     def __init__(
         self,
         store: EnqueueStore,
-        then: Callable[[Sequence[NewMessage]], Awaitable[None] | None] | None = None,
+        then: Callable[[Sequence[Fanout]], Awaitable[None] | None] | None = None,
     ) -> None:
         self.store = store
         self.then = then  # e.g. the broker's wake-ups and event log
 
-    async def deliver(self, messages: Sequence[NewMessage], fresh: bool = True) -> None:
-        if messages:
-            await asyncio.to_thread(self.store.enqueue, messages, fresh)
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None:
+        if fanouts and fresh:
+            op = Enqueue([], fresh=True, fanouts=fanouts)
+            [answer] = await asyncio.to_thread(self.store.apply, [op])
+            if isinstance(answer, BaseException):  # (`apply` answers what an op raised)
+                raise answer
+        elif fanouts:
+            messages = [m for f in fanouts for m in f.messages()]
+            await asyncio.to_thread(self.store.enqueue, messages, False)
         if self.then is not None:
-            done = self.then(messages)
+            done = self.then(fanouts)
             if done is not None:
                 await done
 
@@ -144,11 +153,7 @@ class ExitPointOperator(Operator):
                 entry = self._collecting[key] = _Collecting(part.of)
             entry.got += 1
             if part.matches:
-                merged = entry.matches
-                for subscriber, ids in part.matches.items():
-                    # a subscriber's subscriptions may sit on several matchers (each on one)
-                    found = merged.get(subscriber)
-                    merged[subscriber] = ids if found is None else [*found, *ids]
+                entry.matches = _merged(entry.matches, part.matches)
                 entry.body = part.body
             if entry.got == entry.of:
                 del self._collecting[key]
@@ -179,23 +184,24 @@ class ExitPointOperator(Operator):
                 self._next[ap] = seq
             if not ready:
                 return
-            messages: list[NewMessage] = []
+            fanouts: list[Fanout] = []
             by_ap: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
             again = any(seq <= self._again.get(ap, -1) for ap, seq, _ in ready)
             for ap, seq, entry in ready:
-                rows = _messages(entry)
-                messages.extend(rows)
+                fanout = _fanout(entry)
+                if fanout is not None:
+                    fanouts.append(fanout)
                 seqs, counts = by_ap[ap]
                 seqs.append(seq)
-                counts.append(len(rows))
+                counts.append(0 if fanout is None else len(fanout.owners))
             if again:
                 self.count("publications_again", len(ready))
             if again or not self._alone():
-                await self.sink.deliver(messages, fresh=False)
+                await self.sink.deliver(fanouts, fresh=False)
             else:
-                await self.sink.deliver(messages)
+                await self.sink.deliver(fanouts)
             self.count("publications", len(ready))
-            self.count("deliveries", len(messages))
+            self.count("deliveries", sum(len(f.owners) for f in fanouts))
             for ap, (seqs, counts) in by_ap.items():
                 if await self._reachable(ap):
                     self.out.send(ap, wire.Committed(self.id, seqs, counts, self.epoch))
@@ -329,14 +335,23 @@ class ExitPointOperator(Operator):
         return len(self._collecting) + sum(len(c) for c in self._complete.values())
 
 
-def _messages(entry: _Collecting) -> list[NewMessage]:
-    """The deliveries of one publication, as `Broker._messages` makes them."""
+def _merged(merged: dict[str, list[str]], part: dict[str, list[str]]) -> dict[str, list[str]]:
+    """One more matcher's answer merged in, as dictionary operations (no step per
+    subscriber): a subscriber whose subscriptions sit on several matchers gets their ids
+    in order, whichever matcher answered first."""
+    if not merged:
+        return part  # (decoded for this exit point alone: nothing else holds it)
+    both = merged.keys() & part.keys()
+    joined = {s: sorted([*merged[s], *part[s]]) for s in both}
+    merged.update(part)
+    merged.update(joined)
+    return merged
+
+
+def _fanout(entry: _Collecting) -> Fanout | None:
+    """The deliveries of one publication, as `Broker._fanout` makes them; None without."""
     if not entry.matches or entry.body is None:
-        return []
+        return None
     head = orjson.loads(entry.body)
-    pub_id, published_at = head["id"], head["published_at"]
     body = bytes(entry.body)  # the bytes the access point encoded, shared by its deliveries
-    return [
-        NewMessage(owner, pub_id, pub_id, tuple(sorted(ids)), body, published_at)
-        for owner, ids in entry.matches.items()
-    ]
+    return Fanout(head["id"], head["id"], body, head["published_at"], entry.matches)

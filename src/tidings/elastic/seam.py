@@ -29,11 +29,11 @@ from tidings.elastic.deployment import Deployment
 from tidings.elastic.exit_point import EnqueueStore, StoreSink
 from tidings.elastic.scaling import ScaleReport
 from tidings.model import Publication, Subscription
-from tidings.store.base import NewMessage
+from tidings.store.base import Fanout
 
 log = logging.getLogger("tidings.elastic")
 
-Enqueued = Callable[[Sequence[NewMessage]], Awaitable[None] | None]
+Enqueued = Callable[[Sequence[Fanout]], Awaitable[None] | None]
 
 
 class ElasticMatching:
@@ -69,8 +69,8 @@ class ElasticMatching:
         if self.deployment.joined:
             log.info("elastic matching: joined the running deployment %r", self.settings.cluster)
 
-    def _enqueued(self, messages: Sequence[NewMessage]) -> Awaitable[None] | None:
-        return None if self.on_enqueued is None else self.on_enqueued(messages)
+    def _enqueued(self, fanouts: Sequence[Fanout]) -> Awaitable[None] | None:
+        return None if self.on_enqueued is None else self.on_enqueued(fanouts)
 
     @property
     def running(self) -> Deployment:
