@@ -1,5 +1,6 @@
 """A matcher operator's own machinery, apart from the protocol (which the deployment tests
-exercise): where its bulk work runs, and what leaves an index two slices share."""
+exercise): where its bulk work runs, what leaves an index two slices share, and how the
+records of a slice no view matches are let go."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import threading
 
 from tidings.elastic import wire
-from tidings.elastic.matcher import MatcherOperator, Slice
+from tidings.elastic.matcher import FREE_CHUNK, MatcherOperator, Slice
 from tidings.elastic.partition import Selector
 from tidings.matching.engine import Event
 
@@ -64,3 +65,19 @@ def test_a_scale_starting_on_an_index_two_slices_share_removes_what_neither_hold
     matcher._shrink_now()
     assert len(old.index) == 600 and not old.foreign
     assert answered(old) == {"k0", "k1", "k2", "m0", "m1", "m2"}
+
+
+async def test_a_dropped_slices_records_are_freed_a_chunk_per_loop_step() -> None:
+    kept, gone = Slice(Selector(2, ("a",))), Slice(Selector(1, ("a",)))
+    gone.add(records("g", FREE_CHUNK * 2 + 10))
+    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+    matcher.slices = {1: gone, 2: kept}
+
+    matcher._drop_slices(lambda view: view == 2)
+    assert matcher.slices == {2: kept}  # no longer matched, from now on
+    assert len(gone.records) == FREE_CHUNK * 2 + 10  # nothing freed inside this step
+    await asyncio.sleep(0)
+    assert len(gone.records) == FREE_CHUNK + 10
+    assert matcher._freeing is not None
+    await matcher._freeing
+    assert not gone.records and not matcher._dropped and matcher._freeing is None
