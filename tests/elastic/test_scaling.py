@@ -289,3 +289,38 @@ async def test_a_matcher_that_stays_in_a_scale_keeps_its_index_and_state_moves_i
         assert piece.index is index and not piece.foreign
         assert len(index) == len(piece.records) == len(subs)
         await delivered_as_one_matcher(deployment, recorder, subs, "back-")
+
+
+async def test_a_scale_in_that_starts_before_the_moved_ids_left_the_index_takes_them_back(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    ChunkCountingMatcher.chunks, ChunkCountingMatcher.shrink = {}, False
+    ChunkCountingMatcher.hold = None
+    async with Deployment(
+        zookeeper, recorder.sink, matcher_class=ChunkCountingMatcher
+    ) as deployment:
+        subs = ranges(3 * wire.STATE_CHUNK)
+        for sub in subs:
+            deployment.subscribe(sub)
+        await deployment.publish([Publication("before", 0.0, {}, (), {"x": 1})])
+        (stays,) = deployment.matchers.values()
+        index = stays.slices[max(stays.slices)].index
+        (report,) = await deployment.scale(matchers=3)
+        assert report.outcome == "done"
+        moved = set(stays.slices[max(stays.slices)].foreign)
+        assert moved and len(index) == len(subs)  # none has left the index yet
+
+        ChunkCountingMatcher.hold, ChunkCountingMatcher.holding = asyncio.Event(), asyncio.Event()
+        scaling = asyncio.create_task(deployment.scale(matchers=1))
+        await asyncio.wait_for(ChunkCountingMatcher.holding.wait(), 30)
+        current = stays.slices[min(stays.slices)]
+        assert current.foreign >= moved  # still there, still left out of the old view's
+        await delivered_as_one_matcher(deployment, recorder, subs, "during-")  # answers
+        ChunkCountingMatcher.hold.set()
+        (report,) = await scaling
+        assert report.outcome == "done"
+        piece = stays.slices[max(stays.slices)]
+        assert piece.index is index and not piece.foreign  # each came back, once
+        assert len(index) == len(piece.records) == len(subs)
+        await delivered_as_one_matcher(deployment, recorder, subs, "back-")
