@@ -32,6 +32,14 @@ WHO = {"name": "", "pid": os.getpid()}
 METHODS: dict[str, tuple[str, ...]] = {
     "tidings.elastic.matcher:MatcherOperator": (
         "on_scale",
+        "_begin",
+        "_shrink_now",
+        "_tidy",
+        "_shrink",
+        "_drop_slices",
+        "_free",
+        "_config",
+        "resolve",
         "_start_scale",
         "_add_state",
         "_build",
