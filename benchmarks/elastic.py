@@ -157,7 +157,12 @@ def main() -> None:
         action="store_true",
         help="--fig13 with every operator in this process (default: matchers in processes)",
     )
-    parser.add_argument("--png", type=Path, default=None, help="--fig13: where the timeline goes")
+    parser.add_argument(
+        "--png",
+        type=Path,
+        default=None,
+        help="--fig13: where the timeline goes (default: the temporary directory)",
+    )
     parser.add_argument(
         "--trace",
         type=Path,

@@ -20,6 +20,7 @@ import bisect
 import datetime
 import itertools
 import os
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -35,7 +36,6 @@ from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import Fanout
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BUCKET_S = 0.1
 
 
@@ -386,9 +386,9 @@ def plot(
         f"{run.pub_rate:g} pub/s, {run.sub_rate:g} sub/s{placement} (shaded: start, change)",
         fontsize=10,
     )
-    if path is None:
-        RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / f"elastic-fig13-{datetime.date.today().isoformat()}.png"
+    if path is None:  # (not benchmarks/results: a run must not replace a kept figure)
+        stamp = datetime.datetime.now().strftime("%Y-%m-%dT%H%M%S")
+        path = Path(tempfile.gettempdir()) / f"elastic-fig13-{stamp}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
