@@ -77,9 +77,12 @@ def test_function_parameters_nested_past_the_cap_are_refused(sub: Sub) -> None:
 
 
 def stored(server: EmbeddedServer, sub: Sub, body: Any) -> None:
-    """A message put straight into the store, as one stored before the cap would be."""
+    """A message put straight into the store, as one stored before the cap would be (just
+    now: one enqueued at 0.0 was older than the retention, and the server's sweep could
+    dead-letter it in the middle of a test)."""
     key = f"k{time.time_ns()}"
-    message = NewMessage(sub.id, f"p{time.time_ns()}", key, ("s",), encode_body(body), 0.0)
+    now = time.time()
+    message = NewMessage(sub.id, f"p{time.time_ns()}", key, ("s",), encode_body(body), now)
     server.broker.store.enqueue([message])
 
 
