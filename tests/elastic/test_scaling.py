@@ -4,6 +4,8 @@ duplicates nothing and keeps each publisher's order at every subscriber."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import ClassVar
 
 from tests.elastic.conftest import Recorder
@@ -234,22 +236,62 @@ async def delivered_as_one_matcher(
     assert got == expected and len(recorder.messages) == len(expected)
 
 
-async def test_a_matcher_that_stays_in_a_scale_keeps_its_index_and_state_moves_in_chunks(
-    zookeeper: str,
-) -> None:
-    recorder = Recorder()
+@contextlib.asynccontextmanager
+async def one_matcher_with(
+    zookeeper: str, recorder: Recorder, n: int
+) -> AsyncIterator[tuple[Deployment, list[Subscription], MatcherOperator, Matcher]]:
+    """A deployment of one `ChunkCountingMatcher` holding `n` subscriptions (the moved ones
+    do not leave its index until `shrink` is set): the deployment, the subscriptions, the
+    matcher and its index."""
     ChunkCountingMatcher.chunks, ChunkCountingMatcher.shrink = {}, False
     ChunkCountingMatcher.hold = None
     async with Deployment(
         zookeeper, recorder.sink, matcher_class=ChunkCountingMatcher
     ) as deployment:
-        subs = ranges(4 * wire.STATE_CHUNK)  # each new member's share: more than a chunk
+        subs = ranges(n)
         for sub in subs:
             deployment.subscribe(sub)
         await deployment.publish([Publication("before", 0.0, {}, (), {"x": 1})])
         (stays,) = deployment.matchers.values()
-        index = stays.slices[max(stays.slices)].index
+        yield deployment, subs, stays, stays.slices[max(stays.slices)].index
 
+
+async def back_to_one(
+    deployment: Deployment,
+    recorder: Recorder,
+    subs: list[Subscription],
+    stays: MatcherOperator,
+    while_held: Callable[[], None],
+) -> None:
+    """Scale in to `stays`, which keeps its index and takes the others' shares into it:
+    `while_held` checks the index before the switch, and the deliveries are a single
+    matcher's during the scale (the old view's answers) and after it."""
+    index = stays.slices[max(stays.slices)].index
+    ChunkCountingMatcher.hold, ChunkCountingMatcher.holding = asyncio.Event(), asyncio.Event()
+    scaling = asyncio.create_task(deployment.scale(matchers=1))
+    await asyncio.wait_for(ChunkCountingMatcher.holding.wait(), 30)
+    while_held()
+    await delivered_as_one_matcher(deployment, recorder, subs, "during-")
+    ChunkCountingMatcher.hold.set()
+    (report,) = await scaling
+    assert report.outcome == "done" and list(deployment.matchers) == [stays.id]
+    piece = stays.slices[max(stays.slices)]
+    assert piece.index is index and not piece.foreign  # each share in it, once
+    assert len(index) == len(piece.records) == len(subs)
+    await delivered_as_one_matcher(deployment, recorder, subs, "back-")
+
+
+async def test_a_matcher_that_stays_in_a_scale_keeps_its_index_and_state_moves_in_chunks(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    # each new member's share: more than a chunk
+    async with one_matcher_with(zookeeper, recorder, 4 * wire.STATE_CHUNK) as (
+        deployment,
+        subs,
+        stays,
+        index,
+    ):
         (report,) = await deployment.scale(matchers=3)
         assert report.outcome == "done"
         piece = stays.slices[max(stays.slices)]
@@ -277,50 +319,28 @@ async def test_a_matcher_that_stays_in_a_scale_keeps_its_index_and_state_moves_i
             assert sum(sizes) == len(held[list(deployment.matchers).index(member)])
 
         # back to one: it keeps its index again and the others' shares go into it
-        ChunkCountingMatcher.hold, ChunkCountingMatcher.holding = asyncio.Event(), asyncio.Event()
-        scaling = asyncio.create_task(deployment.scale(matchers=1))
-        await asyncio.wait_for(ChunkCountingMatcher.holding.wait(), 30)
-        assert len(index) == len(subs)  # every share in, before the switch: the old view's
-        await delivered_as_one_matcher(deployment, recorder, subs, "during-")  # answers too
-        ChunkCountingMatcher.hold.set()
-        (report,) = await scaling
-        assert report.outcome == "done" and list(deployment.matchers) == [stays.id]
-        piece = stays.slices[max(stays.slices)]
-        assert piece.index is index and not piece.foreign
-        assert len(index) == len(piece.records) == len(subs)
-        await delivered_as_one_matcher(deployment, recorder, subs, "back-")
+        def every_share_in() -> None:  # before the switch: the old view's answers too
+            assert len(index) == len(subs)
+
+        await back_to_one(deployment, recorder, subs, stays, every_share_in)
 
 
 async def test_a_scale_in_that_starts_before_the_moved_ids_left_the_index_takes_them_back(
     zookeeper: str,
 ) -> None:
     recorder = Recorder()
-    ChunkCountingMatcher.chunks, ChunkCountingMatcher.shrink = {}, False
-    ChunkCountingMatcher.hold = None
-    async with Deployment(
-        zookeeper, recorder.sink, matcher_class=ChunkCountingMatcher
-    ) as deployment:
-        subs = ranges(3 * wire.STATE_CHUNK)
-        for sub in subs:
-            deployment.subscribe(sub)
-        await deployment.publish([Publication("before", 0.0, {}, (), {"x": 1})])
-        (stays,) = deployment.matchers.values()
-        index = stays.slices[max(stays.slices)].index
+    async with one_matcher_with(zookeeper, recorder, 3 * wire.STATE_CHUNK) as (
+        deployment,
+        subs,
+        stays,
+        index,
+    ):
         (report,) = await deployment.scale(matchers=3)
         assert report.outcome == "done"
         moved = set(stays.slices[max(stays.slices)].foreign)
         assert moved and len(index) == len(subs)  # none has left the index yet
 
-        ChunkCountingMatcher.hold, ChunkCountingMatcher.holding = asyncio.Event(), asyncio.Event()
-        scaling = asyncio.create_task(deployment.scale(matchers=1))
-        await asyncio.wait_for(ChunkCountingMatcher.holding.wait(), 30)
-        current = stays.slices[min(stays.slices)]
-        assert current.foreign >= moved  # still there, still left out of the old view's
-        await delivered_as_one_matcher(deployment, recorder, subs, "during-")  # answers
-        ChunkCountingMatcher.hold.set()
-        (report,) = await scaling
-        assert report.outcome == "done"
-        piece = stays.slices[max(stays.slices)]
-        assert piece.index is index and not piece.foreign  # each came back, once
-        assert len(index) == len(piece.records) == len(subs)
-        await delivered_as_one_matcher(deployment, recorder, subs, "back-")
+        def still_left_out() -> None:  # still in the index, out of the old view's answers
+            assert stays.slices[min(stays.slices)].foreign >= moved
+
+        await back_to_one(deployment, recorder, subs, stays, still_left_out)
