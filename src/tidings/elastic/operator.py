@@ -75,25 +75,23 @@ class Operator:
         """Read what the operator needs before its first message (the configuration)."""
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            if self._failure is not None:  # a spawned step failed: leave, as a failed batch does
+                await self._leave()
+            raise
+
+    async def _loop(self) -> None:
         assert self.inbox is not None
         while True:
-            try:
-                batch = await self.inbox.receive()
-                self.last_batch = len(batch)
-            except asyncio.CancelledError:
-                if self._failure is None:
-                    raise
-                await self._leave()
-                raise
+            batch = await self.inbox.receive()
+            self.last_batch = len(batch)
             if any(isinstance(m, wire.Stop) for m in batch):
                 await self.handle([m for m in batch if not isinstance(m, wire.Stop)])
                 return
             try:
                 await self.handle(batch)
-            except asyncio.CancelledError:
-                if self._failure is not None:
-                    await self._leave()
-                raise
             except Exception:
                 self.count("errors")
                 log.exception("%s failed on a batch of %d messages", self.id, len(batch))
