@@ -8,6 +8,9 @@ Layout, under `/tidings/<cluster>`:
   gone when its process or session dies;
 - `scale`: the scale in progress or the last one (`ScaleState`: kind, phase, old and new
   members); operators watch it and act on each phase;
+- `scaler`: an ephemeral node held by the session that runs the scale in progress, created
+  with the scale and deleted with its last phase: gone while the scale is open, the scaler
+  has died, and another process takes the scale over (`take_over`);
 - `scales/<n>/<barrier>/<id>`: who has reached a barrier of scale n (`ready`, `switched`,
   `changed`, `done`, `drained`).
 
@@ -20,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias
 
@@ -111,6 +116,10 @@ class Coordinator:
         self._timeout_s = timeout_s
         self._zk = KazooClient(hosts=self.hosts, timeout=timeout_s)
         self._watches: list[Any] = []
+        # scales this session runs (it holds their `scaler` node) -> the scale node's version
+        # it last wrote: its next write is a compare-and-set, refused once another process
+        # has taken the scale over
+        self._running: dict[int, int] = {}
 
     # ------------------------------------------------------------ session
 
@@ -260,43 +269,83 @@ class Coordinator:
         try:
             data, stat = await asyncio.to_thread(self._zk.get, path)
         except NoNodeError:
-            state = ScaleState(1, kind, "start", view, old, new, **extra)
-            try:
-                await asyncio.to_thread(self._write_scale, state, None, config_version)
-            except (NodeExistsError, BadVersionError):
-                raise _busy() from None
-            return state
-        current = msgspec.json.decode(data, type=ScaleState)
-        if not current.idle:
-            raise _busy()
-        state = ScaleState(current.id + 1, kind, "start", view, old, new, **extra)
+            state, version = ScaleState(1, kind, "start", view, old, new, **extra), None
+        else:
+            current = msgspec.json.decode(data, type=ScaleState)
+            if not current.idle:
+                raise _busy()
+            state = ScaleState(current.id + 1, kind, "start", view, old, new, **extra)
+            version = stat.version
         try:  # compare-and-set: a concurrent begin loses
-            await asyncio.to_thread(self._write_scale, state, stat.version, config_version)
+            written = await asyncio.to_thread(self._write_scale, state, version, config_version)
         except (NodeExistsError, BadVersionError):
             raise _busy() from None
+        self._running[state.id] = written
         return state
 
-    def _write_scale(self, state: ScaleState, version: int | None, config_version: int) -> None:
-        """Create (`version` None) or compare-and-set the scale node; with `config_version`
-        at or above 0, only if the configuration is still at that version."""
+    def _write_scale(self, state: ScaleState, version: int | None, config_version: int) -> int:
+        """Create (`version` None) or compare-and-set the scale node, and create this
+        session's `scaler` node; with `config_version` at or above 0, only if the
+        configuration is still at that version. Answers the scale node's new version."""
         path = f"{self.root}/scale"
         data = msgspec.json.encode(state)
-        if config_version < 0:
-            if version is None:
-                self._zk.create(path, data)
-            else:
-                self._zk.set(path, data, version)
-            return
         tx = self._zk.transaction()
-        tx.check(f"{self.root}/config", config_version)
+        if config_version >= 0:
+            tx.check(f"{self.root}/config", config_version)
         if version is None:
             tx.create(path, data)
         else:
             tx.set_data(path, data, version)
-        failed = [r for r in tx.commit() if isinstance(r, Exception)]
-        causes = [r for r in failed if not isinstance(r, RolledBackError)]
-        if failed:
-            raise (causes or failed)[0]
+        tx.create(f"{self.root}/scaler", _holder(state.id), ephemeral=True)
+        _raise_failed(tx.commit())
+        return 0 if version is None else version + 1
+
+    async def take_over(self) -> ScaleState | None:
+        """The scale in progress, taken over by this session when its scaler has died (its
+        `scaler` node is gone): None when no scale is open; `Busy` while its scaler lives or
+        when another process took it over first. One transaction: the scale node, unchanged
+        but compare-and-set (a later write of the old scaler, alive after all, is refused),
+        and this session's `scaler` node."""
+        path = f"{self.root}/scale"
+        try:
+            data, stat = await asyncio.to_thread(self._zk.get, path)
+        except NoNodeError:
+            return None
+        state = msgspec.json.decode(data, type=ScaleState)
+        if state.idle:
+            return None
+
+        def write() -> None:
+            tx = self._zk.transaction()
+            tx.set_data(path, data, stat.version)
+            tx.create(f"{self.root}/scaler", _holder(state.id), ephemeral=True)
+            _raise_failed(tx.commit())
+
+        try:
+            await asyncio.to_thread(write)
+        except (NodeExistsError, BadVersionError):
+            raise _busy("the scale has a running scaler") from None
+        self._running[state.id] = stat.version + 1
+        return state
+
+    async def scaler(self) -> str | None:
+        """Who runs the scale in progress (`host:pid`); None when no session holds it."""
+        try:
+            data, _ = await asyncio.to_thread(self._zk.get, f"{self.root}/scaler")
+        except NoNodeError:
+            return None
+        holder: bytes = data
+        return holder.decode().partition(" ")[2]
+
+    def watch_scaler(self, on_change: Callable[[bool], None]) -> None:
+        """`on_change(held)` on the caller's loop, now and whenever the `scaler` node comes
+        or goes (`held`: it exists)."""
+        loop = asyncio.get_running_loop()
+
+        def changed(_data: bytes | None, stat: Any) -> None:
+            loop.call_soon_threadsafe(on_change, stat is not None)
+
+        self._watches.append(self._zk.DataWatch(f"{self.root}/scaler", changed))
 
     async def set_phase(
         self,
@@ -306,14 +355,19 @@ class Coordinator:
         reason: str = "",
         since: dict[str, list[int]] | None = None,
     ) -> ScaleState:
-        """Move the scale to `phase`, writing the new configuration in the same transaction."""
+        """Move the scale to `phase`, writing the new configuration in the same transaction.
+        A scale this session runs: compare-and-set (`Busy` once another process has taken it
+        over), and its `scaler` node goes with its last phase."""
         moved = msgspec.structs.replace(state, phase=phase, reason=reason)
         if since is not None:
             moved = msgspec.structs.replace(moved, since=since)
+        version = self._running.get(state.id, -1)
         tx = self._zk.transaction()
-        tx.set_data(f"{self.root}/scale", msgspec.json.encode(moved))
+        tx.set_data(f"{self.root}/scale", msgspec.json.encode(moved), version)
         if config is not None:
             tx.set_data(f"{self.root}/config", msgspec.json.encode(config))
+        if version >= 0 and moved.idle:
+            tx.delete(f"{self.root}/scaler")
         # kazoo's asynchronous call, its answer handed to this loop when it comes (as in
         # `arrive`): no worker thread of the loop's executor to wake and wait for
         loop = asyncio.get_running_loop()
@@ -327,9 +381,15 @@ class Coordinator:
                     answer.set_result(result.value)
 
         tx.commit_async().rawlink(lambda result: loop.call_soon_threadsafe(settle, result))
-        failed = [r for r in await answer if isinstance(r, Exception)]
-        if failed:
-            raise failed[0]
+        try:
+            _raise_failed(await answer)
+        except (BadVersionError, NoNodeError):  # (NoNode: its `scaler` node, expired)
+            self._running.pop(state.id, None)
+            raise _busy(f"scale {state.id} was taken over by another process") from None
+        if moved.idle:
+            self._running.pop(state.id, None)
+        elif version >= 0:
+            self._running[state.id] = version + 1
         return moved
 
     def watch_scale(self, on_change: Callable[[ScaleState | None], None]) -> None:
@@ -464,3 +524,16 @@ class Busy(TidingsError):
 
 def _busy(detail: str = "a scale is already in progress") -> Busy:
     return Busy(ErrorCode.CONFLICT, detail=detail)
+
+
+def _holder(scale: int) -> bytes:
+    """The `scaler` node's data: the scale and who runs it."""
+    return f"{scale} {socket.gethostname()}:{os.getpid()}".encode()
+
+
+def _raise_failed(results: list[Any]) -> None:
+    """A transaction's first real failure (the others only say they were rolled back)."""
+    failed = [r for r in results if isinstance(r, Exception)]
+    causes = [r for r in failed if not isinstance(r, RolledBackError)]
+    if failed:
+        raise (causes or failed)[0]

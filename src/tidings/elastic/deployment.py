@@ -35,6 +35,7 @@ from tidings.elastic.exit_point import ExitPointOperator, Sink
 from tidings.elastic.matcher import MatcherOperator
 from tidings.elastic.operator import Operator
 from tidings.elastic.scaling import Scaler, ScaleReport, in_turn
+from tidings.elastic.warden import Warden
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscription
 
@@ -83,6 +84,7 @@ class Deployment:
         self.exit_points: dict[str, ExitPointOperator] = {}
         self.coordinator = Coordinator(zookeeper, self.cluster)
         self.scaler = Scaler(self.coordinator)
+        self.warden = Warden(self.scaler, self._taken_over)  # scales whose scaler died
         self._numbers = {"m": 0, "e": 0}
         self.reports: list[ScaleReport] = []
         self._scaling = asyncio.Lock()
@@ -139,6 +141,7 @@ class Deployment:
                 self.autoscaler = Autoscaler(self, self._policy)
                 self.autoscaler.start()
             self.coordinator.watch_members(self._members_changed)
+            self.warden.start()
         except BaseException:
             await self.close()  # what it started (sockets, sessions, local operators)
             raise
@@ -253,6 +256,7 @@ class Deployment:
         if self._closed:
             return
         self._closed = self._closing = True
+        await self.warden.stop()
         if self._recovering is not None:
             self._recovering.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -395,9 +399,19 @@ class Deployment:
         first, self._alive = self._alive is None, members
         if self._closing or (first and self._expected <= members):
             return  # (at the start, nothing to look up when every member it knows runs)
+        self._look_again()
+
+    def _look_again(self) -> None:
+        """A recovery looks at the membership (again, if one is under way)."""
         self._changed = True  # a recovery under way looks again before it ends
         if self._recovering is None or self._recovering.done():
             self._recovering = asyncio.get_running_loop().create_task(self._recover())
+
+    def _taken_over(self, report: ScaleReport) -> None:
+        """A scale whose scaler died, finished here: a recovery it failed is run again."""
+        self.reports.append(report)
+        if report.outcome == "failed" and not self._closing:
+            self._look_again()
 
     async def _recover(self) -> None:
         """Until every member of the current views and every access point runs: a recovery
@@ -539,5 +553,11 @@ async def cluster_status(coordinator: Coordinator) -> dict[str, Any]:
         "missing": sorted(assigned - set(members)),
         "scale": None
         if scale is None
-        else {"id": scale.id, "kind": scale.kind, "phase": scale.phase, "reason": scale.reason},
+        else {
+            "id": scale.id,
+            "kind": scale.kind,
+            "phase": scale.phase,
+            "reason": scale.reason,
+            "scaler": None if scale.idle else await coordinator.scaler(),
+        },
     }

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -55,12 +56,14 @@ from tidings.elastic.coordinator import (
     ClusterConfig,
     Coordinator,
     MemberLost,
+    Phase,
     ScaleState,
     View,
 )
 from tidings.errors import ErrorCode, TidingsError
 
 T = TypeVar("T")
+log = logging.getLogger("tidings.elastic")
 
 
 @dataclass
@@ -126,22 +129,29 @@ class Scaler:
             report.phases["start"] = time.perf_counter() - clock
             return report
         changed = msgspec.structs.replace(config, matchers=View(view, list(new)))
-        started_change = time.perf_counter()
-        report.phases["start"] = started_change - clock
+        report.phases["start"] = time.perf_counter() - clock
         state = await self.coordinator.set_phase(state, "change", changed)
+        await self._finish_matchers(state, changed, report)
+        return report
+
+    async def _finish_matchers(
+        self, state: ScaleState, changed: ClusterConfig, report: ScaleReport
+    ) -> None:
+        """From `change` to `end` (or `failed`), timed as the report's phase `change`."""
+        clock = time.perf_counter()
+        both = list(dict.fromkeys([*state.old, *state.new]))
         try:
             await asyncio.wait_for(
-                self._after_change(state, config.access_points, changed.exit_points.members, both),
+                self._after_change(state, changed.access_points, changed.exit_points.members, both),
                 self.after_change_timeout_s,
             )
         except (MemberLost, TimeoutError) as lost:
             reason = str(lost) or f"no answer within {self.after_change_timeout_s} s of change"
             report.outcome, report.reason = "failed", reason
             await self.coordinator.set_phase(state, "failed", reason=reason)
-            return report
-        report.phases["change"] = time.perf_counter() - started_change
+            return
+        report.phases["change"] = time.perf_counter() - clock
         await self.coordinator.set_phase(state, "end")
-        return report
 
     async def _after_change(
         self, state: ScaleState, aps: list[str], eps: list[str], matchers: list[str]
@@ -269,6 +279,29 @@ class Scaler:
                 )
             raise
         await self.coordinator.set_phase(state, "end")
+        return report
+
+    async def take_over(self) -> ScaleReport | None:
+        """Finish the scale in progress whose scaler died (`Coordinator.take_over`; None when
+        none is open, `Busy` while its scaler lives): where the scaler could still turn back,
+        roll back as it would have for a member lost (`aborted`); a matcher scale past
+        `change` waits for the barriers left and ends as the scaler would have (`end`, or
+        `failed` and a recovery follows); an exit point scale at `release` ends; a recovery
+        fails, and the next recovery resumes the access points it paused."""
+        state = await self.coordinator.take_over()
+        if state is None:
+            return None
+        reason = f"its scaler stopped in phase {state.phase}"
+        report = ScaleReport(state.kind, list(state.old), list(state.new), reason=reason)
+        if state.kind == "matchers" and state.phase == "change":
+            await self._finish_matchers(state, await self.coordinator.require_config(), report)
+        elif state.kind == "exit_points" and state.phase == "release":
+            await self.coordinator.set_phase(state, "end")
+        else:
+            outcome: Phase = "failed" if state.kind == "recover" else "aborted"
+            report.outcome = outcome
+            await self.coordinator.set_phase(state, outcome, reason=reason)
+        log.warning("elastic: scale %d taken over: %s, %s", state.id, reason, report.outcome)
         return report
 
     async def scale_access_points(
