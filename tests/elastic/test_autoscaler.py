@@ -108,7 +108,7 @@ async def test_a_rising_backlog_scales_the_matchers_out_and_a_quiet_period_back_
             (1, 2, "done"),
             (2, 1, "done"),
         ]
-        assert deployment.matcher_count() == 1 == len(deployment.matchers)
+        assert await deployment.matcher_count() == 1 == len(deployment.matchers)
         assert len({(m.subscriber_id, m.publication_id) for m in recorder.messages}) == len(
             recorder.messages
         )
@@ -117,3 +117,28 @@ async def test_a_rising_backlog_scales_the_matchers_out_and_a_quiet_period_back_
 async def test_without_a_policy_no_autoscaler_runs(zookeeper: str) -> None:
     async with Deployment(zookeeper, Recorder().sink) as deployment:
         assert deployment.autoscaler is None
+
+
+async def test_one_process_runs_the_autoscaler_and_another_takes_it_on_when_it_leaves(
+    zookeeper: str,
+) -> None:
+    recorder = Recorder()
+    first = Deployment(zookeeper, recorder.sink, autoscale=POLICY)
+    await first.start()
+    second = Deployment(
+        zookeeper, recorder.sink, cluster=first.cluster, join=True, autoscale=POLICY
+    )
+    try:
+        await second.start()
+        assert second.joined and first.autoscaler is not None and second.autoscaler is None
+        await first.close()  # the access point leaves; its session and its lead end
+        await asyncio.wait_for(_running_autoscaler(second), 30)
+        assert await second.matcher_count() == 1
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def _running_autoscaler(deployment: Deployment) -> None:
+    while deployment.autoscaler is None:
+        await asyncio.sleep(0.02)

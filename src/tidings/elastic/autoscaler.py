@@ -106,7 +106,7 @@ def decide(
 class Scalable(Protocol):
     """What the autoscaler drives (a `Deployment`)."""
 
-    def matcher_count(self) -> int: ...
+    async def matcher_count(self) -> int: ...
 
     def signals(self) -> tuple[list[float], int]: ...  # new latencies, backlog
 
@@ -151,7 +151,7 @@ class Autoscaler:
     async def step(self) -> int | None:
         """Sample once, and scale if the policy says so; the matchers wanted, or None."""
         self.sample()
-        now, current = self.clock(), self.target.matcher_count()
+        now, current = self.clock(), await self.target.matcher_count()
         wanted = decide(self.policy, self.samples, current, now, self.last_scale_at)
         if wanted is None:
             return None

@@ -120,6 +120,7 @@ class Coordinator:
         # it last wrote: its next write is a compare-and-set, refused once another process
         # has taken the scale over
         self._running: dict[int, int] = {}
+        self._leads: dict[str, Any] = {}  # role -> its kazoo Lock (see `lead`)
 
     # ------------------------------------------------------------ session
 
@@ -328,6 +329,25 @@ class Coordinator:
         self._running[state.id] = stat.version + 1
         return state
 
+    async def lead(self, role: str, blocking: bool = True) -> bool:
+        """Lead `role`: one session of the cluster at a time (kazoo's `Lock` recipe under
+        `leaders/<role>`), until this session ends. True once this session leads;
+        `blocking=False`: False at once when another one does. Cancelled while waiting, it
+        stops contending."""
+        lock = self._leads.get(role)
+        if lock is None:
+            lock = self._leads[role] = self._zk.Lock(f"{self.root}/leaders/{role}", _who())
+        attempt = asyncio.ensure_future(asyncio.to_thread(lock.acquire, blocking))
+        try:
+            won: bool = await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            lock.cancel()  # (the waiting thread returns)
+            with contextlib.suppress(Exception):
+                if await attempt:
+                    await asyncio.to_thread(lock.release)
+            raise
+        return won
+
     async def scaler(self) -> str | None:
         """Who runs the scale in progress (`host:pid`); None when no session holds it."""
         try:
@@ -526,9 +546,13 @@ def _busy(detail: str = "a scale is already in progress") -> Busy:
     return Busy(ErrorCode.CONFLICT, detail=detail)
 
 
+def _who() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def _holder(scale: int) -> bytes:
     """The `scaler` node's data: the scale and who runs it."""
-    return f"{scale} {socket.gethostname()}:{os.getpid()}".encode()
+    return f"{scale} {_who()}".encode()
 
 
 def _raise_failed(results: list[Any]) -> None:

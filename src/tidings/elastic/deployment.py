@@ -76,7 +76,6 @@ class Deployment:
         self.cluster = cluster or f"c{uuid.uuid4().hex[:10]}"
         self.sink_factory = sink_factory
         self._initial = (matchers, exit_points)
-        self._matcher_view = matchers
         self._transport, self._host = transport, host
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.access_point: AccessPointOperator | None = None
@@ -96,6 +95,7 @@ class Deployment:
         self._expected: set[str] = set()  # every member of the configuration it started with
         self._changed = False  # the membership changed since the recovery task last looked
         self._recovering: asyncio.Task[None] | None = None
+        self._leading: asyncio.Task[None] | None = None  # waiting to run the autoscaler
         self._closing = False
         self._closed = False
         self._join = join  # start(): join the cluster when it runs (else CONFLICT)
@@ -105,6 +105,18 @@ class Deployment:
         self.settle_s = 0.05  # from a change of the membership to a recovery
 
     # ------------------------------------------------------------ life cycle
+
+    def _start_autoscaler(self, policy: Policy) -> None:
+        self.autoscaler = Autoscaler(self, policy)
+        self.autoscaler.start()
+        log.info("elastic: access point %s runs the autoscaler", self.ap.id)
+
+    async def _lead_autoscaler(self, policy: Policy) -> None:
+        """Once the process that runs the autoscaler has gone (its session with it), this
+        one runs it."""
+        await self.coordinator.lead("autoscaler")
+        if not self._closing:
+            self._start_autoscaler(policy)
 
     def _bind(self, member: str) -> str:
         if self._transport == "tcp":
@@ -137,9 +149,13 @@ class Deployment:
                 *config.exit_points.members,
                 *config.access_points,
             }
-            if self._policy is not None and not self.joined:
-                self.autoscaler = Autoscaler(self, self._policy)
-                self.autoscaler.start()
+            if self._policy is not None:  # one process of the deployment runs it
+                if await self.coordinator.lead("autoscaler", blocking=False):
+                    self._start_autoscaler(self._policy)
+                else:
+                    self._leading = asyncio.get_running_loop().create_task(
+                        self._lead_autoscaler(self._policy)
+                    )
             self.coordinator.watch_members(self._members_changed)
             self.warden.start()
         except BaseException:
@@ -221,7 +237,6 @@ class Deployment:
         )
         self.reports.append(report)
         self.joined = True
-        self._matcher_view = len((await self.coordinator.require_config()).matchers.members)
         log.info("elastic: access point %s joined the deployment %r", ap_id, self.cluster)
 
     async def _session(self) -> Coordinator:
@@ -257,6 +272,10 @@ class Deployment:
             return
         self._closed = self._closing = True
         await self.warden.stop()
+        if self._leading is not None:
+            self._leading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._leading
         if self._recovering is not None:
             self._recovering.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -327,9 +346,10 @@ class Deployment:
 
     # ------------------------------------------------------------ scaling
 
-    def matcher_count(self) -> int:
-        """Matchers in the current view (local or joined from elsewhere)."""
-        return self._matcher_view
+    async def matcher_count(self) -> int:
+        """Matchers in the current view (local or joined from elsewhere), as the coordinator
+        has it: scales run from other processes count too."""
+        return len((await self.coordinator.require_config()).matchers.members)
 
     def signals(self) -> tuple[list[float], int]:
         """The autoscaler's: publish-to-commit times since the last call, and the backlog."""
@@ -376,8 +396,6 @@ class Deployment:
             report = await self.scaler.scale_matchers(new)
         else:
             report = await self.scaler.scale_exit_points(new)
-        if report.outcome in ("done", "failed") and role == "matcher":
-            self._matcher_view = len(new)  # failed: past `change`, the new view stands
         if report.outcome == "done":
             await self._retire(role, set(current) - set(new))
         elif report.outcome == "aborted":
@@ -476,8 +494,6 @@ class Deployment:
                 with contextlib.suppress(Exception):
                     await op.stop(crash=True)
                     await op.coordinator.close()
-        if report.outcome == "done":
-            self._matcher_view = len(matchers)
         return False
 
     async def _losses(self) -> bool:
