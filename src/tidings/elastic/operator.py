@@ -97,6 +97,11 @@ class Operator:
                 log.exception("%s failed on a batch of %d messages", self.id, len(batch))
                 await self._leave()
                 raise
+            # The loop's turn for the rest (spawned steps, the coordinator's watches, the
+            # process's other operators): with frames waiting, the inbox's receive answers at
+            # once and never yields. An old matcher behind a backlog reported `done` 31 s
+            # after its `change` (every step it had spawned waited), and the scale failed.
+            await asyncio.sleep(0)
 
     async def _leave(self) -> None:
         """Crash-only: leave the deployment, whose recovery replaces this operator and sends
