@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypeAlias
 
@@ -337,16 +338,29 @@ class Coordinator:
         lock = self._leads.get(role)
         if lock is None:
             lock = self._leads[role] = self._zk.Lock(f"{self.root}/leaders/{role}", _who())
-        attempt = asyncio.ensure_future(asyncio.to_thread(lock.acquire, blocking))
+        if not blocking:
+            return bool(await asyncio.to_thread(lock.acquire, False))
+        # a thread of its own, not one of the loop's executor: it may wait for hours
+        loop = asyncio.get_running_loop()
+        attempt: asyncio.Future[bool] = loop.create_future()
+
+        def wait() -> None:
+            try:
+                won = bool(lock.acquire())
+            except BaseException as error:  # (kazoo's CancelledError, once cancelled)
+                loop.call_soon_threadsafe(_settle, attempt, False, error)
+            else:
+                loop.call_soon_threadsafe(_settle, attempt, won, None)
+
+        threading.Thread(target=wait, name=f"tidings-lead-{role}", daemon=True).start()
         try:
-            won: bool = await asyncio.shield(attempt)
+            return await asyncio.shield(attempt)
         except asyncio.CancelledError:
             lock.cancel()  # (the waiting thread returns)
             with contextlib.suppress(Exception):
                 if await attempt:
                     await asyncio.to_thread(lock.release)
             raise
-        return won
 
     async def scaler(self) -> str | None:
         """Who runs the scale in progress (`host:pid`); None when no session holds it."""
@@ -553,6 +567,14 @@ def _who() -> str:
 def _holder(scale: int) -> bytes:
     """The `scaler` node's data: the scale and who runs it."""
     return f"{scale} {_who()}".encode()
+
+
+def _settle(future: asyncio.Future[bool], value: bool, error: BaseException | None) -> None:
+    if not future.done():
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
 
 def _raise_failed(results: list[Any]) -> None:
