@@ -45,7 +45,7 @@ SHRINK_CHUNK = 2000  # ids removed from an index per loop step (about 6 ms)
 FREE_CHUNK = 4000  # records of a dropped slice freed per loop step (about 2 ms)
 GROW_CHUNK = 1024  # records a matcher in both views adds to its index per loop step (4 ms)
 GROW_BACKLOG = 32  # an inbox batch this large: publications wait, and a chunk gives way ...
-GROW_YIELDS = 4  # ... for up to this many loop steps
+GROW_YIELDS = 1  # ... for one more inbox batch: under a backlog, a chunk every two batches
 _OP_CODES = {op.value: code for op, code in OP_CODES.items()}
 
 log = logging.getLogger("tidings.elastic")
