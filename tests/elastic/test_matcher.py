@@ -9,6 +9,7 @@ import os
 import threading
 
 from tidings.elastic import wire
+from tidings.elastic.channels import Inbox, shared_context
 from tidings.elastic.matcher import FREE_CHUNK, MatcherOperator, Slice
 from tidings.elastic.partition import Selector
 from tidings.matching.engine import Event
@@ -81,3 +82,40 @@ async def test_a_dropped_slices_records_are_freed_a_chunk_per_loop_step() -> Non
     assert matcher._freeing is not None
     await matcher._freeing
     assert not gone.records and not matcher._dropped and matcher._freeing is None
+
+
+class CountingSlice(Slice):
+    """A slice that notes how many records each `add` brought."""
+
+    def __init__(self, selector: Selector) -> None:
+        super().__init__(selector)
+        self.adds: list[int] = []
+
+    def add(self, records: list[wire.SubscriptionRecord]) -> None:
+        self.adds.append(len(records))
+        super().add(records)
+
+
+async def test_subscriptions_in_a_row_are_added_at_once_and_match_only_what_follows_them() -> None:
+    exit_point = Inbox(shared_context(), "tcp://127.0.0.1:*")
+    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+    piece = matcher.slices[0] = CountingSlice(Selector(0, ("m",)))
+    matcher._default_exit_points = Selector(0, ("e",))
+    matcher.out.know("e", exit_point.address)
+
+    def publish(seq: int) -> wire.Publish:
+        return wire.Publish("ap", seq, 0, [], {"x": 2}, b"{}")
+
+    subscribes = [wire.Subscribe("ap", 0, r) for r in records("s", 300)]
+    gone = wire.Unsubscribe("ap", 0, "s1")
+    await matcher.handle([publish(1), *subscribes, publish(2), gone, *subscribes[:1], publish(3)])
+
+    assert piece.adds == [300, 1]  # (the Unsubscribe between: in order)
+    answers: dict[int, dict[str, list[str]]] = {}
+    while len(answers) < 3:
+        for message in await exit_point.receive():
+            assert isinstance(message, wire.Partials)
+            answers.update((p.seq, p.matches) for p in message.items)
+    assert answers == {1: {}, 2: {"u": ["s0", "s1", "s2"]}, 3: {"u": ["s0", "s2"]}}
+    matcher.out.close(linger=0)
+    exit_point.close()

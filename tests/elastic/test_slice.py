@@ -81,3 +81,21 @@ def test_many_subscriptions_at_once_match_as_when_added_one_by_one(
     each.remove("s1")
     probe = Event((), {"x": records(2, 3)[1].predicates[0][2], "y": 1})
     assert bulk.index.match(probe) == each.index.match(probe)
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["one by one", "in bulk"])
+def test_an_id_given_twice_in_one_add_keeps_its_last_subscription_whatever_its_kind(
+    many: bool,
+) -> None:
+    numeric = wire.SubscriptionRecord("s", "u", predicates=[("x", ">=", 0), ("x", "<", 9)])
+    topical = wire.SubscriptionRecord("s", "u", topics=["t/a"])
+    filler = [r for r in records(BULK_FROM, seed=5) if r.id != "s"] if many else []
+    for order in ([topical, numeric], [numeric, topical], [topical, numeric, topical]):
+        piece = Slice(Selector(1, ("m",)))
+        piece.add([*filler, *order])
+        last = order[-1]
+        assert piece.records["s"] == last
+        (by_topic,) = piece.match_batch([Event(("t/a",), {"x": 100})])
+        (by_content,) = piece.match_batch([Event(("t/b",), {"x": 1})])
+        assert ("s" in by_topic.get("u", [])) == (last is topical)
+        assert ("s" in by_content.get("u", [])) == (last is numeric)
