@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,31 @@ CREATE TABLE dedup (
     PRIMARY KEY (subscriber_id, dedup_key)) WITHOUT ROWID;
 INSERT INTO dedup VALUES ('s1', 'p1', 1.0), ('s1', 'p0', 0.5);
 """
+
+
+def test_closing_waits_for_a_read_under_way_in_another_thread(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/t.db")
+    store.add_subscriber(Subscriber("s1", "h", 1.0))
+    reading, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def read() -> None:
+        with store._read() as cur:  # type: ignore[attr-defined]
+            reading.set()
+            release.wait(10)
+            cur.execute("SELECT COUNT(*) FROM subscribers")
+            seen.append(cur.fetchone()[0])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert reading.wait(10)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # not while the other thread reads
+    release.set()
+    reader.join(10)
+    closer.join(10)
+    assert seen == [1] and not closer.is_alive()
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.depth("s1", 2.0)  # closed: an error, not a crash

@@ -38,7 +38,10 @@ class SQLiteStore(SQLStore):
         self._conn = self._connect()
         self._guard = threading.Lock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        # each thread's read connection, and the lock it holds while reading: `close` takes
+        # it, so it never closes a connection another thread is reading from (sqlite3 then
+        # crashed the process: a maintenance read outliving the server's shutdown)
+        self._readers: list[tuple[sqlite3.Connection, threading.Lock]] = []
         self._readers_guard = threading.Lock()
         reader = self._read_transaction if path != ":memory:" else None
         super().__init__(DIALECT, self._transaction, reader)
@@ -67,19 +70,25 @@ class SQLiteStore(SQLStore):
     @contextmanager
     def _read_transaction(self) -> Iterator[sqlite3.Cursor]:
         """A read transaction on this thread's own connection: one consistent snapshot."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._connect()
+        reader: tuple[sqlite3.Connection, threading.Lock] | None = getattr(
+            self._local, "reader", None
+        )
+        if reader is None:
+            reader = self._local.reader = (self._connect(), threading.Lock())
             with self._readers_guard:  # not the writer's lock: a read never waits for it
-                self._readers.append(conn)
-        cur = conn.cursor()
-        cur.execute("BEGIN")
-        try:
-            yield cur
-        finally:
-            cur.execute("COMMIT")
+                self._readers.append(reader)
+        conn, in_use = reader
+        with in_use:
+            cur = conn.cursor()
+            cur.execute("BEGIN")
+            try:
+                yield cur
+            finally:
+                cur.execute("COMMIT")
 
     def close(self) -> None:
         with self._guard, self._readers_guard:
-            for conn in [self._conn, *self._readers]:
-                conn.close()
+            self._conn.close()
+            for conn, in_use in self._readers:
+                with in_use:  # (a read under way ends first)
+                    conn.close()
