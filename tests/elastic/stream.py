@@ -136,10 +136,11 @@ def check(stream: Stream, messages: list[NewMessage]) -> None:
             )
 
 
-def held_subscriptions(deployment: Deployment) -> set[str]:
-    """Every subscription id the matchers of the current view hold."""
+def held_subscriptions(deployment: Deployment, *others: MatcherOperator) -> set[str]:
+    """Every subscription id the matchers of the current view hold: the deployment's own,
+    and `others` joined from elsewhere."""
     held: set[str] = set()
-    for op in deployment.matchers.values():
+    for op in [*deployment.matchers.values(), *others]:
         if op.slices:
             held |= set(op.slices[max(op.slices)].records)
     return held

@@ -6,19 +6,30 @@ every publisher's order holds. The dead scaler, should it come back, writes noth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 from kazoo.client import KazooClient
 from tests.elastic.conftest import Recorder
-from tests.elastic.stream import Stream, check, idle_matcher, stable_and_live
+from tests.elastic.stream import (
+    Stream,
+    check,
+    held_subscriptions,
+    idle_matcher,
+    stable_and_live,
+)
 
 from tidings.elastic import wire
 from tidings.elastic.coordinator import Busy, ClusterConfig, Coordinator, View
 from tidings.elastic.deployment import Deployment
 from tidings.elastic.matcher import MatcherOperator, _MatcherScale
 from tidings.elastic.scaling import Scaler, ScaleReport, scale_with_running
+
+M = TypeVar("M", bound=MatcherOperator)
 
 
 async def expire(coordinator: Coordinator) -> None:
@@ -100,87 +111,72 @@ class HeldDone(MatcherOperator):
         await super()._change(message)
 
 
+@contextlib.asynccontextmanager
+async def held_scale(
+    zookeeper: str, kind: type[M], scaling: Callable[[Deployment, Coordinator], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """A deployment of one matcher and an idle one of `kind` (which holds the next scale)
+    under the constant stream; `scaling(deployment, tool)` runs with `tool`, the session
+    of a scaler process of its own (`tidings cluster scale`). Then: nothing lost,
+    duplicated or reordered, and every subscription held (none left buffered)."""
+    recorder = Recorder()
+    async with Deployment(zookeeper, recorder.sink) as deployment:
+        held = await idle_matcher(deployment, kind, "held")
+        stream = Stream(deployment)
+        stream.subscribe_stable()
+        tool = Coordinator(zookeeper, deployment.cluster)
+        await tool.start()
+        try:
+            await asyncio.wait_for(stream.run(lambda: scaling(deployment, tool)), 120)
+            yield
+            check(stream, recorder.messages)
+            assert held_subscriptions(deployment, held) == stable_and_live(stream)
+        finally:
+            await tool.close()
+            await held.stop()
+            await held.coordinator.close()
+
+
 async def test_a_matcher_scale_whose_scaler_dies_before_change_is_rolled_back_losing_nothing(
     zookeeper: str,
 ) -> None:
-    recorder = Recorder()
     HeldReady.release, HeldReady.waiting = asyncio.Event(), asyncio.Event()
-    async with Deployment(zookeeper, recorder.sink) as deployment:
-        held = await idle_matcher(deployment, HeldReady, "held")
-        stream = Stream(deployment)
-        stream.subscribe_stable()
-        outcomes: list[str] = []
+    outcomes: list[str] = []
 
-        async def scaling() -> None:
-            # `tidings cluster scale --matchers 2`, as a process of its own
-            tool = Coordinator(zookeeper, deployment.cluster)
-            await tool.start()
-            scale = asyncio.create_task(scale_with_running(tool, 2, None))
-            await HeldReady.waiting.wait()  # in `start`: subscription changes buffered
-            await asyncio.sleep(0.1)
-            scale.cancel()  # the process killed ...
-            await expire(tool)  # ... and its session expired
-            report = await taken_over(deployment)
-            outcomes.append(report.outcome)
-            HeldReady.release.set()
-            await tool.close()
-            await asyncio.sleep(0.2)  # the stream goes on through the old view
-            outcomes.append((await deployment.scale(matchers=2))[0].outcome)  # free again
-
-        await asyncio.wait_for(stream.run(scaling), 120)
-        assert outcomes == ["aborted", "done"]
+    async def scaling(deployment: Deployment, tool: Coordinator) -> None:
+        scale = asyncio.create_task(scale_with_running(tool, 2, None))
+        await HeldReady.waiting.wait()  # in `start`: subscription changes buffered
+        await asyncio.sleep(0.1)
+        scale.cancel()  # the process killed ...
+        await expire(tool)  # ... and its session expired
+        outcomes.append((await taken_over(deployment)).outcome)
+        HeldReady.release.set()
+        await asyncio.sleep(0.2)  # the stream goes on through the old view
+        outcomes.append((await deployment.scale(matchers=2))[0].outcome)  # free again
         status = await deployment.status()
         assert status["scale"]["phase"] == "end" and status["scale"]["scaler"] is None
-        check(stream, recorder.messages)
-        assert _held(deployment, held) == stable_and_live(stream)  # none buffered for good
-        await held.stop()
-        await held.coordinator.close()
+
+    async with held_scale(zookeeper, HeldReady, scaling):
+        assert outcomes == ["aborted", "done"]
 
 
 async def test_a_matcher_scale_whose_scaler_dies_after_change_is_finished_losing_nothing(
     zookeeper: str,
 ) -> None:
-    recorder = Recorder()
     HeldDone.release, HeldDone.changed = asyncio.Event(), asyncio.Event()
-    async with Deployment(zookeeper, recorder.sink) as deployment:
-        held = await idle_matcher(deployment, HeldDone, "held")
-        stream = Stream(deployment)
-        stream.subscribe_stable()
-        outcomes: list[str] = []
+    outcomes: list[str] = []
 
-        async def scaling() -> None:
-            tool = Coordinator(zookeeper, deployment.cluster)
-            await tool.start()
-            scaler = Scaler(tool)
-            scale = asyncio.create_task(scaler.scale_matchers([_first(deployment), "held"]))
-            await HeldDone.changed.wait()  # past `change`: the new view is written
-            scale.cancel()
-            await expire(tool)
-            await asyncio.sleep(0.2)
-            HeldDone.release.set()  # the takeover waits for the barriers left
-            report = await taken_over(deployment)
-            outcomes.append(report.outcome)
-            await tool.close()
-            await asyncio.sleep(0.2)  # the stream goes on through the new view
-            outcomes.append((await deployment.scale(matchers=1))[0].outcome)
+    async def scaling(deployment: Deployment, tool: Coordinator) -> None:
+        (first,) = deployment.matchers
+        scale = asyncio.create_task(Scaler(tool).scale_matchers([first, "held"]))
+        await HeldDone.changed.wait()  # past `change`: the new view is written
+        scale.cancel()
+        await expire(tool)
+        await asyncio.sleep(0.2)
+        HeldDone.release.set()  # the takeover waits for the barriers left
+        outcomes.append((await taken_over(deployment)).outcome)
+        await asyncio.sleep(0.2)  # the stream goes on through the new view
+        outcomes.append((await deployment.scale(matchers=1))[0].outcome)
 
-        await asyncio.wait_for(stream.run(scaling), 120)
+    async with held_scale(zookeeper, HeldDone, scaling):
         assert outcomes == ["done", "done"]
-        check(stream, recorder.messages)
-        assert _held(deployment, held) == stable_and_live(stream)
-        await held.stop()
-        await held.coordinator.close()
-
-
-def _first(deployment: Deployment) -> str:
-    (member,) = deployment.matchers
-    return member
-
-
-def _held(deployment: Deployment, *others: MatcherOperator) -> set[str]:
-    """Every subscription id the matchers of the current view hold, local or not."""
-    held: set[str] = set()
-    for op in [*deployment.matchers.values(), *others]:
-        if op.slices and op.running:
-            held |= set(op.slices[max(op.slices)].records)
-    return held
