@@ -291,13 +291,8 @@ class MatcherOperator(Operator):
         changes an access point buffered during a scale come in a row, 18,000 after a
         slow scale-in, and one by one (50-65 us each on a slow machine) they held every
         publication behind them for 2 s."""
-        start = 0
-        while start < len(subscribes):
-            view, end = subscribes[start].view, start
-            while end < len(subscribes) and subscribes[end].view == view:
-                end += 1
-            self._slice(view).add([m.record for m in subscribes[start:end]])
-            start = end
+        for view, run in itertools.groupby(subscribes, key=lambda m: m.view):
+            self._slice(view).add([m.record for m in run])
         subscribes.clear()
 
     def _match(self, publications: list[wire.Publish]) -> None:
