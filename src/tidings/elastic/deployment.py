@@ -472,7 +472,9 @@ class Deployment:
             if not lost_aps:
                 return True
             log.warning("elastic: access point %s lost, removing it", ", ".join(lost_aps))
-            self.reports.append(await self.scaler.scale_access_points(remove=lost_aps))
+            report = await self.scaler.scale_access_points(remove=lost_aps)
+            if report.outcome != "unchanged":  # else another process removed it first
+                self.reports.append(report)
             return False
         log.warning("elastic: %s lost, recovering", ", ".join([*lost, *lost_aps]) or "nothing")
         started: list[str] = []
