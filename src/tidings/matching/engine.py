@@ -19,6 +19,7 @@ index has answered, so a write from another thread in between could move a slot 
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ import numpy as np
 
 from tidings.matching.bitset import IntervalRows
 from tidings.matching.content import ContentIndex
+from tidings.matching.exclusion import Exclusion
 from tidings.matching.owners import Matches, SlotOwners, Slots, grouped
 from tidings.matching.semantics import conjunction_holds
 from tidings.matching.topics import DEFAULT_CACHE_SIZE, TopicIndex, bucket_key, is_pattern_filter
@@ -131,6 +133,7 @@ class Matcher:
         # array of owner codes, not a dict lookup per matching id.
         self._slotted = self._content if isinstance(self._content, SlottedContentMatcher) else None
         self._slot_owners = SlotOwners()
+        self._exclusions: weakref.WeakSet[Exclusion] = weakref.WeakSet()  # told of freed slots
         # topic -> (grouped answer, its number of matches)
         self._answers: OrderedDict[str, tuple[Matches, int]] = OrderedDict()
         self._answers_size, self._answers_budget = topic_cache_size, answer_cache_matches
@@ -230,6 +233,8 @@ class Matcher:
             slot = self._content_slot(subscription_id)
             if slot is not None:
                 self._slot_owners.release(slot)
+                for exclusion in self._exclusions:
+                    exclusion.released(subscription_id, slot)
             self._content.remove(subscription_id)
         return True
 
@@ -264,23 +269,54 @@ class Matcher:
             return topical
         return _union(topical, self._content_answers((event.attributes or _NO_ATTRIBUTES,))[0])
 
-    def match_batch(self, events: Sequence[Event]) -> list[Matches]:
-        """Match many events at once; the content index sees the whole batch in one call."""
-        contents = self._content_answers([e.attributes or _NO_ATTRIBUTES for e in events])
+    def match_batch(
+        self, events: Sequence[Event], without: Exclusion | None = None
+    ) -> list[Matches]:
+        """Match many events at once; the content index sees the whole batch in one call.
+        `without`: an exclusion of this matcher's (`exclusion`), whose ids are left out."""
+        contents = self._content_answers([e.attributes or _NO_ATTRIBUTES for e in events], without)
+        if without is None:
+            return [
+                _union(self._topic_answer(e.topics), c)
+                for e, c in zip(events, contents, strict=True)
+            ]
         return [
-            _union(self._topic_answer(e.topics), c) for e, c in zip(events, contents, strict=True)
+            _union(without.filtered(self._topic_answer(e.topics), by_any_id=True), c)
+            for e, c in zip(events, contents, strict=True)
         ]
 
-    def _content_answers(self, batch: Sequence[Mapping[str, Scalar]]) -> list[Matches]:
+    def exclusion(self, ids: Iterable[str] = ()) -> Exclusion:
+        """A set of this matcher's subscriptions that `match_batch(without=)` leaves out,
+        its content ones by slot (see `tidings.matching.exclusion`)."""
+        found = Exclusion(self._content_slot)
+        self._exclusions.add(found)
+        found.update(ids)
+        return found
+
+    def _content_answers(
+        self, batch: Sequence[Mapping[str, Scalar]], without: Exclusion | None = None
+    ) -> list[Matches]:
         """Per event, the content matches by subscriber (fresh dicts)."""
         if not self._content:
             return [{} for _ in batch]
         slotted = self._slotted
         if slotted is None:
-            return [self._owned(ids) for ids in self._content.match_batch(batch)]
+            answers = [self._owned(ids) for ids in self._content.match_batch(batch)]
+            if without is None:
+                return answers
+            return [without.filtered(a, by_any_id=True) for a in answers]
         group, ids_of = self._slot_owners.group, slotted.ids_of
+        if without is None:
+            return [
+                _union(group(slots, ids_of), self._owned(others))
+                for slots, others in slotted.match_slots_batch(batch)
+            ]
+        mask, filtered = without.mask, without.filtered
         return [
-            _union(group(slots, ids_of), self._owned(others))
+            _union(
+                filtered(group(slots, ids_of, mask)),
+                filtered(self._owned(others), by_any_id=True),
+            )
             for slots, others in slotted.match_slots_batch(batch)
         ]
 
