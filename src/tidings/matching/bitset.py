@@ -30,7 +30,7 @@ import math
 import threading
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -218,6 +218,10 @@ class IntervalIndex:
     def slot_of(self, subscription_id: str) -> int | None:
         """The slot answers name this subscription by (kept until it is removed), or None."""
         return self._slot_of.get(subscription_id)
+
+    def slots_of(self, subscription_ids: Iterable[str]) -> list[int | None]:
+        """`slot_of` of each, in one C-level pass."""
+        return list(map(self._slot_of.get, subscription_ids))
 
     # -- writing -------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ Semantics are exactly `semantics.conjunction_holds` (the property tests compare 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,6 +231,9 @@ class ContentIndex:
     def slot_of(self, subscription_id: str) -> int | None:
         """The interval index's slot of a subscription, or None (not there, or counted)."""
         return self.intervals.slot_of(subscription_id)
+
+    def slots_of(self, subscription_ids: Iterable[str]) -> list[int | None]:
+        return self.intervals.slots_of(subscription_ids)
 
     def ids_of(self, slots: Slots) -> list[str]:
         return self.intervals.ids_of(slots)

@@ -65,6 +65,7 @@ class SlottedContentMatcher(ContentMatcher, Protocol):
     """A content index that can answer with integer slots, named only when asked."""
 
     def slot_of(self, subscription_id: str) -> int | None: ...
+    def slots_of(self, subscription_ids: Iterable[str]) -> list[int | None]: ...
     def add_arrays(self, ids: Sequence[str], rows: IntervalRows) -> None: ...
     def ids_of(self, slots: Slots) -> list[str]: ...
     def match_slots_batch(
@@ -191,6 +192,11 @@ class Matcher:
     def _content_slot(self, subscription_id: str) -> int | None:
         return None if self._slotted is None else self._slotted.slot_of(subscription_id)
 
+    def _content_slots(self, subscription_ids: Sequence[str]) -> list[int | None]:
+        if self._slotted is None:
+            return [None] * len(subscription_ids)
+        return self._slotted.slots_of(subscription_ids)
+
     def add_content_arrays(
         self, ids: Sequence[str], subscriber_ids: Sequence[str], rows: IntervalRows
     ) -> None:
@@ -288,7 +294,7 @@ class Matcher:
     def exclusion(self, ids: Iterable[str] = ()) -> Exclusion:
         """A set of this matcher's subscriptions that `match_batch(without=)` leaves out,
         its content ones by slot (see `tidings.matching.exclusion`)."""
-        found = Exclusion(self._content_slot)
+        found = Exclusion(self._content_slots)
         self._exclusions.add(found)
         found.update(ids)
         return found

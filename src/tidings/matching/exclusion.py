@@ -10,7 +10,7 @@ indexed) by id, after.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -28,8 +28,8 @@ class Exclusion:
     made it tells it of every slot it frees (`released`), so a reused slot is never hidden
     for the subscription that takes it."""
 
-    def __init__(self, slot_of: Callable[[str], int | None]) -> None:
-        self._slot_of = slot_of
+    def __init__(self, slots_of: Callable[[Sequence[str]], list[int | None]]) -> None:
+        self._slots_of = slots_of
         self._ids: set[str] = set()
         self.mask: Mask = np.zeros(1, np.bool_)
         self.unmasked: set[str] = set()  # hidden ids whose slot (if any) is not in the mask
@@ -49,7 +49,7 @@ class Exclusion:
         unmasked = self.unmasked
         new = [sid for sid in ids if sid not in self._ids or sid in unmasked]
         self._ids.update(new)
-        slots = list(map(self._slot_of, new))
+        slots = self._slots_of(new)
         found = [s for s in slots if s is not None]
         if found:
             self._grow(max(found))
@@ -70,7 +70,7 @@ class Exclusion:
             return
         self._ids.discard(subscription_id)
         self.unmasked.discard(subscription_id)
-        slot = self._slot_of(subscription_id)
+        (slot,) = self._slots_of((subscription_id,))
         if slot is not None and slot < len(self.mask) - 1:
             self.mask[slot] = False
 
