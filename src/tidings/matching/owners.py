@@ -80,7 +80,7 @@ class SlotOwners:
 
         The owners are one gather and one C-level lookup; the grouping is a Python loop.
         Grouping by owner code in numpy (argsort, diff, one slice per owner) cost more at
-        small answer size measured (65 against 16 us at 64 matches, 110 against 56 at 200)
+        the small answer sizes measured (65 against 16 us at 64 matches, 110 against 56 at 200)
         and about as much at 10^6 subscriptions (`benchmarks/matcher_grouping.py`)."""
         if hidden is not None and len(slots):
             slots = slots[~hidden.take(slots, mode="clip")]
