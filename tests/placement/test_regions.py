@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 
 from tidings.client.multiregion import MultiRegionClient, Placement
+from tidings.client.types import Message
 from tidings.placement.controller import Constraint, Controller
 from tidings.placement.emulation import brokers
 from tidings.placement.model import Floats
@@ -16,6 +19,7 @@ from tidings.placement.regions import RegionManager
 
 pytestmark = pytest.mark.slow
 TOPIC = "scores/live"
+FORWARDED = 40  # enough that forwards overtaking one another show
 
 
 @pytest.fixture
@@ -54,17 +58,58 @@ async def test_routed_publications_are_forwarded_and_counted_once(
     far = MultiRegionClient(1, TOPIC, urls, [9.0, 1.0], routed, subscriber=True)
     await publisher.start()
     await far.start()
-    ids = [await publisher.publish({"n": n}) for n in range(5)]
-    await settle(lambda: len(far.deliveries) == 5)
-    assert [d.placement_id for d in far.deliveries] == ids
+    ids = [await publisher.publish({"n": n}) for n in range(FORWARDED)]
+    await settle(lambda: len(far.deliveries) == FORWARDED)
+    assert [d.placement_id for d in far.deliveries] == ids  # in the publisher's order
     assert {d.region for d in far.deliveries} == {1}  # forwarded by region 0's manager
     counts = [m.counts() for m in regions]
     assert list(counts[0][TOPIC].publishers) == [0]  # at the publisher's home only
-    assert len(counts[0][TOPIC].publishers[0]) == 5
+    assert len(counts[0][TOPIC].publishers[0]) == FORWARDED
     assert TOPIC not in counts[1] or not counts[1][TOPIC].publishers
     assert counts[1][TOPIC].subscribers == frozenset({1})
     await publisher.close()
     await far.close()
+
+
+async def held_first_broker(
+    completed: list[int],
+) -> tuple[asyncio.Server, str]:
+    """A broker's publish endpoint over HTTP/1.1 that takes publications concurrently and
+    holds the first one for 0.2 s, recording each when it completes (as a broker commits)."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while head := await reader.readuntil(b"\r\n\r\n"):
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            n = orjson.loads(await reader.readexactly(length))["data"]["n"]
+            if n == 0:
+                await asyncio.sleep(0.2)
+            completed.append(n)
+            body = orjson.dumps({"id": f"p{n}", "published_at": 0.0, "deliveries": 0})
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+            writer.write(b"content-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def test_forwards_to_a_region_reach_it_in_the_order_they_came() -> None:
+    completed: list[int] = []
+    server, url = await held_first_broker(completed)
+    manager = RegionManager(0, "http://127.0.0.1:9", {1: url})  # (its own broker unused)
+    manager.placements[TOPIC] = Placement(2, (0, 1), "routed")
+    for n in range(5):
+        body = {"data": {"n": n}, "topics": [TOPIC]}
+        message: Message[Any] = Message(n, f"r{n}", 1, f"p{n}", ["s"], 0.0, body)
+        await manager._publication(TOPIC, message, {"placement_forward": 1})
+    await settle(lambda: len(completed) == 5)
+    assert completed == [0, 1, 2, 3, 4] and manager.forwarded == 5  # none overtook the first
+    await manager.close()
+    server.close()
 
 
 def _world() -> tuple[Floats, Floats, Floats, Floats]:

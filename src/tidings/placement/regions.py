@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ import orjson
 from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
 from tidings.client.multiregion import CONFIG_TOPIC, PRESENCE_TOPIC, Placement, retrying
 from tidings.client.types import Message
+
+log = logging.getLogger("tidings.placement")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,10 @@ class RegionManager:
         self._client = AsyncClient(url)
         self._handle: AsyncSubscriberHandle | None = None
         self._task: asyncio.Task[None] | None = None
-        self._forwarding: set[asyncio.Task[None]] = set()
+        # per region: its forwards in the order they came, sent by one task (a task per
+        # forward let a later one overtake an earlier one: a publisher's order was lost)
+        self._outboxes: dict[int, asyncio.Queue[_Forward]] = {}
+        self._senders: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         self._handle = await self._client.register()
@@ -54,10 +60,11 @@ class RegionManager:
         await ready.wait()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        for task in [self._task, *self._senders]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self._handle is not None:
             with contextlib.suppress(Exception):
                 await self._handle.unregister()
@@ -109,12 +116,29 @@ class RegionManager:
         others = [r for r in placement.regions if r != self.region and r in self.links]
         copy = {**attributes, "placement_forward": 0, "placement_count": 0}
         for r in others:  # not awaited here: the next publication must not wait a round trip
-            task = asyncio.create_task(self._forward(r, topic, message.data, copy))
-            self._forwarding.add(task)
-            task.add_done_callback(self._forwarding.discard)
+            self._outbox(r).put_nowait(_Forward(topic, message.data, copy))
 
-    async def _forward(
-        self, region: int, topic: str, data: object, attributes: dict[str, object]
-    ) -> None:
-        await retrying(self.links[region], data, [topic], attributes)
-        self.forwarded += 1
+    def _outbox(self, region: int) -> asyncio.Queue[_Forward]:
+        outbox = self._outboxes.get(region)
+        if outbox is None:
+            outbox = self._outboxes[region] = asyncio.Queue()
+            self._senders.append(asyncio.create_task(self._send(region, outbox)))
+        return outbox
+
+    async def _send(self, region: int, outbox: asyncio.Queue[_Forward]) -> None:
+        """One region's forwards, one at a time in the order they came."""
+        while True:
+            f = await outbox.get()
+            try:
+                await retrying(self.links[region], f.data, [f.topic], f.attributes)
+            except Exception as exc:  # (region down past the retries: the next ones go on)
+                log.warning("placement: a forward to region %d failed: %s", region, exc)
+            else:
+                self.forwarded += 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Forward:
+    topic: str
+    data: object
+    attributes: dict[str, object]
