@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,9 +221,19 @@ async def retrying(
     client: AsyncClient, data: Any, topics: list[str], attributes: dict[str, Any]
 ) -> None:
     """Publish, again if the broker could not be reached (subscribers drop the duplicates)."""
+    await _retried(lambda: client.publish(data, topics=topics, attributes=attributes))
+
+
+async def retrying_batch(client: AsyncClient, bodies: list[dict[str, Any]]) -> None:
+    """Several publications (`publication_body`s) in one request, in their order; again as
+    `retrying`."""
+    await _retried(lambda: client.publish_batch(bodies))
+
+
+async def _retried(send: Callable[[], Awaitable[object]]) -> None:
     for attempt in range(ATTEMPTS):
         try:
-            await client.publish(data, topics=topics, attributes=attributes)
+            await send()
             return
         except TidingsClientError as exc:
             if exc.code != "unreachable" or attempt == ATTEMPTS - 1:
