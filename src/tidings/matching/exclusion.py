@@ -101,7 +101,7 @@ class Exclusion:
         return without(answer, hidden)
 
 
-def without(answer: Matches, hidden: set[str] | Exclusion) -> Matches:
+def without(answer: Matches, hidden: set[str]) -> Matches:
     """An answer without the subscriptions in `hidden` (a copy: answers are shared)."""
     out: Matches = {}
     for subscriber, ids in answer.items():
