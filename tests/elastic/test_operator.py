@@ -1,14 +1,19 @@
 """An operator's inbox loop: what runs beside it gets its turn even while frames keep
-waiting in the inbox."""
+waiting in the inbox. An operator removed from the membership (evicted as unreachable, or
+its session expired) stops and says why."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+import pytest
+
 from tidings.elastic import wire
 from tidings.elastic.channels import Inbox, Outboxes, shared_context
+from tidings.elastic.coordinator import ClusterConfig, Coordinator, View
 from tidings.elastic.operator import Operator
+from tidings.errors import ErrorCode, TidingsError
 
 
 class Slow(Operator):
@@ -45,3 +50,80 @@ async def test_a_spawned_step_runs_while_frames_keep_waiting_in_the_inbox() -> N
     assert op.step_ran_after == 1  # not once the inbox was empty
     out.close(linger=0)
     op.inbox.close()
+
+
+class Idle(Operator):
+    role = "matcher"
+
+    async def handle(self, batch: list[wire.Message]) -> None:
+        pass
+
+
+async def started(zookeeper: str, cluster: str, name: str) -> Idle:
+    coordinator = Coordinator(zookeeper, cluster)
+    await coordinator.start()
+    op = Idle(name, coordinator, "tcp://127.0.0.1:*")
+    await op.start()
+    return op
+
+
+async def a_cluster(zookeeper: str, cluster: str) -> Coordinator:
+    tool = Coordinator(zookeeper, cluster)
+    await tool.start()
+    await tool.create_config(ClusterConfig(View(1, ["m1"]), View(1, ["e1"]), []))
+    return tool
+
+
+async def test_an_evicted_operator_stops_and_says_why(zookeeper: str) -> None:
+    tool = await a_cluster(zookeeper, "evicted")
+    op = await started(zookeeper, "evicted", "m1")
+    ((_, session),) = (await tool.sessions()).values()
+    assert await tool.evict("m1", session)
+    with pytest.raises(TidingsError) as caught:
+        await asyncio.wait_for(op.wait(), 10)
+    assert caught.value.code == ErrorCode.UNAVAILABLE
+    assert "removed from the deployment" in caught.value.message
+    await op.stop()
+    await op.coordinator.close()
+    await tool.close()
+
+
+async def test_eviction_removes_only_the_node_of_the_session_it_names(zookeeper: str) -> None:
+    tool = await a_cluster(zookeeper, "namesake")
+    op = await started(zookeeper, "namesake", "m1")
+    ((_, session),) = (await tool.sessions()).values()
+    assert not await tool.evict("m1", session + 1)  # a namesake's session: left alone
+    assert not await tool.evict("m2", session)  # (no such node)
+    assert set(await tool.members()) == {"m1"} and op.running
+    await op.stop()
+    await op.coordinator.close()
+    await tool.close()
+
+
+class Failing(Idle):
+    async def handle(self, batch: list[wire.Message]) -> None:
+        raise ValueError("a batch it cannot handle")
+
+
+async def test_an_operator_that_leaves_on_a_failure_is_not_taken_for_evicted(
+    zookeeper: str,
+) -> None:
+    """It removes its own node (crash-only): its watch fires as it goes, and what `wait`
+    raises is still its own failure."""
+    tool = await a_cluster(zookeeper, "failing")
+    coordinator = Coordinator(zookeeper, "failing")
+    await coordinator.start()
+    op = Failing("m1", coordinator, "tcp://127.0.0.1:*")
+    await op.start()
+    out = Outboxes(shared_context())
+    assert op.inbox is not None
+    out.know("m1", op.inbox.address)
+    out.send("m1", wire.Committed("ep", [1], [1]))
+    with pytest.raises(ValueError, match="cannot handle"):
+        await asyncio.wait_for(op.wait(), 10)
+    await asyncio.sleep(0.2)  # (the watch's news, if it came late)
+    assert op._failure is None and await tool.members() == {}
+    out.close(linger=0)
+    await op.stop()
+    await coordinator.close()
+    await tool.close()

@@ -160,13 +160,48 @@ class Coordinator:
             await asyncio.to_thread(self._zk.delete, f"{self.root}/members/{member_id}")
 
     async def members(self) -> dict[str, Member]:
+        return {member: info for member, (info, _) in (await self.sessions()).items()}
+
+    async def sessions(self) -> dict[str, tuple[Member, int]]:
+        """Every running operator, and the coordinator session that holds its node."""
         base = f"{self.root}/members"
         out = {}
         for child in await asyncio.to_thread(self._zk.get_children, base):
             with contextlib.suppress(NoNodeError):
-                data, _ = await asyncio.to_thread(self._zk.get, f"{base}/{child}")
-                out[child] = msgspec.json.decode(data, type=Member)
+                data, stat = await asyncio.to_thread(self._zk.get, f"{base}/{child}")
+                out[child] = (msgspec.json.decode(data, type=Member), stat.ephemeralOwner)
         return out
+
+    async def evict(self, member_id: str, session: int) -> bool:
+        """Remove an operator found unreachable from the membership, as its session's expiry
+        would, but only the node of that session (not a namesake started since). The
+        operator, if it still runs, leaves when it sees its node gone (`watch_member`)."""
+        path = f"{self.root}/members/{member_id}"
+
+        def remove() -> bool:
+            try:
+                _, stat = self._zk.get(path)
+                if stat.ephemeralOwner != session:
+                    return False
+                self._zk.delete(path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                return False
+            return True
+
+        return await asyncio.to_thread(remove)
+
+    def watch_member(self, member_id: str, on_gone: Callable[[], None]) -> None:
+        """`on_gone()` on the caller's loop once this operator's node is gone: it left, or it
+        was evicted, or its session expired."""
+        loop = asyncio.get_running_loop()
+
+        def changed(data: bytes | None, _stat: Any) -> bool | None:
+            if data is None:
+                loop.call_soon_threadsafe(on_gone)
+                return False  # (kazoo: stop watching)
+            return None
+
+        self._watches.append(self._zk.DataWatch(f"{self.root}/members/{member_id}", changed))
 
     async def address_of(self, member_id: str) -> str:
         try:

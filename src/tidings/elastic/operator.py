@@ -13,7 +13,7 @@ from typing import Any
 from tidings.elastic import wire
 from tidings.elastic.channels import Inbox, Outboxes, shared_context
 from tidings.elastic.coordinator import Coordinator, Role, ScaleState
-from tidings.errors import TidingsError
+from tidings.errors import ErrorCode, TidingsError
 
 log = logging.getLogger("tidings.elastic")
 
@@ -36,6 +36,7 @@ class Operator:
         self._steps: set[asyncio.Task[None]] = set()  # what `spawn` started, still running
         self.last_batch = 0  # frames in the inbox's last batch: a backlog when large
         self._failure: BaseException | None = None  # a spawned step's, which ended the loop
+        self._leaving = False  # it removes its own node: that is no eviction
 
     def spawn(self, step: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """A step that runs beside the inbox loop (a scale's state, built or sent). If it
@@ -51,6 +52,10 @@ class Operator:
             return
         self.count("errors")
         log.error("%s failed in %s", self.id, task.get_name(), exc_info=error)
+        self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        """End the loop and every step: `wait` raises `error`."""
         if self._failure is None and self._task is not None and not self._task.done():
             self._failure = error
             self._task.cancel()  # `_run` leaves the deployment on its way out
@@ -58,12 +63,28 @@ class Operator:
                 if other is not None:
                     other.cancel()
 
+    def _gone(self) -> None:
+        """Its node is gone while it runs: another process found it unreachable and evicted
+        it (`PeerWatch`), or its session expired. The views no longer count on it (a
+        recovery replaces it): it stops, crash-only, rather than run on outside them."""
+        if self._leaving or not self.running:
+            return
+        log.warning("%s is no longer a member of the deployment: it stops", self.id)
+        self._fail(
+            TidingsError(
+                ErrorCode.UNAVAILABLE,
+                detail=f"operator {self.id} was removed from the deployment "
+                "(unreachable, or its ZooKeeper session expired)",
+            )
+        )
+
     def count(self, name: str, by: float = 1.0) -> None:
         self.counters[name] = self.counters.get(name, 0.0) + by
 
     async def start(self) -> None:
         self.inbox = Inbox(self._context, self._bind)
         await self.coordinator.register(self.id, self.role, self.inbox.address)
+        self.coordinator.watch_member(self.id, self._gone)
         await self.prepare()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"{self.id}-inbox")
         self._scale_task = asyncio.get_running_loop().create_task(
@@ -106,6 +127,7 @@ class Operator:
     async def _leave(self) -> None:
         """Crash-only: leave the deployment, whose recovery replaces this operator and sends
         again what it held (rather than a member that answers nothing)."""
+        self._leaving = True
         with contextlib.suppress(Exception):
             await self.coordinator.leave(self.id)
 
@@ -143,6 +165,7 @@ class Operator:
     async def stop(self, crash: bool = False) -> None:
         """End the loops, leave the membership, close the sockets. `crash`: as a process that
         dies, what is queued to peers is dropped instead of sent."""
+        self._leaving = True
         for task in (self._task, self._scale_task, *self._steps):
             if task is not None:
                 task.cancel()
