@@ -96,3 +96,17 @@ def test_a_webhook_setting_out_of_range_is_refused(name: str, value: float) -> N
         load_settings({f"webhooks__{name}": value}, env={})
     assert caught.value.code == ErrorCode.CONFIG_INVALID
     assert caught.value.field == f"webhooks__{name}"
+
+
+def test_the_elastic_unreachable_time_comes_from_the_environment() -> None:
+    settings = load_settings({}, env={"TIDINGS_ELASTIC__UNREACHABLE_S": "2.5"})
+    assert settings.elastic.unreachable_s == 2.5
+    assert load_settings({}, env={}).elastic.unreachable_s == 1.0
+
+
+@pytest.mark.parametrize("value", [-1, 3601])
+def test_an_elastic_unreachable_time_out_of_range_is_refused(value: float) -> None:
+    with pytest.raises(TidingsError) as caught:
+        load_settings({"elastic__unreachable_s": value}, env={})
+    assert caught.value.code == ErrorCode.CONFIG_INVALID
+    assert caught.value.field == "elastic__unreachable_s"

@@ -122,6 +122,9 @@ class ElasticSettings:
     # the operators' inboxes (with a named ZooKeeper: TCP); 0.0.0.0 lets other machines'
     # matchers and exit points reach them (ZeroMQ channels carry no authentication)
     host: str = "127.0.0.1"
+    # an operator of another process unreachable this long (its connection lost, not back)
+    # is evicted and replaced: seconds, 0 leaves it to its ZooKeeper session's expiry
+    unreachable_s: float = 1.0
 
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -242,6 +245,12 @@ def _check_elastic(elastic: ElasticSettings) -> None:
                 field=f"elastic__{name}",
                 detail=f"--{name.replace('_', '-')} is 1 to 64",
             )
+    if not 0 <= elastic.unreachable_s <= 3600:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="elastic__unreachable_s",
+            detail="elastic.unreachable_s is 0 (off) to 3600 seconds",
+        )
 
 
 def _check_subscribers(subscribers: SubscriberSettings) -> None:

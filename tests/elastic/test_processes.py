@@ -101,24 +101,28 @@ def test_matchers_and_an_exit_point_in_their_own_processes_join_and_deliver(
 def test_a_matcher_process_killed_under_a_stream_is_replaced_and_nothing_is_lost(
     zookeeper: str,
 ) -> None:
-    """SIGKILL: no goodbye; the coordinator notices when the process's session expires."""
+    """SIGKILL: no goodbye. Its session would hold its node for 40 s: the deployment's
+    process sees its connection gone and evicts it (PeerWatch) well before."""
     recorder = Recorder()
 
     async def main() -> list[str]:
         async with Deployment(zookeeper, recorder.sink, transport="tcp") as deployment:
             common = ["--zookeeper", zookeeper, "--cluster", deployment.cluster]
-            with operator("matcher", *common) as (proc, remote):
+            with operator("matcher", *common, "--session-timeout", "40") as (proc, remote):
                 await joined(deployment, {remote})
                 stream = Stream(deployment)
                 stream.subscribe_stable()
                 (scaled,) = await deployment.scale(matchers=2)  # the remote one is taken
                 assert scaled.outcome == "done"
 
+                async def recovered() -> None:
+                    while not any(r.kind == "recover" for r in deployment.reports):
+                        await asyncio.sleep(0.05)
+
                 async def killing() -> None:
                     await asyncio.sleep(0.3)
                     proc.kill()
-                    while not any(r.kind == "recover" for r in deployment.reports):
-                        await asyncio.sleep(0.05)
+                    await asyncio.wait_for(recovered(), 20)  # (not the session's 40 s)
                     await asyncio.sleep(0.3)
 
                 await asyncio.wait_for(stream.run(killing), 120)
@@ -128,3 +132,14 @@ def test_a_matcher_process_killed_under_a_stream_is_replaced_and_nothing_is_lost
                 return [r.outcome for r in deployment.reports if r.kind == "recover"]
 
     assert asyncio.run(main()) == ["done"]
+
+
+def test_a_session_timeout_out_of_range_is_refused_with_exit_2() -> None:
+    done = subprocess.run(
+        [*CLI, "matcher", "--zookeeper", "127.0.0.1:1", "--session-timeout", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--session-timeout" in done.stderr and "Traceback" not in done.stderr

@@ -22,6 +22,15 @@ BIND = typer.Option(
     "from other machines).",
 )
 
+SESSION = typer.Option(
+    "--session-timeout",
+    min=1.0,
+    max=3600.0,
+    help="Seconds of the ZooKeeper session (the server keeps it within 2 to 20 ticks): a "
+    "process that dies is noticed by then at the latest (usually sooner: the access points' "
+    "processes watch their peers' connections).",
+)
+
 cluster_app = typer.Typer(help="An elastic deployment: status and scaling.", no_args_is_help=True)
 
 
@@ -39,7 +48,13 @@ def _check_bind(bind: str) -> str:
 
 
 def _operator(
-    role: str, zookeeper: str, cluster: str, bind: str, name: str | None, store: str
+    role: str,
+    zookeeper: str,
+    cluster: str,
+    bind: str,
+    name: str | None,
+    store: str,
+    session_timeout_s: float,
 ) -> None:
     from tidings.elastic.coordinator import parse_hosts
     from tidings.elastic.process import run_operator
@@ -51,7 +66,9 @@ def _operator(
         address = op.inbox.address if op.inbox is not None else ""
         _say({"operator": op.id, "role": role, "cluster": cluster, "address": address})
 
-    asyncio.run(run_operator(role, zookeeper, cluster, bind, name, store, started))
+    asyncio.run(
+        run_operator(role, zookeeper, cluster, bind, name, store, started, session_timeout_s)
+    )
 
 
 def matcher(
@@ -59,9 +76,10 @@ def matcher(
     cluster: Annotated[str, CLUSTER] = "default",
     bind: Annotated[str, BIND] = "tcp://127.0.0.1:*",
     name: Annotated[str | None, typer.Option("--name", help="Its id (default: a new one).")] = None,
+    session_timeout: Annotated[float, SESSION] = 10.0,
 ) -> None:
     """Run a matcher that joins a running elastic deployment (unassigned until a scale)."""
-    _operator("matcher", zookeeper, cluster, bind, name, "")
+    _operator("matcher", zookeeper, cluster, bind, name, "", session_timeout)
 
 
 def exit_point(
@@ -70,9 +88,10 @@ def exit_point(
     cluster: Annotated[str, CLUSTER] = "default",
     bind: Annotated[str, BIND] = "tcp://127.0.0.1:*",
     name: Annotated[str | None, typer.Option("--name", help="Its id (default: a new one).")] = None,
+    session_timeout: Annotated[float, SESSION] = 10.0,
 ) -> None:
     """Run an exit point that joins a running elastic deployment and enqueues into `--store`."""
-    _operator("exit_point", zookeeper, cluster, bind, name, store)
+    _operator("exit_point", zookeeper, cluster, bind, name, store, session_timeout)
 
 
 @cluster_app.command("status")

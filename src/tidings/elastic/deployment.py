@@ -30,8 +30,10 @@ from typing import Any
 from tidings.elastic import wire
 from tidings.elastic.access_point import AccessPointOperator
 from tidings.elastic.autoscaler import Autoscaler, Policy
+from tidings.elastic.channels import shared_context
 from tidings.elastic.coordinator import Busy, ClusterConfig, Coordinator, Member, View
 from tidings.elastic.exit_point import ExitPointOperator, Sink
+from tidings.elastic.liveness import PeerWatch
 from tidings.elastic.matcher import MatcherOperator
 from tidings.elastic.operator import Operator
 from tidings.elastic.scaling import Scaler, ScaleReport, in_turn
@@ -67,6 +69,7 @@ class Deployment:
         join: bool = False,
         leave_timeout_s: float = 10.0,
         turn_timeout_s: float = 60.0,
+        unreachable_s: float = 1.0,
     ) -> None:
         if matchers < 1 or exit_points < 1:
             raise TidingsError(
@@ -103,6 +106,14 @@ class Deployment:
         self.leave_timeout_s = leave_timeout_s  # on close: its pending publications answered
         self.turn_timeout_s = turn_timeout_s  # joining / leaving: waiting for a scale's end
         self.settle_s = 0.05  # from a change of the membership to a recovery
+        # the other processes' operators, watched through connections of their own: one
+        # unreachable for `unreachable_s` is evicted (0: left to its session's expiry)
+        self.peers = PeerWatch(shared_context(), self._unreachable, unreachable_s)
+        self._watching = unreachable_s > 0
+        self._peer_sessions: dict[str, int] = {}  # watched peer -> the session of its node
+        self._following: asyncio.Task[None] | None = None
+        self._peers_stale = False
+        self._evictions: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ life cycle
 
@@ -272,6 +283,11 @@ class Deployment:
             return
         self._closed = self._closing = True
         await self.warden.stop()
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._following
+        self.peers.close()
         if self._leading is not None:
             self._leading.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -411,9 +427,56 @@ class Deployment:
                 await op.stop()
                 await op.coordinator.close()
 
+    # ------------------------------------------------------------ unreachable peers
+
+    def _follow_peers(self) -> None:
+        """Watch every other process's operator as the membership changes."""
+        if not self._watching or self._closing:
+            return
+        self._peers_stale = True
+        if self._following is None or self._following.done():
+            self._following = asyncio.get_running_loop().create_task(self._watch_peers())
+
+    async def _watch_peers(self) -> None:
+        while self._peers_stale and not self._closing:
+            self._peers_stale = False
+            try:
+                sessions = await self.coordinator.sessions()
+            except Exception:
+                log.exception("elastic: the membership could not be read; trying again")
+                self._peers_stale = True
+                await asyncio.sleep(1.0)
+                continue
+            local = {*self.matchers, *self.exit_points}
+            if self.access_point is not None:
+                local.add(self.access_point.id)
+            for peer in (self.peers.watched - set(sessions)) | (self.peers.watched & local):
+                self.peers.unwatch(peer)
+                self._peer_sessions.pop(peer, None)
+            for peer, (info, session) in sessions.items():
+                if peer not in local:
+                    self.peers.watch(peer, info.address)
+                    self._peer_sessions[peer] = session
+
+    def _unreachable(self, peer: str) -> None:
+        session = self._peer_sessions.get(peer)
+        if session is not None and not self._closing:
+            task = asyncio.get_running_loop().create_task(self._evict(peer, session))
+            self._evictions.add(task)
+            task.add_done_callback(self._evictions.discard)
+
+    async def _evict(self, peer: str, session: int) -> None:
+        """As its session's expiry would, later: the membership watch starts the recovery."""
+        try:
+            if await self.coordinator.evict(peer, session):
+                log.warning("elastic: %s evicted: unreachable for %g s", peer, self.peers.grace_s)
+        except Exception:
+            log.exception("elastic: %s could not be evicted", peer)
+
     # ------------------------------------------------------------ recovery
 
     def _members_changed(self, members: set[str]) -> None:
+        self._follow_peers()
         first, self._alive = self._alive is None, members
         if self._closing or (first and self._expected <= members):
             return  # (at the start, nothing to look up when every member it knows runs)

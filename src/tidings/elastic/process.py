@@ -1,6 +1,7 @@
 """One operator as a process of its own (`tidings matcher`, `tidings exit-point`): it joins
 a running deployment through the coordinator and waits, unassigned, until a scale takes it
-in; SIGTERM or SIGINT stops it.
+in; SIGTERM or SIGINT stops it. Removed from the membership (evicted as unreachable by a
+deployment process, or its session expired), it stops and the command fails.
 
 It is ready before it joins. A matcher loads the compiled matching kernels first (numba's disk
 cache, about 0.3 s), not at its first publication, the first after the scale that takes it in
@@ -37,8 +38,9 @@ async def run_operator(
     member_id: str | None = None,
     store_url: str = "",
     started: Callable[[Operator], None] = lambda op: None,
+    session_timeout_s: float = 10.0,
 ) -> None:
-    coordinator = Coordinator(zookeeper, cluster)
+    coordinator = Coordinator(zookeeper, cluster, session_timeout_s)
     await coordinator.start()
     await coordinator.require_config()
     name = member_id or f"{'m' if role == 'matcher' else 'e'}-{uuid.uuid4().hex[:8]}"

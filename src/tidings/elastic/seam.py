@@ -64,6 +64,7 @@ class ElasticMatching:
             host=self.settings.host,
             autoscale=Policy() if self.settings.autoscale else None,
             join=bool(self.settings.zookeeper),  # a ZooKeeper of its own has no cluster yet
+            unreachable_s=self.settings.unreachable_s,
         )
         await self.deployment.start()
         if self.deployment.joined:
