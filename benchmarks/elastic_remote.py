@@ -28,17 +28,26 @@ def matcher_processes(
     """`n` `tidings matcher` processes joined to `cluster`; yields their ids once each has
     registered (a JSON line on its stdout); terminates them after. `command`: another
     command line that runs one (a traced matcher), given the same options."""
+    with matcher_popens(zk, cluster, n, command) as joined:
+        yield [member for _, member in joined]
+
+
+@contextmanager
+def matcher_popens(
+    zk: str, cluster: str, n: int, command: Sequence[str] = ()
+) -> Iterator[list[tuple[subprocess.Popen[bytes], str]]]:
+    """As `matcher_processes`, each process with its id (to kill it)."""
     cli = list(command) or [sys.executable, "-m", "tidings.cli.main", "matcher"]
     args = ["--zookeeper", zk, "--cluster", cluster]
     procs = [subprocess.Popen([*cli, *args], stdout=subprocess.PIPE) for _ in range(n)]
     try:
-        ids = []
+        joined = []
         for p in procs:
             line = p.stdout.readline() if p.stdout else b""
             if not line:
                 raise RuntimeError(f"a matcher process ended before it joined ({p.wait()})")
-            ids.append(orjson.loads(line)["operator"])
-        yield ids
+            joined.append((p, orjson.loads(line)["operator"]))
+        yield joined
     finally:
         for p in procs:
             p.terminate()
