@@ -257,7 +257,7 @@ class Deployment:
 
     async def _start_matcher(self, member: str) -> MatcherOperator:
         op = self._matcher_class(member, await self._session(), self._bind(member))
-        await op.start()
+        await _started(op)
         self.matchers[member] = op
         return op
 
@@ -265,7 +265,7 @@ class Deployment:
         op = self._exit_point_class(
             member, await self._session(), self._bind(member), self.sink_factory()
         )
-        await op.start()
+        await _started(op)
         self.exit_points[member] = op
         return op
 
@@ -611,10 +611,24 @@ class Deployment:
         return found
 
 
+async def _started(op: Operator) -> None:
+    """Start an operator; one that fails to start (or is cancelled starting: the deployment
+    closing under a recovery) releases its session, whose threads would keep the process
+    from exiting."""
+    try:
+        await op.start()
+    except BaseException:
+        await asyncio.shield(_stop(op))
+        raise
+
+
 async def _stop(op: Operator) -> None:
-    with contextlib.suppress(Exception):
-        await op.stop()
-        await op.coordinator.close()
+    try:
+        with contextlib.suppress(Exception):
+            await op.stop()
+    finally:
+        with contextlib.suppress(Exception):
+            await op.coordinator.close()
 
 
 async def cluster_status(coordinator: Coordinator) -> dict[str, Any]:
