@@ -36,7 +36,20 @@ def zookeeper() -> Iterator[str]:
     try:
         yield hosts
     finally:
+        _stop_leftover_clients()
         started.__exit__(None, None, None)
+
+
+def _stop_leftover_clients() -> None:
+    """A kazoo client still running when its ZooKeeper stops retries for ever, and kazoo's
+    exit handler then waits for it: the test process hung at its exit once (a recovery's
+    new operator, started as its deployment closed, kept its session). Stopped here."""
+    from kazoo.client import KazooClient
+
+    for client in [o for o in gc.get_objects() if isinstance(o, KazooClient)]:
+        if not client._stopped.is_set():
+            client.stop()
+            client.close()
 
 
 class Recorder:
