@@ -25,10 +25,10 @@ time.sleep(600)
 
 
 @contextmanager
-def listener() -> Iterator[tuple[subprocess.Popen[str], str]]:
+def listener(bind: str = "tcp://127.0.0.1:*") -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A process with a bound inbox, and the inbox's address."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", LISTENER, "tcp://127.0.0.1:*"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", LISTENER, bind], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
@@ -120,3 +120,23 @@ async def test_a_peer_no_longer_watched_is_not_reported() -> None:
         await asyncio.sleep(0.6)
     assert lost.peers == [] and watch.watched == set()
     watch.close()
+
+
+async def test_a_peer_reported_lost_and_watched_again_is_reported_again(tmp_path: Path) -> None:
+    """A namesake at the same address (a matcher restarted with `--name` and a fixed port)."""
+    lost = Lost()
+    watch = PeerWatch(shared_context(), lost, grace_s=0.2)
+    with listener(f"ipc://{tmp_path / 'm1'}") as (proc, address):
+        watch.watch("m1", address)
+        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        proc.kill()
+        await asyncio.wait_for(lost.event.wait(), 10)
+    lost.event.clear()
+    with listener(address) as (proc, again):
+        assert again == address
+        watch.watch("m1", again)
+        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        proc.kill()
+        await asyncio.wait_for(lost.event.wait(), 10)
+    watch.close()
+    assert lost.peers == ["m1", "m1"]

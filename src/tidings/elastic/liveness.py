@@ -72,10 +72,11 @@ class PeerWatch:
         return set(self._peers)
 
     def watch(self, peer: str, address: str) -> None:
-        """Watch a peer at its inbox's address (again at a new address, if it moved)."""
+        """Watch a peer at its inbox's address (afresh if it moved, or was reported lost: a
+        namesake started since)."""
         known = self._peers.get(peer)
         if known is not None:
-            if known.address == address:
+            if known.address == address and not known.lost:
                 return
             self.unwatch(peer)
         sock = self._context.socket(zmq.PUSH)
