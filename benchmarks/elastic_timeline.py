@@ -231,7 +231,12 @@ async def _timeline(
         sent.append(time.monotonic() - t0)
         future = d.ap.publish_nowait(_publication(n, xs[n % len(xs)]))
         pending.add(future)
-        future.add_done_callback(pending.discard)
+        future.add_done_callback(answered)
+
+    def answered(future: asyncio.Future[int]) -> None:
+        pending.discard(future)
+        if not future.cancelled():
+            future.exception()  # (one failed as the run stopped itself: seen, not reported)
 
     def subscribe(k: int) -> None:
         low = (k * 37) % 10_000
