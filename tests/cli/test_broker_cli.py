@@ -210,18 +210,26 @@ def test_serve_says_in_one_line_that_its_port_is_taken(tmp_path: Path) -> None:
     [("temp >> 30", "--where"), ("temp > abc", "quote a string")],
 )
 def test_a_bad_where_registers_nothing_and_exits_2(url: str, where: str, needle: str) -> None:
-    before = subscribers(url)
+    before = registrations(url)
     result = tidings("subscribe", "--url", url, "-w", where)
     assert result.returncode == 2 and needle in result.stderr
     assert "Traceback" not in result.stderr
-    assert subscribers(url) == before
+    assert registrations(url) == before
 
 
-def subscribers(url: str) -> float:
-    """The broker's count of subscribers, from its metrics."""
+def registrations(url: str) -> float:
+    """Requests that registered a subscriber, from the broker's metrics (not its count of
+    subscribers, which falls as earlier tests' ephemeral ones expire: this failed once)."""
     text = httpx.get(f"{url}/metrics").text
-    [family] = [f for f in text_string_to_metric_families(text) if f.name == "tidings_subscribers"]
-    return family.samples[0].value
+    families = text_string_to_metric_families(text)
+    [family] = [f for f in families if f.name == "tidings_http_requests"]
+    return sum(
+        sample.value
+        for sample in family.samples
+        if sample.name.endswith("_total")
+        and sample.labels.get("route") == "/v1/subscribers"
+        and sample.labels.get("method") == "POST"
+    )
 
 
 def test_a_quoted_word_compares_as_a_string() -> None:
