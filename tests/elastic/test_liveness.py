@@ -49,17 +49,19 @@ class Lost:
         self.event.set()
 
 
-async def handshake(watch: PeerWatch, peer: str) -> None:
-    while "HANDSHAKE_SUCCEEDED" not in watch.events(peer):
-        await asyncio.sleep(0.01)
+async def watched(watch: PeerWatch, peer: str, address: str) -> None:
+    """Watch a peer, and wait until it was seen alive (a handshake)."""
+    watch.watch(peer, address)
+    async with asyncio.timeout(10):
+        while "HANDSHAKE_SUCCEEDED" not in watch.events(peer):
+            await asyncio.sleep(0.01)
 
 
 async def test_a_peer_whose_process_is_killed_is_reported_once() -> None:
     lost = Lost()
     watch = PeerWatch(shared_context(), lost, grace_s=0.2)
     with listener() as (proc, address):
-        watch.watch("m1", address)
-        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        await watched(watch, "m1", address)
         proc.kill()
         await asyncio.wait_for(lost.event.wait(), 10)
         await asyncio.sleep(0.5)  # ZeroMQ keeps trying to reconnect: no second report
@@ -72,8 +74,7 @@ async def test_a_stopped_process_is_reported_through_the_heartbeats() -> None:
     lost = Lost()
     watch = PeerWatch(shared_context(), lost, grace_s=0.2, heartbeat_s=0.1)
     with listener() as (proc, address):
-        watch.watch("m1", address)
-        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        await watched(watch, "m1", address)
         proc.send_signal(signal.SIGSTOP)
         await asyncio.wait_for(lost.event.wait(), 10)
     watch.close()
@@ -85,8 +86,7 @@ async def test_a_listener_back_within_the_grace_is_not_reported(tmp_path: Path) 
     watch = PeerWatch(shared_context(), lost, grace_s=1.0)
     address = f"ipc://{tmp_path / 'inbox'}"
     inbox = Inbox(shared_context(), address)
-    watch.watch("m1", address)
-    await asyncio.wait_for(handshake(watch, "m1"), 10)
+    await watched(watch, "m1", address)
     inbox.close()
     while "DISCONNECTED" not in watch.events("m1"):
         await asyncio.sleep(0.01)
@@ -113,8 +113,7 @@ async def test_a_peer_no_longer_watched_is_not_reported() -> None:
     lost = Lost()
     watch = PeerWatch(shared_context(), lost, grace_s=0.2)
     with listener() as (proc, address):
-        watch.watch("m1", address)
-        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        await watched(watch, "m1", address)
         watch.unwatch("m1")
         proc.kill()
         await asyncio.sleep(0.6)
@@ -127,15 +126,13 @@ async def test_a_peer_reported_lost_and_watched_again_is_reported_again(tmp_path
     lost = Lost()
     watch = PeerWatch(shared_context(), lost, grace_s=0.2)
     with listener(f"ipc://{tmp_path / 'm1'}") as (proc, address):
-        watch.watch("m1", address)
-        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        await watched(watch, "m1", address)
         proc.kill()
         await asyncio.wait_for(lost.event.wait(), 10)
     lost.event.clear()
     with listener(address) as (proc, again):
         assert again == address
-        watch.watch("m1", again)
-        await asyncio.wait_for(handshake(watch, "m1"), 10)
+        await watched(watch, "m1", again)
         proc.kill()
         await asyncio.wait_for(lost.event.wait(), 10)
     watch.close()
