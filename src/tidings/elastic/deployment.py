@@ -109,7 +109,6 @@ class Deployment:
         # the other processes' operators, watched through connections of their own: one
         # unreachable for `unreachable_s` is evicted (0: left to its session's expiry)
         self.peers = PeerWatch(shared_context(), self._unreachable, unreachable_s)
-        self._watching = unreachable_s > 0
         self._peer_sessions: dict[str, int] = {}  # watched peer -> the session of its node
         self._following: asyncio.Task[None] | None = None
         self._peers_stale = False
@@ -431,7 +430,7 @@ class Deployment:
 
     def _follow_peers(self) -> None:
         """Watch every other process's operator as the membership changes."""
-        if not self._watching or self._closing:
+        if self.peers.grace_s <= 0 or self._closing:
             return
         self._peers_stale = True
         if self._following is None or self._following.done():
