@@ -4,12 +4,9 @@ Matcher delivers, through any interleaving of subscription changes and publicati
 from __future__ import annotations
 
 import itertools
-import random
 from collections import Counter
 from collections.abc import Iterator
 
-import kazoo.protocol.connection
-import kazoo.retry
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -39,14 +36,8 @@ steps = st.one_of(
 
 @pytest.fixture(scope="module")
 def deployments(zookeeper: str) -> Iterator[dict[str, tuple[Deployment, Recorder]]]:
-    with pytest.MonkeyPatch.context() as patch:
-        # kazoo's connection threads draw from the global `random` at every wake-up (ping
-        # jitter): during one of hypothesis's draws that reads as the strategy using it,
-        # and the example fails as flaky (about one run of this file in four). Their own
-        # generator leaves the global one to hypothesis.
-        patch.setattr(kazoo.protocol.connection, "random", random.Random())
-        patch.setattr(kazoo.retry, "random", random.Random())
-        yield from _deployments(zookeeper)
+    # (kazoo's threads leave the global random alone: see the `zookeeper` fixture)
+    yield from _deployments(zookeeper)
 
 
 def _deployments(zookeeper: str) -> Iterator[dict[str, tuple[Deployment, Recorder]]]:
