@@ -395,3 +395,24 @@ def test_many_subscriptions_through_rebuilds_and_reused_slots_agree_with_the_ora
         answers = matcher.match_batch(events)
         assert answers == [oracle.match(e) for e in events]
     assert None not in held and any(len(ids) > 1 for ids in held.values())  # slots reused
+
+
+def test_columns_replace_the_subscriptions_whose_ids_they_hold_of_either_kind() -> None:
+    w = workload.named("W-B", domain=1000)
+    attrs, lows = workload.subscription_arrays(w, 3, np.random.default_rng(1))
+    predicates = workload.predicates_of(w, attrs, lows)
+    matcher = Matcher()
+    matcher.add_topic("s0", "old", ["news"])
+    matcher.add_content("s1", "old", [Predicate("n", Op.GT, 1)])
+    matcher.add_content_arrays(
+        ["s0", "s1", "s2"], ["u0", "u1", "u2"], workload.columns_of(w, attrs, lows)
+    )
+    assert matcher.match(Event(("news",), {"n": 2})) == {}
+    objects = Matcher()
+    objects.add_contents(zip(["s0", "s1", "s2"], ["u0", "u1", "u2"], predicates, strict=True))
+    probes = [
+        Event(attributes=e)
+        for e in workload.events_of(w, workload.event_arrays(w, 200, np.random.default_rng(2)))
+    ]
+    assert matcher.match_batch(probes) == objects.match_batch(probes)
+    assert len(matcher) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,3 +94,34 @@ def test_grouping_agrees_with_a_dict_of_owners_through_any_script(
     expected = grouped([truth[s] for s in live], [f"s{s}" for s in live])
     assert owners.group(slots, named) == expected
     assert len(owners) == len(set(truth.values()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    owned=st.dictionaries(
+        st.integers(0, 5000), st.sampled_from(["a", "b", "c", "d"]), max_size=300
+    ),
+    before=st.dictionaries(st.integers(5001, 5100), st.sampled_from(["b", "e"]), max_size=20),
+    released=st.sets(st.integers(0, 5100), max_size=100),
+)
+def test_owning_many_at_once_agrees_with_owning_one_by_one(
+    owned: dict[int, str], before: dict[int, str], released: set[int]
+) -> None:
+    many, each = SlotOwners(), SlotOwners()
+    for slot, subscriber in before.items():
+        many.own(slot, subscriber)
+        each.own(slot, subscriber)
+    many.own_many(list(owned), list(owned.values()))
+    for slot, subscriber in owned.items():
+        each.own(slot, subscriber)
+    for slot in sorted(released & (owned.keys() | before.keys())):
+        many.release(slot)
+        each.release(slot)
+    probe = np.arange(0, 5101, dtype=np.intp)
+    assert many.group(probe, named) == each.group(probe, named)
+    assert len(many) == len(each)
+
+
+def test_owning_many_needs_one_subscriber_per_slot() -> None:
+    with pytest.raises(ValueError, match="2 slots for 1 subscribers"):
+        SlotOwners().own_many([0, 1], ["alice"])

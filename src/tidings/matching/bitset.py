@@ -242,8 +242,9 @@ class IntervalIndex:
         with self._lock:
             to_attr = np.array([self._attribute(k) for k in rows.keys], np.int32)
             a, lo, hi = _merge_per_attribute(to_attr[rows.attrs], *intervals(rows.ops, rows.vals))
-            for sid in ids:
-                self._remove(sid)
+            if not self._slot_of.keys().isdisjoint(ids):  # (replacements: the loop only then)
+                for sid in ids:
+                    self._remove(sid)
             start, n = len(self._ids), len(ids)
             self._ids.extend(ids)
             self._grow(start + n, a.shape[1])

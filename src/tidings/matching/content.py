@@ -216,8 +216,9 @@ class ContentIndex:
     def add_arrays(self, ids: Sequence[str], rows: IntervalRows) -> None:
         """Bulk load of numeric interval subscriptions as columns (`IntervalIndex.add_arrays`:
         row i of `rows` is ids[i]); ids held by the counting index move."""
-        for sid in ids:
-            self.counting.remove(sid)
+        if len(self.counting):
+            for sid in ids:
+                self.counting.remove(sid)
         self.intervals.add_arrays(ids, rows)
 
     def remove(self, subscription_id: str) -> bool:

@@ -213,13 +213,14 @@ class Matcher:
             raise ValueError("an id repeats: each row must be another subscription")
         if "" in distinct:
             raise ValueError("an empty id: the interval index reads it as a removed one")
-        for sid in ids:
-            self.remove(sid)
+        if not self._owner.keys().isdisjoint(distinct):  # (new ids, the usual case: no loop)
+            for sid in ids:
+                self.remove(sid)
         self._slotted.add_arrays(ids, rows)
-        slot_of, own = self._slotted.slot_of, self._slot_owners.own
-        for sid, owner in zip(ids, subscriber_ids, strict=True):
-            owner = self._owner[sid] = sys.intern(owner)
-            own(slot_of(sid), owner)  # type: ignore[arg-type]
+        interned = {owner: sys.intern(owner) for owner in dict.fromkeys(subscriber_ids)}
+        owners = list(map(interned.__getitem__, subscriber_ids))
+        self._owner.update(zip(ids, owners, strict=True))
+        self._slot_owners.own_many(self._slotted.slots_of(ids), owners)  # type: ignore[arg-type]
 
     def wait(self) -> None:
         """Until the content index's background merges and rebuilds have landed (a large

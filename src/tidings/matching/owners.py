@@ -44,6 +44,29 @@ class SlotOwners:
         self._code_by_slot[slot] = code
         self._owned[code] += 1
 
+    def own_many(self, slots: Sequence[int], subscriber_ids: Sequence[str]) -> None:
+        """`own` of each pair, in array operations: a scale's 34,000 records took 28 ms one
+        by one, most of it setting one array element at a time."""
+        if len(slots) != len(subscriber_ids):
+            raise ValueError(f"{len(slots)} slots for {len(subscriber_ids)} subscribers")
+        if not slots:
+            return
+        for subscriber_id in dict.fromkeys(subscriber_ids):  # (codes in order of appearance)
+            if subscriber_id not in self._code_of:
+                self._new_code(subscriber_id)
+        n = len(slots)
+        at = np.fromiter(slots, np.intp, n)
+        codes = np.fromiter(map(self._code_of.__getitem__, subscriber_ids), np.int32, n)
+        end = int(at.max()) + 1
+        if end > len(self._code_by_slot):
+            grown = np.full(max(2 * len(self._code_by_slot), end), _NONE, np.int32)
+            grown[: len(self._code_by_slot)] = self._code_by_slot
+            self._code_by_slot = grown
+        self._code_by_slot[at] = codes
+        counts = np.bincount(codes)
+        for code in np.flatnonzero(counts).tolist():
+            self._owned[code] += int(counts[code])
+
     def _new_code(self, subscriber_id: str) -> int:
         if self._free:
             code = self._free.pop()
