@@ -51,19 +51,23 @@ def events(seed: int) -> list[Event]:
     ]
 
 
-def test_many_subscriptions_at_once_match_as_when_added_one_by_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    given = records(3 * BULK_FROM, seed=3)
-    bulk = Slice(Selector(1, ("m",)))
-    in_bulk: list[int] = []
+@pytest.fixture
+def in_bulk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of subscriptions of each bulk call of an index from now on."""
+    calls: list[int] = []
     add_arrays = Matcher.add_content_arrays
 
     def counted(index: Matcher, ids: list[str], *rest: object) -> None:
         add_arrays(index, ids, *rest)  # type: ignore[arg-type]
-        in_bulk.append(len(ids))
+        calls.append(len(ids))
 
     monkeypatch.setattr(Matcher, "add_content_arrays", counted)
+    return calls
+
+
+def test_many_subscriptions_at_once_match_as_when_added_one_by_one(in_bulk: list[int]) -> None:
+    given = records(3 * BULK_FROM, seed=3)
+    bulk = Slice(Selector(1, ("m",)))
     bulk.add(given)
     assert in_bulk == [sum(1 for i in range(3 * BULK_FROM) if i % 7 in (1, 6))]
     bulk.index.wait()
@@ -99,3 +103,73 @@ def test_an_id_given_twice_in_one_add_keeps_its_last_subscription_whatever_its_k
         (by_content,) = piece.match_batch([Event(("t/b",), {"x": 1})])
         assert ("s" in by_topic.get("u", [])) == (last is topical)
         assert ("s" in by_content.get("u", [])) == (last is numeric)
+
+
+def intervals(n: int, seed: int) -> list[wire.SubscriptionRecord]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        low = rng.randrange(0, 100)
+        predicates: list[wire.WirePredicate] = [("x", ">=", low), ("x", "<", low + 10)]
+        if i % 3 == 0:
+            predicates = [("x", ">", low)]  # a shorter row: repeats its last
+        elif i % 3 == 1:
+            predicates.append(("y", "<=", rng.choice([1, 2.5])))
+        out.append(wire.SubscriptionRecord(f"s{i}", f"u{i % 13}", predicates=predicates))
+    return out
+
+
+def assert_answers_alike(one: Slice, other: Slice) -> None:
+    for event in events(seed=8):
+        assert one.match_batch([event]) == other.match_batch([event])
+
+
+@pytest.mark.parametrize(
+    "spoiler",
+    [
+        None,
+        ("y", "=", True),
+        ("y", "<", 2**60),
+        ("y", "<", 10**400),
+        ("y", "<", float("nan")),
+        ("y", "<", float("inf")),
+        ("y", "in", [1, 2]),
+        ("y", "=", "a"),
+    ],
+    ids=["none", "a boolean", "too large", "beyond a float", "nan", "inf", "in", "text"],
+)
+def test_numeric_subscriptions_go_in_one_bulk_call_and_one_that_is_not_goes_alone(
+    in_bulk: list[int], spoiler: wire.WirePredicate | None
+) -> None:
+    given = intervals(2 * BULK_FROM, seed=6)
+    if spoiler is not None:
+        given[7] = wire.SubscriptionRecord("s7", "u7", predicates=[("x", ">=", 1), spoiler])
+    bulk, each = Slice(Selector(1, ("m",))), Slice(Selector(1, ("m",)))
+    bulk.add(given)
+    assert in_bulk == [len(given) - (spoiler is not None)]
+    for record in given:
+        each.add([record])
+    assert bulk.records == each.records
+    assert_answers_alike(bulk, each)
+
+
+def test_a_batch_with_ids_already_held_replaces_them_and_adds_the_rest_in_bulk(
+    in_bulk: list[int],
+) -> None:
+    first, second = intervals(2 * BULK_FROM, seed=6), intervals(2 * BULK_FROM, seed=9)
+    again = [
+        *second[:10],
+        *[
+            wire.SubscriptionRecord(f"n{r.id}", r.subscriber, r.topics, r.predicates)
+            for r in second[10:]
+        ],
+    ]
+    bulk, each = Slice(Selector(1, ("m",))), Slice(Selector(1, ("m",)))
+    bulk.add(first)
+    in_bulk.clear()
+    bulk.add(again)
+    assert in_bulk == [len(again) - 10]
+    for record in [*first, *again]:
+        each.add([record])
+    assert bulk.records == each.records
+    assert_answers_alike(bulk, each)

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import operator
 import os
 import threading
 import time
@@ -48,6 +49,7 @@ GROW_CHUNK = 1024  # records a matcher in both views adds to its index per loop 
 GROW_BACKLOG = 32  # an inbox batch this large: publications wait, and a chunk gives way ...
 GROW_YIELDS = 1  # ... for one more inbox batch: under a backlog, a chunk every two batches
 _OP_CODES = {op.value: code for op, code in OP_CODES.items()}
+_ID, _TOPICS, _PREDICATES = (operator.attrgetter(a) for a in ("id", "topics", "predicates"))
 
 log = logging.getLogger("tidings.elastic")
 
@@ -77,30 +79,34 @@ class Slice:
     def add(self, records: list[wire.SubscriptionRecord]) -> None:
         """Many at once (a scale's state, a recovery's): the content subscriptions made of
         comparisons with numbers as columns, in one bulk call of the index
-        (`Matcher.add_content_arrays`, no Predicate object each: 34 k records in 0.12 s
-        instead of 0.41 s); the rest one by one."""
+        (`Matcher.add_content_arrays`, no Predicate object each: 34 k records in 0.10 s
+        instead of 0.41 s; 0.14 s with a Python pass per record to check and make the
+        columns); the rest one by one."""
         records = list({r.id: r for r in records}.values())  # an id given twice: the last
-        self.foreign.difference_update(r.id for r in records)  # (replaced, as the index does)
+        if self.foreign:  # (replaced, as the index does)
+            self.foreign.difference_update(r.id for r in records)
         if len(records) < BULK_FROM:
             self._add_each(records)
             return
-        bulk: list[wire.SubscriptionRecord] = []
-        rest: list[wire.SubscriptionRecord] = []
-        for record in records:  # an id already held: one by one (replaced)
-            if _numeric(record) and record.id not in self.records:
-                bulk.append(record)
-            else:
-                rest.append(record)
-        if bulk:
+        ids = [r.id for r in records]
+        rows = _numeric_rows(records) if self.records.keys().isdisjoint(ids) else None
+        if rows is not None:  # all of them (a scale's state, usually): checked in C passes
+            bulk, rest = records, []
+        else:  # a mix: what is not numeric, and ids already held, one by one (replaced)
+            fits = [_numeric(r) and r.id not in self.records for r in records]
+            bulk = list(itertools.compress(records, fits))
+            rest = [r for r, fit in zip(records, fits, strict=True) if not fit]
+            rows = _numeric_rows(bulk) if bulk else None
+            ids = [r.id for r in bulk]
+        if rows is None:
+            rest = records
+        else:
             try:
-                self.index.add_content_arrays(
-                    [r.id for r in bulk], [r.subscriber for r in bulk], _columns(bulk)
-                )
+                self.index.add_content_arrays(ids, [r.subscriber for r in bulk], rows)
             except (TypeError, ValueError):  # an index without arrays, a value it refuses
-                rest += bulk  # (refused before anything changed)
+                rest = records  # (refused before anything changed)
             else:
-                for record in bulk:
-                    self.records[record.id] = record
+                self.records.update(zip(ids, bulk, strict=True))
         self._add_each(rest)
 
     def _add_each(self, records: list[wire.SubscriptionRecord]) -> None:
@@ -171,24 +177,38 @@ def _numeric(record: wire.SubscriptionRecord) -> bool:
     )
 
 
-def _columns(records: list[wire.SubscriptionRecord]) -> IntervalRows:
-    """Row i: record i's predicates, a shorter row repeating its last (a conjunction)."""
-    width = max(len(r.predicates) for r in records)
-    keys: dict[str, int] = {}
-    attrs, ops, vals = [], [], []
-    for record in records:
-        last = len(record.predicates) - 1
-        for j in range(width):
-            key, op, value = record.predicates[min(j, last)]
-            attrs.append(keys.setdefault(key, len(keys)))
-            ops.append(_OP_CODES[op])
-            vals.append(value)
-    shape = (len(records), width)
+def _numeric_rows(records: list[wire.SubscriptionRecord]) -> IntervalRows | None:
+    """The records as columns if every one is a conjunction of comparisons with numbers
+    (`_numeric`), else None. Row i: record i's predicates, a shorter row repeating its last.
+    The checks and the columns are passes in C over all of them: one by one, the 34,000
+    records of a scale took 50 ms, the core of a new matcher's build."""
+    if any(map(_TOPICS, records)) or not all(map(_ID, records)):
+        return None
+    lists = list(map(_PREDICATES, records))
+    widths = set(map(len, lists))
+    if 0 in widths:
+        return None
+    width = max(widths)
+    if len(widths) == 1:
+        flat = list(itertools.chain.from_iterable(lists))
+    else:
+        flat = [p for ps in lists for p in itertools.chain(ps, [ps[-1]] * (width - len(ps)))]
+    keys, ops, values = zip(*flat, strict=True)
+    if not set(ops) <= _OP_CODES.keys() or not set(map(type, values)) <= {int, float}:
+        return None
+    try:
+        vals = np.array(values, np.float64)
+    except OverflowError:  # an int beyond any float
+        return None
+    if not (np.abs(vals) < EXACT).all():
+        return None
+    codes = {key: code for code, key in enumerate(dict.fromkeys(keys))}
+    n, shape = len(flat), (len(records), width)
     return IntervalRows(
-        tuple(keys),
-        np.array(attrs, np.int32).reshape(shape),
-        np.array(ops, np.int8).reshape(shape),
-        np.array(vals, np.float64).reshape(shape),
+        tuple(codes),
+        np.fromiter(map(codes.__getitem__, keys), np.int32, n).reshape(shape),
+        np.fromiter(map(_OP_CODES.__getitem__, ops), np.int8, n).reshape(shape),
+        vals.reshape(shape),
     )
 
 
