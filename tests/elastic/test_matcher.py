@@ -10,7 +10,14 @@ import threading
 
 from tidings.elastic import wire
 from tidings.elastic.channels import Inbox, shared_context
-from tidings.elastic.matcher import FREE_CHUNK, MatcherOperator, Slice
+from tidings.elastic.coordinator import ScaleState
+from tidings.elastic.matcher import (
+    FREE_CHUNK,
+    SPLIT_STEP,
+    MatcherOperator,
+    Slice,
+    _MatcherScale,
+)
 from tidings.elastic.partition import Selector
 from tidings.matching.engine import Event
 
@@ -119,3 +126,52 @@ async def test_subscriptions_in_a_row_are_added_at_once_and_match_only_what_foll
     assert answers == {1: {}, 2: {"u": ["s0", "s1", "s2"]}, 3: {"u": ["s0", "s2"]}}
     matcher.out.close(linger=0)
     exit_point.close()
+
+
+async def test_a_snapshot_is_sent_in_steps_between_the_loops_turns_each_share_in_full() -> None:
+    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+    state = ScaleState(7, "matchers", "start", 3, ["m"], ["a", "b", "c"])
+    scale = matcher._scale = _MatcherScale(state)
+    snapshot = records("s", 3 * SPLIT_STEP + 100)
+    frames: list[tuple[str, bytes]] = []
+    readied: list[int] = []
+
+    async def ready(scale: _MatcherScale) -> None:
+        readied.append(scale.state.id)
+
+    matcher.out.send_frame = lambda member, frame: frames.append((member, frame))  # type: ignore[method-assign]
+    matcher._ready = ready  # type: ignore[method-assign]
+    sent_by_turn: list[int] = []
+
+    async def turns() -> None:  # the inbox loop's turns, meanwhile
+        while not readied:
+            sent_by_turn.append(len(frames))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(matcher._send_state(scale, snapshot), turns())
+
+    assert 0 < sent_by_turn[2] < len(frames)  # the first chunks left before the split ended
+    assert len(set(sent_by_turn)) >= 3  # sent across the loop's turns, not all at once
+    selector = Selector(3, ("a", "b", "c"))
+    for member in ["a", "b", "c"]:
+        messages = [wire.decode(f) for m, f in frames if m == member]
+        assert all(isinstance(m, wire.AddMatcherState) for m in messages)
+        assert [m.last for m in messages] == [False] * (len(messages) - 1) + [True]  # type: ignore[union-attr]
+        got = [r for m in messages for r in m.records]  # type: ignore[union-attr]
+        assert got == [r for r in snapshot if selector.of(r.id) == member]
+    assert readied == [7]  # (not in the new view: its part is done)
+    matcher.out.close(linger=0)
+
+
+async def test_an_empty_share_is_sent_as_one_last_chunk() -> None:
+    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+    state = ScaleState(7, "matchers", "start", 3, ["m"], ["m", "a"])
+    scale = matcher._scale = _MatcherScale(state)
+    frames: list[tuple[str, bytes]] = []
+    matcher.out.send_frame = lambda member, frame: frames.append((member, frame))  # type: ignore[method-assign]
+    shares: dict[str, list[wire.SubscriptionRecord]] = {"m": records("s", 5), "a": []}
+    matcher._send_chunks(scale, shares, dict.fromkeys(shares, 0), last=True)
+    assert [(m, wire.decode(f)) for m, f in frames] == [
+        ("a", wire.AddMatcherState(7, 3, "m", [], True))
+    ]
+    matcher.out.close(linger=0)

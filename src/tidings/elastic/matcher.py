@@ -45,6 +45,7 @@ from tidings.matching.owners import Matches
 BULK_FROM = 256  # records added at once from which the columns are worth making
 SHRINK_CHUNK = 2000  # ids removed from an index per loop step (about 6 ms)
 FREE_CHUNK = 4000  # records of a dropped slice freed per loop step (about 2 ms)
+SPLIT_STEP = 8192  # records of a snapshot repartitioned per loop step (about 3 ms)
 GROW_CHUNK = 1024  # records a matcher in both views adds to its index per loop step (4 ms)
 GROW_BACKLOG = 32  # an inbox batch this large: publications wait, and a chunk gives way ...
 GROW_YIELDS = 1  # ... for one more inbox batch: under a backlog, a chunk every two batches
@@ -125,23 +126,6 @@ class Slice:
     def remove(self, subscription_id: str) -> None:
         if self.records.pop(subscription_id, None) is not None:
             self.index.remove(subscription_id)
-
-
-def _repartition(
-    state: ScaleState, me: str, records: list[wire.SubscriptionRecord]
-) -> tuple[dict[str, list[wire.SubscriptionRecord]], dict[str, list[bytes]]]:
-    """Each new member's share of `records`, and the other members' as encoded chunks (its
-    own share stays here: no encoding, no decoding)."""
-    new = Selector(state.view, tuple(state.new))
-    shares: dict[str, list[wire.SubscriptionRecord]] = {m: [] for m in new.members}
-    for record in records:
-        shares[new.of(record.id)].append(record)
-    frames = {
-        member: [wire.encode(m) for m in wire.state_messages(state.id, state.view, me, share)]
-        for member, share in shares.items()
-        if member != me
-    }
-    return shares, frames
 
 
 def _own_and_moved(
@@ -513,16 +497,24 @@ class MatcherOperator(Operator):
     async def _send_state(
         self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]
     ) -> None:
-        """Repartition the snapshot by the new selector and send each member its share,
-        beside the inbox loop (done in it, the 66,000 records a 1 -> 3 scale-out sends held
-        the loop for 67 ms, a pause of every notification)."""
+        """Repartition the snapshot by the new selector and send each member its share: a
+        step of `SPLIT_STEP` records between the inbox loop's batches, and each chunk sent
+        as soon as it is full. (At once in the loop, the 66,000 records a 1 -> 3 scale-out
+        sends held it for 67 ms, a pause of every notification; in a thread, the thread took
+        the GIL at each of the loop's releases, its batches took three times as long, and
+        the first chunk left 77 ms after StartScale.)"""
         state = scale.state
-        shares, frames = await asyncio.to_thread(_repartition, state, self.id, records)
-        if self._scale is not scale:
-            return  # ended meanwhile
-        for member, chunks in frames.items():
-            for frame in chunks:
-                self.out.send_frame(member, frame)
+        new = Selector(state.view, tuple(state.new))
+        shares: dict[str, list[wire.SubscriptionRecord]] = {m: [] for m in new.members}
+        sent = dict.fromkeys(new.members, 0)
+        for start in range(0, len(records), SPLIT_STEP):
+            for record in records[start : start + SPLIT_STEP]:
+                shares[new.of(record.id)].append(record)
+            self._send_chunks(scale, shares, sent, last=False)
+            await asyncio.sleep(0)
+            if self._scale is not scale:
+                return  # ended meanwhile
+        self._send_chunks(scale, shares, sent, last=True)
         self.count("state_records_sent", len(records) - len(shares.get(self.id, ())))
         if self._grows(scale):
             scale.own, scale.moved = await asyncio.to_thread(_own_and_moved, shares, self.id)
@@ -534,6 +526,28 @@ class MatcherOperator(Operator):
             await self._received(scale, self.id, shares[self.id], last=True)
         if self.id not in state.new:
             await self._ready(scale)
+
+    def _send_chunks(
+        self,
+        scale: _MatcherScale,
+        shares: dict[str, list[wire.SubscriptionRecord]],
+        sent: dict[str, int],
+        last: bool,
+    ) -> None:
+        """The other members' full chunks not sent yet; with `last`, the rest too, ending
+        with a chunk marked last (an empty share is news too)."""
+        state = scale.state
+        for member, share in shares.items():
+            if member == self.id:
+                continue
+            while len(share) - sent[member] >= wire.STATE_CHUNK or last:
+                chunk = share[sent[member] : sent[member] + wire.STATE_CHUNK]
+                sent[member] += len(chunk)
+                done = last and sent[member] == len(share)
+                message = wire.AddMatcherState(state.id, state.view, self.id, chunk, done)
+                self.out.send_frame(member, wire.encode(message))
+                if done:
+                    break
 
     async def _scale_when_known(self, scale_id: int) -> _MatcherScale | None:
         """A protocol message may overtake the coordinator's watch: read the scale then.
