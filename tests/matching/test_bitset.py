@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidings.matching import workload as wl
-from tidings.matching.bitset import IntervalIndex, event_number
+from tidings.matching.bitset import IntervalIndex, _without, event_number
 from tidings.matching.content import ContentIndex
 from tidings.model import Op, Predicate, Scalar
 
@@ -220,3 +220,15 @@ def test_a_slot_freed_while_a_match_reads_older_rows_waits_for_that_match(
     monkeypatch.undo()
     assert sorted(index.match({"a": 45})) == ["s0", "s1", "s2", "s3", "s4"]
     assert sorted(index.match({"a": 150})) == ["s5", "s6", "s7", "y"]
+
+
+@given(
+    slots=st.lists(st.integers(0, 300), max_size=60),
+    gone=st.lists(st.integers(0, 300), max_size=60),
+)
+def test_slots_without_others_are_the_set_difference_sorted(
+    slots: list[int], gone: list[int]
+) -> None:
+    got = _without(np.array(slots, np.intp), np.array(gone, np.intp))
+    assert got.tolist() == np.setdiff1d(slots, gone).tolist()
+    assert got.dtype == np.intp
