@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tidings.elastic.exit_point import StoreSink, _merged
+from tidings.elastic import wire
+from tidings.elastic.coordinator import ClusterConfig, ScaleState, View
+from tidings.elastic.exit_point import ExitPointOperator, StoreSink, _merged
 from tidings.store.base import Fanout
 from tidings.store.sqlite import SQLiteStore
 
@@ -71,3 +73,56 @@ def test_a_fresh_commit_the_store_refuses_raises_and_enqueues_nothing(
     with pytest.raises(Exception, match="UNIQUE"):  # p1's body is there: not fresh
         asyncio.run(sink.deliver([fanout("p1", {"bob": ["s2"]})]))
     assert queue(store, "bob") == []
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.fanouts: list[Fanout] = []
+
+    async def deliver(self, fanouts: Sequence[Fanout], fresh: bool = True) -> None:
+        self.fanouts.extend(fanouts)
+
+
+class SlowCoordinator:
+    """A matcher scale 1 -> 2 whose state ZooKeeper gives only when `answer` is set."""
+
+    def __init__(self) -> None:
+        self.answer = asyncio.Event()
+        self.arrivals: list[tuple[int, str, str]] = []
+
+    async def scale(self) -> ScaleState:
+        await self.answer.wait()
+        return ScaleState(2, "matchers", "change", 2, ["m"], ["m", "n"])
+
+    async def require_config(self) -> ClusterConfig:
+        return ClusterConfig(View(1, ["m"]), View(1, ["e"]), ["ap"])
+
+    async def arrive(self, scale: int, barrier: str, member: str, data: bytes = b"") -> None:
+        self.arrivals.append((scale, barrier, member))
+
+
+async def test_partials_behind_a_matcher_change_marker_are_released_while_zookeeper_answers() -> (
+    None
+):
+    coordinator, sink = SlowCoordinator(), RecordingSink()
+    ep = ExitPointOperator("e", coordinator, "tcp://127.0.0.1:*", sink)  # type: ignore[arg-type]
+
+    async def unreachable(ap: str) -> bool:
+        return False
+
+    ep._reachable = unreachable  # type: ignore[method-assign]
+    body = b'{"id": "p0", "published_at": 1.0}'
+    marker = wire.ChangeMatcherOnExitPoint("ap", 2, 2, "m", 0)
+    behind = wire.Partials("m", [wire.Partial("ap", 0, 1, {"u": ["s1"]}, body)])
+
+    await asyncio.wait_for(ep.handle([marker, behind]), 5)
+    assert [(f.publication_id, f.owners) for f in sink.fanouts] == [("p0", {"u": ["s1"]})]
+    assert coordinator.arrivals == []  # the check still waits for ZooKeeper
+
+    coordinator.answer.set()
+    for _ in range(100):
+        if coordinator.arrivals:
+            break
+        await asyncio.sleep(0.01)
+    assert coordinator.arrivals == [(2, "changed", "e")]  # every old matcher's marker came
+    ep.out.close(linger=0)
