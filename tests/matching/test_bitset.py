@@ -232,3 +232,22 @@ def test_slots_without_others_are_the_set_difference_sorted(
     got = _without(np.array(slots, np.intp), np.array(gone, np.intp))
     assert got.tolist() == np.setdiff1d(slots, gone).tolist()
     assert got.dtype == np.intp
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["in the delta", "merged"])
+def test_subscriptions_removed_at_once_stop_matching_at_once(merged: bool) -> None:
+    index = IntervalIndex(rebuild_from=1000, delta_limit=1000)  # (nothing rebuilds by itself)
+    for i in range(6):
+        index.add(f"s{i}", between("x", 0, 10))
+    if merged:
+        index.merge()
+    gone = {index.slot_of(s) for s in ["s1", "s3", "s5"]}
+    assert index.remove_many(["s1", "s3", "s3", "absent", "s5"]) == 3
+    assert sorted(index.match({"x": 5})) == ["s0", "s2", "s4"]
+    (slots,) = index.match_slots_batch([{"x": 5}])
+    assert len(slots) == 3 and not gone & set(slots.tolist())  # not answered, not just unnamed
+    assert [index.slot_of(s) for s in ["s1", "s3", "s5"]] == [None, None, None]
+    assert index.remove_many(["s1"]) == 0
+    index.rebuild()
+    index.add("new", between("x", 0, 10))  # (a freed slot, taken again)
+    assert sorted(index.match({"x": 5})) == ["new", "s0", "s2", "s4"]

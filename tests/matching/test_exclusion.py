@@ -84,19 +84,25 @@ STEP = st.one_of(
     st.tuples(st.just("remove"), ID, st.none()),
     st.tuples(st.just("hide"), ID, st.none()),
     st.tuples(st.just("show"), ID, st.none()),
+    st.tuples(st.just("remove many"), st.lists(ID, min_size=1, max_size=5), st.none()),
+    st.tuples(st.just("show many"), st.lists(ID, min_size=1, max_size=5), st.none()),
 )
 
 
 @settings(max_examples=200, deadline=None)
 @given(steps=st.lists(STEP, max_size=60), scan=st.booleans(), x=st.integers(0, 12))
 def test_answers_without_an_exclusion_are_the_answers_less_its_ids_through_any_script(
-    steps: list[tuple[str, str, object]], scan: bool, x: int
+    steps: list[tuple[str, str | list[str], object]], scan: bool, x: int
 ) -> None:
     content = ScanContentIndex() if scan else ContentIndex(rebuild_from=2, delta_limit=4)
     matcher = Matcher(topic_cache_size=4, content=content)  # (rebuilds: freed slots reused)
     hidden, truth = matcher.exclusion(), set[str]()
     event = Event(("news",), {"x": x, "colour": "red"})
     for kind, sid, value in steps:
+        if kind in ("remove many", "show many"):
+            assert isinstance(sid, list)
+        else:
+            assert isinstance(sid, str)
         if kind == "interval":
             assert isinstance(value, int)
             lows = (Predicate("x", Op.GE, value), Predicate("x", Op.LE, value + 3))
@@ -108,6 +114,13 @@ def test_answers_without_an_exclusion_are_the_answers_less_its_ids_through_any_s
             matcher.add_topic(sid, "u1", [value])
         elif kind == "remove":
             matcher.remove(sid)
+        elif kind == "remove many":  # (at once: their slots, owners and mask entries)
+            held = len(matcher)
+            assert matcher.remove_many(sid) == held - len(matcher)
+            assert not any(s in matcher._owner for s in sid)
+        elif kind == "show many":
+            hidden.difference_update(sid)
+            truth.difference_update(sid)
         elif kind == "hide":
             hidden.update([sid])
             truth.add(sid)
@@ -115,3 +128,41 @@ def test_answers_without_an_exclusion_are_the_answers_less_its_ids_through_any_s
             hidden.discard(sid)
             truth.discard(sid)
         assert matcher.match_batch([event], hidden) == [without(matcher.match(event), truth)]
+
+
+def test_subscriptions_shown_at_once_come_back() -> None:
+    matcher = Matcher()
+    matcher.add_contents([(f"c{i}", "alice", IN_RANGE) for i in range(3)])
+    matcher.add_topic("n1", "bob", ["news"])
+    hidden = matcher.exclusion(["c0", "c1", "c2", "n1"])
+    hidden.difference_update(["c0", "c2", "n1", "never hidden"])
+    assert matcher.match_batch([EVENT], hidden) == [{"alice": ["c0", "c2"], "bob": ["n1"]}]
+    assert list(hidden) == ["c1"]
+
+
+def test_a_hidden_subscription_removed_among_others_stays_hidden_when_indexed_again() -> None:
+    matcher = Matcher()
+    matcher.add_contents([("c1", "alice", IN_RANGE), ("c2", "bob", IN_RANGE)])
+    hidden = matcher.exclusion(["c1"])
+    assert matcher.remove_many(["c1", "c2", "absent"]) == 2
+    assert "c1" in hidden.unmasked and not hidden.mask.any()  # by id now: its slot is free
+    matcher.add_content("c1", "alice", IN_RANGE)
+    matcher.add_content("c3", "carol", IN_RANGE)
+    assert matcher.match_batch([EVENT], hidden) == [{"carol": ["c3"]}]
+
+
+def test_slots_freed_at_once_are_not_hidden_for_the_subscriptions_that_take_them() -> None:
+    content = ContentIndex(rebuild_from=2, delta_limit=2)  # rebuilds free removed slots
+    matcher = Matcher(content=content)
+    matcher.add_contents([(f"f{i}", "carol", IN_RANGE) for i in range(4)])
+    matcher.add_contents([("gone1", "alice", IN_RANGE), ("gone2", "alice", IN_RANGE)])
+    hidden = matcher.exclusion(["gone1", "gone2"])
+    slots = {content.slot_of("gone1"), content.slot_of("gone2")}
+    matcher.remove_many(["gone1", "gone2"])
+    for i in range(4):  # a rebuild, then no match older than it
+        matcher.add_content(f"k{i}", "carol", IN_RANGE)
+        matcher.wait()
+        matcher.match_batch([EVENT])
+    matcher.add_contents([("new1", "bob", IN_RANGE), ("new2", "bob", IN_RANGE)])
+    assert {content.slot_of("new1"), content.slot_of("new2")} == slots
+    assert matcher.match_batch([EVENT], hidden)[0]["bob"] == ["new1", "new2"]

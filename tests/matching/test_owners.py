@@ -104,7 +104,7 @@ def test_grouping_agrees_with_a_dict_of_owners_through_any_script(
     before=st.dictionaries(st.integers(5001, 5100), st.sampled_from(["b", "e"]), max_size=20),
     released=st.sets(st.integers(0, 5100), max_size=100),
 )
-def test_owning_many_at_once_agrees_with_owning_one_by_one(
+def test_owning_and_releasing_many_at_once_agrees_with_doing_it_one_by_one(
     owned: dict[int, str], before: dict[int, str], released: set[int]
 ) -> None:
     many, each = SlotOwners(), SlotOwners()
@@ -114,12 +114,17 @@ def test_owning_many_at_once_agrees_with_owning_one_by_one(
     many.own_many(list(owned), list(owned.values()))
     for slot, subscriber in owned.items():
         each.own(slot, subscriber)
-    for slot in sorted(released & (owned.keys() | before.keys())):
-        many.release(slot)
+    gone = sorted(released & (owned.keys() | before.keys()))
+    many.release_many(np.array(gone, np.intp))
+    for slot in gone:
         each.release(slot)
-    probe = np.arange(0, 5101, dtype=np.intp)
+    probe = np.arange(0, 6002, dtype=np.intp)
     assert many.group(probe, named) == each.group(probe, named)
     assert len(many) == len(each)
+    many.own_many([6000, 6001], ["f", "a"])  # (codes freed by the releases, taken again)
+    each.own(6000, "f")
+    each.own(6001, "a")
+    assert many.group(probe, named) == each.group(probe, named)
 
 
 def test_owning_many_needs_one_subscriber_per_slot() -> None:

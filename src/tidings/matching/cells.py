@@ -121,5 +121,10 @@ def clear_bits(words: Words, slots: Slots) -> None:
     np.bitwise_and.at(words, slots >> 6, ~bits)
 
 
+def set_each_bit(words: Words, slots: Slots) -> None:
+    bits = np.left_shift(np.uint64(1), (slots & 63).astype(np.uint64))
+    np.bitwise_or.at(words, slots >> 6, bits)
+
+
 def set_bit(words: Words, slot: int) -> None:
     words[slot >> 6] |= np.uint64(1 << (slot & 63))

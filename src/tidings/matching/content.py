@@ -224,6 +224,13 @@ class ContentIndex:
     def remove(self, subscription_id: str) -> bool:
         return self.intervals.remove(subscription_id) or self.counting.remove(subscription_id)
 
+    def remove_many(self, subscription_ids: Sequence[str]) -> int:
+        """`remove` of each: the interval index's at once; how many were there."""
+        removed = self.intervals.remove_many(subscription_ids)
+        if len(self.counting):
+            removed += sum(map(self.counting.remove, subscription_ids))
+        return removed
+
     def wait(self) -> None:
         """Until background merges and rebuilds have landed (answers are right meanwhile,
         but a large delta is checked subscription by subscription)."""

@@ -67,6 +67,7 @@ class SlottedContentMatcher(ContentMatcher, Protocol):
     def slot_of(self, subscription_id: str) -> int | None: ...
     def slots_of(self, subscription_ids: Iterable[str]) -> list[int | None]: ...
     def add_arrays(self, ids: Sequence[str], rows: IntervalRows) -> None: ...
+    def remove_many(self, subscription_ids: Sequence[str]) -> int: ...
     def ids_of(self, slots: Slots) -> list[str]: ...
     def match_slots_batch(
         self, events: Sequence[Mapping[str, Scalar]]
@@ -244,6 +245,32 @@ class Matcher:
                     exclusion.released(subscription_id, slot)
             self._content.remove(subscription_id)
         return True
+
+    def remove_many(self, subscription_ids: Iterable[str]) -> int:
+        """`remove` of each; how many were there. Content subscriptions with a slot go at
+        once, their owners, exclusions and index in array operations (a shrinking slice's
+        2,000 ids a loop step took 16 ms one by one)."""
+        ids = list(dict.fromkeys(subscription_ids))
+        if self._slotted is None:
+            return sum(map(self.remove, ids))
+        slotted = [
+            (sid, slot)
+            for sid, slot in zip(ids, self._slotted.slots_of(ids), strict=True)
+            if slot is not None and sid in self._owner
+        ]
+        held = {sid for sid, _ in slotted}
+        removed = sum(self.remove(sid) for sid in ids if sid not in held)
+        if not slotted:
+            return removed
+        content = [sid for sid, _ in slotted]
+        slots = np.array([slot for _, slot in slotted], np.intp)
+        for sid in content:
+            del self._owner[sid]
+        self._slot_owners.release_many(slots)
+        for exclusion in self._exclusions:
+            exclusion.released_many(content, slots)
+        self._slotted.remove_many(content)
+        return removed + len(content)
 
     def _ungroup(self, subscription_id: str, owner: str, filters: Iterable[str]) -> None:
         for topic_filter in filters:

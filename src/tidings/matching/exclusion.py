@@ -18,6 +18,7 @@ import numpy.typing as npt
 from tidings.matching.owners import Matches
 
 Mask = npt.NDArray[np.bool_]
+Slots = npt.NDArray[np.intp]
 
 
 class Exclusion:
@@ -65,8 +66,15 @@ class Exclusion:
                     unmasked.discard(sid)
 
     def difference_update(self, ids: Iterable[str]) -> None:
-        for sid in ids:
-            self.discard(sid)
+        """`discard` of each, the mask's share in one array operation."""
+        gone = self._ids.intersection(ids)
+        if not gone:
+            return
+        self._ids -= gone
+        self.unmasked -= gone
+        slots = [s for s in self._slots_of(list(gone)) if s is not None]
+        at = np.array(slots, np.intp)
+        self.mask[at[at < len(self.mask) - 1]] = False
 
     def discard(self, subscription_id: str) -> None:
         if subscription_id not in self._ids:
@@ -84,6 +92,17 @@ class Exclusion:
             self.mask[slot] = False
             if subscription_id in self._ids:
                 self.unmasked.add(subscription_id)
+
+    def released_many(self, subscription_ids: Sequence[str], slots: Slots) -> None:
+        """`released` of each pair, the mask read and cleared in array operations."""
+        inside = np.flatnonzero(slots < len(self.mask) - 1)
+        hit = inside[self.mask[slots[inside]]]
+        if not hit.size:
+            return
+        self.mask[slots[hit]] = False
+        for i in hit.tolist():
+            if subscription_ids[i] in self._ids:
+                self.unmasked.add(subscription_ids[i])
 
     def _grow(self, slot: int) -> None:
         if slot + 1 >= len(self.mask):

@@ -86,6 +86,17 @@ class SlotOwners:
             del self._code_of[self._names[code]]
             self._free.append(code)
 
+    def release_many(self, slots: Slots) -> None:
+        """`release` of each (owned) slot, in array operations."""
+        codes = self._code_by_slot[slots]
+        self._code_by_slot[slots] = _NONE
+        counts = np.bincount(codes[codes != _NONE])
+        for code in np.flatnonzero(counts).tolist():
+            self._owned[code] -= int(counts[code])
+            if not self._owned[code]:
+                del self._code_of[self._names[code]]
+                self._free.append(code)
+
     def __len__(self) -> int:
         """Subscribers owning at least one slot."""
         return len(self._code_of)
