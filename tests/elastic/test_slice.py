@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tidings.elastic import wire
-from tidings.elastic.matcher import BULK_FROM, Slice
+from tidings.elastic.matcher import BULK_FROM, Slice, _numeric_rows
 from tidings.elastic.partition import Selector
 from tidings.matching.engine import Event, Matcher
 
@@ -173,3 +173,7 @@ def test_a_batch_with_ids_already_held_replaces_them_and_adds_the_rest_in_bulk(
         each.add([record])
     assert bulk.records == each.records
     assert_answers_alike(bulk, each)
+
+
+def test_no_records_make_no_columns() -> None:
+    assert _numeric_rows([]) is None
