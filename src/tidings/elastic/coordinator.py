@@ -21,6 +21,7 @@ thread, and every watch is handed to the caller's event loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -126,18 +127,45 @@ class Coordinator:
     # ------------------------------------------------------------ session
 
     async def start(self) -> None:
+        """Connect, and make the layout's first nodes. A start cancelled or failed on the
+        way still ends with the client stopped: kazoo's connecting thread cannot be
+        interrupted, so the client is stopped once it is done (left running, a cancelled
+        start's client kept its session and its threads, and a process at exit waited for
+        them)."""
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        started.set_running_or_notify_cancel()  # (a cancelled wait cannot cancel it: it runs)
+        threading.Thread(
+            target=self._start_in_thread, args=(started,), name="tidings-zk-start", daemon=True
+        ).start()
         try:
-            await asyncio.to_thread(self._zk.start, self._timeout_s)
-        except KazooTimeoutError:
+            await asyncio.wrap_future(started)
+        except BaseException as exc:
+            started.add_done_callback(lambda _: self._stop_in_thread())
+            if isinstance(exc, KazooTimeoutError):
+                raise TidingsError(
+                    ErrorCode.UNAVAILABLE,
+                    field="zookeeper",
+                    detail=f"ZooKeeper does not answer at {self.hosts}",
+                ) from None
+            raise
+
+    def _start_in_thread(self, started: concurrent.futures.Future[None]) -> None:
+        try:
+            self._zk.start(self._timeout_s)
+            for path in ("members", "scales"):
+                self._zk.ensure_path(f"{self.root}/{path}")
+        except BaseException as exc:
+            started.set_exception(exc)
+        else:
+            started.set_result(None)
+
+    def _stop_in_thread(self) -> None:
+        def stop() -> None:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._zk.stop)
-            raise TidingsError(
-                ErrorCode.UNAVAILABLE,
-                field="zookeeper",
-                detail=f"ZooKeeper does not answer at {self.hosts}",
-            ) from None
-        for path in ("members", "scales"):
-            await asyncio.to_thread(self._zk.ensure_path, f"{self.root}/{path}")
+                self._zk.stop()
+                self._zk.close()
+
+        threading.Thread(target=stop, name="tidings-zk-stop", daemon=True).start()
 
     async def close(self) -> None:
         await asyncio.to_thread(self._zk.stop)
