@@ -8,6 +8,8 @@ import asyncio
 import os
 import threading
 
+import pytest
+
 from tidings.elastic import wire
 from tidings.elastic.channels import Inbox, shared_context
 from tidings.elastic.coordinator import ScaleState
@@ -174,4 +176,26 @@ async def test_an_empty_share_is_sent_as_one_last_chunk() -> None:
     assert [(m, wire.decode(f)) for m, f in frames] == [
         ("a", wire.AddMatcherState(7, 3, "m", [], True))
     ]
+    matcher.out.close(linger=0)
+
+
+@pytest.mark.parametrize("subscriptions", [0, 3 * SPLIT_STEP], ids=["no state", "a state"])
+async def test_a_scale_that_ends_before_its_state_goes_out_sends_nothing(
+    subscriptions: int,
+) -> None:
+    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+    state = ScaleState(7, "matchers", "start", 3, ["m"], ["a", "b"])
+    scale = matcher._scale = _MatcherScale(state)
+    frames: list[tuple[str, bytes]] = []
+    readied: list[int] = []
+
+    async def ready(scale: _MatcherScale) -> None:
+        readied.append(scale.state.id)
+
+    matcher.out.send_frame = lambda member, frame: frames.append((member, frame))  # type: ignore[method-assign]
+    matcher._ready = ready  # type: ignore[method-assign]
+    sending = asyncio.ensure_future(matcher._send_state(scale, records("s", subscriptions)))
+    matcher._end()  # (aborted: the watch's news came before the step ran)
+    await sending
+    assert frames == [] and readied == []
     matcher.out.close(linger=0)

@@ -508,12 +508,15 @@ class MatcherOperator(Operator):
         shares: dict[str, list[wire.SubscriptionRecord]] = {m: [] for m in new.members}
         sent = dict.fromkeys(new.members, 0)
         for start in range(0, len(records), SPLIT_STEP):
+            await asyncio.sleep(0)  # (the spawner's turn goes on first)
+            if self._scale is not scale:
+                return  # ended meanwhile: nothing more goes out
             for record in records[start : start + SPLIT_STEP]:
                 shares[new.of(record.id)].append(record)
             self._send_chunks(scale, shares, sent, last=False)
-            await asyncio.sleep(0)
-            if self._scale is not scale:
-                return  # ended meanwhile
+        await asyncio.sleep(0)
+        if self._scale is not scale:
+            return
         self._send_chunks(scale, shares, sent, last=True)
         self.count("state_records_sent", len(records) - len(shares.get(self.id, ())))
         if self._grows(scale):
