@@ -239,6 +239,7 @@ def test_subscriptions_removed_at_once_stop_matching_at_once(merged: bool) -> No
     index = IntervalIndex(rebuild_from=1000, delta_limit=1000)  # (nothing rebuilds by itself)
     for i in range(6):
         index.add(f"s{i}", between("x", 0, 10))
+    assert len(index.match({"x": 5})) == 6  # (a read: the staged rows join the delta)
     if merged:
         index.merge()
     gone = {index.slot_of(s) for s in ["s1", "s3", "s5"]}

@@ -122,3 +122,13 @@ def test_churn_without_growth_keeps_the_slots_bounded() -> None:
         index.add(f"s{i}", [Predicate("x", Op.EQ, i)])
         index.remove(f"s{i - 3}")
     assert len(index.intervals._ids) < 64 and index.match({"x": 499}) == ["s499"]
+
+
+def test_removing_many_takes_interval_and_counted_subscriptions_from_any_iterable() -> None:
+    index = ContentIndex()
+    index.add("numeric", [Predicate("x", Op.GT, 1)])
+    index.add("counted", [Predicate("name", Op.NE, "a")])
+    index.add("kept", [Predicate("x", Op.GT, 1)])
+    assert index.slot_of("counted") is None  # (answered by the counting index)
+    assert index.remove_many(s for s in ["numeric", "counted", "absent"]) == 2
+    assert index.match({"x": 5, "name": "b"}) == ["kept"]

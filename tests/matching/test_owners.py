@@ -130,3 +130,11 @@ def test_owning_and_releasing_many_at_once_agrees_with_doing_it_one_by_one(
 def test_owning_many_needs_one_subscriber_per_slot() -> None:
     with pytest.raises(ValueError, match="2 slots for 1 subscribers"):
         SlotOwners().own_many([0, 1], ["alice"])
+
+
+def test_a_slot_named_twice_in_one_release_is_released_once() -> None:
+    owners = SlotOwners()
+    owners.own_many([0, 1], ["alice", "alice"])
+    owners.release_many(np.array([0, 0], np.intp))
+    assert len(owners) == 1  # alice still owns slot 1
+    assert owners.group(np.array([0, 1]), named) == {"alice": ["s1"]}

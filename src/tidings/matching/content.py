@@ -224,8 +224,9 @@ class ContentIndex:
     def remove(self, subscription_id: str) -> bool:
         return self.intervals.remove(subscription_id) or self.counting.remove(subscription_id)
 
-    def remove_many(self, subscription_ids: Sequence[str]) -> int:
+    def remove_many(self, subscription_ids: Iterable[str]) -> int:
         """`remove` of each: the interval index's at once; how many were there."""
+        subscription_ids = list(subscription_ids)  # (read twice)
         removed = self.intervals.remove_many(subscription_ids)
         if len(self.counting):
             removed += sum(map(self.counting.remove, subscription_ids))

@@ -88,6 +88,7 @@ class SlotOwners:
 
     def release_many(self, slots: Slots) -> None:
         """`release` of each (owned) slot, in array operations."""
+        slots = np.unique(slots)  # (a slot given twice is released once)
         codes = self._code_by_slot[slots]
         self._code_by_slot[slots] = _NONE
         counts = np.bincount(codes[codes != _NONE])
