@@ -130,19 +130,31 @@ async def test_subscriptions_in_a_row_are_added_at_once_and_match_only_what_foll
     exit_point.close()
 
 
+class Sending:
+    """A matcher of the old view of scale 7 whose frames and `ready` arrivals are noted
+    instead of sent."""
+
+    def __init__(self, new: list[str]) -> None:
+        self.matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
+        self.scale = self.matcher._scale = _MatcherScale(
+            ScaleState(7, "matchers", "start", 3, ["m"], new)
+        )
+        self.frames: list[tuple[str, bytes]] = []
+        self.readied: list[int] = []
+        self.matcher.out.send_frame = lambda m, f: self.frames.append((m, f))  # type: ignore[method-assign]
+        self.matcher._ready = self._ready  # type: ignore[method-assign]
+
+    async def _ready(self, scale: _MatcherScale) -> None:
+        self.readied.append(scale.state.id)
+
+    def close(self) -> None:
+        self.matcher.out.close(linger=0)
+
+
 async def test_a_snapshot_is_sent_in_steps_between_the_loops_turns_each_share_in_full() -> None:
-    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
-    state = ScaleState(7, "matchers", "start", 3, ["m"], ["a", "b", "c"])
-    scale = matcher._scale = _MatcherScale(state)
+    sending = Sending(["a", "b", "c"])
+    frames, readied = sending.frames, sending.readied
     snapshot = records("s", 3 * SPLIT_STEP + 100)
-    frames: list[tuple[str, bytes]] = []
-    readied: list[int] = []
-
-    async def ready(scale: _MatcherScale) -> None:
-        readied.append(scale.state.id)
-
-    matcher.out.send_frame = lambda member, frame: frames.append((member, frame))  # type: ignore[method-assign]
-    matcher._ready = ready  # type: ignore[method-assign]
     sent_by_turn: list[int] = []
 
     async def turns() -> None:  # the inbox loop's turns, meanwhile
@@ -150,7 +162,7 @@ async def test_a_snapshot_is_sent_in_steps_between_the_loops_turns_each_share_in
             sent_by_turn.append(len(frames))
             await asyncio.sleep(0)
 
-    await asyncio.gather(matcher._send_state(scale, snapshot), turns())
+    await asyncio.gather(sending.matcher._send_state(sending.scale, snapshot), turns())
 
     assert 0 < sent_by_turn[2] < len(frames)  # the first chunks left before the split ended
     assert len(set(sent_by_turn)) >= 3  # sent across the loop's turns, not all at once
@@ -162,40 +174,28 @@ async def test_a_snapshot_is_sent_in_steps_between_the_loops_turns_each_share_in
         got = [r for m in messages for r in m.records]  # type: ignore[union-attr]
         assert got == [r for r in snapshot if selector.of(r.id) == member]
     assert readied == [7]  # (not in the new view: its part is done)
-    matcher.out.close(linger=0)
+    sending.close()
 
 
 async def test_an_empty_share_is_sent_as_one_last_chunk() -> None:
-    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
-    state = ScaleState(7, "matchers", "start", 3, ["m"], ["m", "a"])
-    scale = matcher._scale = _MatcherScale(state)
-    frames: list[tuple[str, bytes]] = []
-    matcher.out.send_frame = lambda member, frame: frames.append((member, frame))  # type: ignore[method-assign]
+    sending = Sending(["m", "a"])
     shares: dict[str, list[wire.SubscriptionRecord]] = {"m": records("s", 5), "a": []}
-    matcher._send_chunks(scale, shares, dict.fromkeys(shares, 0), last=True)
-    assert [(m, wire.decode(f)) for m, f in frames] == [
+    sending.matcher._send_chunks(sending.scale, shares, dict.fromkeys(shares, 0), last=True)
+    assert [(m, wire.decode(f)) for m, f in sending.frames] == [
         ("a", wire.AddMatcherState(7, 3, "m", [], True))
     ]
-    matcher.out.close(linger=0)
+    sending.close()
 
 
 @pytest.mark.parametrize("subscriptions", [0, 3 * SPLIT_STEP], ids=["no state", "a state"])
 async def test_a_scale_that_ends_before_its_state_goes_out_sends_nothing(
     subscriptions: int,
 ) -> None:
-    matcher = MatcherOperator("m", None, "tcp://127.0.0.1:*")  # type: ignore[arg-type]
-    state = ScaleState(7, "matchers", "start", 3, ["m"], ["a", "b"])
-    scale = matcher._scale = _MatcherScale(state)
-    frames: list[tuple[str, bytes]] = []
-    readied: list[int] = []
-
-    async def ready(scale: _MatcherScale) -> None:
-        readied.append(scale.state.id)
-
-    matcher.out.send_frame = lambda member, frame: frames.append((member, frame))  # type: ignore[method-assign]
-    matcher._ready = ready  # type: ignore[method-assign]
-    sending = asyncio.ensure_future(matcher._send_state(scale, records("s", subscriptions)))
-    matcher._end()  # (aborted: the watch's news came before the step ran)
-    await sending
-    assert frames == [] and readied == []
-    matcher.out.close(linger=0)
+    sending = Sending(["a", "b"])
+    task = asyncio.ensure_future(
+        sending.matcher._send_state(sending.scale, records("s", subscriptions))
+    )
+    sending.matcher._end()  # (aborted: the watch's news came before the step ran)
+    await task
+    assert sending.frames == [] and sending.readied == []
+    sending.close()
