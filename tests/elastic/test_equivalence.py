@@ -36,11 +36,6 @@ steps = st.one_of(
 
 @pytest.fixture(scope="module")
 def deployments(zookeeper: str) -> Iterator[dict[str, tuple[Deployment, Recorder]]]:
-    # (kazoo's threads leave the global random alone: see the `zookeeper` fixture)
-    yield from _deployments(zookeeper)
-
-
-def _deployments(zookeeper: str) -> Iterator[dict[str, tuple[Deployment, Recorder]]]:
     loop = LoopThread()
     made: dict[str, tuple[Deployment, Recorder]] = {}
     try:
