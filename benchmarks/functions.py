@@ -270,7 +270,7 @@ async def delivery_p99(runaways: bool, args: argparse.Namespace) -> float:
             )
         finally:
             await broker.close()
-            broker.store.close()
+            broker.store.sync.close()
 
 
 async def _deliveries(broker: Any, subscriber: str, args: argparse.Namespace, item: Any) -> float:

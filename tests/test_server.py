@@ -63,7 +63,7 @@ def test_state_outlives_an_embedded_server_on_the_same_data_dir(tmp_path: Path) 
 def test_readiness_answers_while_the_store_does_and_503_when_it_does_not(tmp_path: Path) -> None:
     with EmbeddedServer(settings_in(tmp_path)) as server:
         assert httpx.get(server.url + "/readyz").json() == {"status": "ready"}
-        server.broker.store.close()  # the store's connections are gone,
+        server.broker.store.sync.close()  # the store's connections are gone,
         for path in tmp_path.glob("tidings.db*"):  # and so is its database
             path.unlink()
         answer = httpx.get(server.url + "/readyz")

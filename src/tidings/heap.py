@@ -64,3 +64,20 @@ def release_collections() -> None:
     if _holds == 0:
         gc.freeze()
         gc.enable()
+
+
+class Settler:
+    """Settles the heap once an index reaches `SETTLE_FROM` entries, and each time it has
+    doubled since (an index fed one subscription at a time is never rebuilt whole)."""
+
+    def __init__(self) -> None:
+        self._settled = 0  # entries at the last settle
+
+    def rebuilt(self) -> None:
+        """The old index is garbage now: the next check settles whatever the size."""
+        self._settled = 0
+
+    def check(self, entries: int) -> None:
+        if entries >= max(SETTLE_FROM, 2 * self._settled):
+            settle_heap()
+            self._settled = entries

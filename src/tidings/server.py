@@ -143,7 +143,7 @@ class EmbeddedServer:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=15)
-        self.broker.store.close()
+        self.broker.store.sync.close()
 
 
 @contextlib.contextmanager

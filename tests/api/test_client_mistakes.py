@@ -107,7 +107,7 @@ def test_after_a_500_the_same_connection_serves_the_next_request(
     def broken() -> int:
         raise RuntimeError("the store failed")
 
-    monkeypatch.setattr(server.broker.store, "count_subscribers", broken)
+    monkeypatch.setattr(server.broker.store.sync, "count_subscribers", broken)
     conn = http.client.HTTPConnection("127.0.0.1", server.settings.port, timeout=10)
     conn.request("GET", "/metrics")
     failed = conn.getresponse()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.test_broker import settings_for, started
+from tests.broker.test_operations import settings_for, started
 
 from tidings.api.app import create_app
 from tidings.api.lane import PublishLane
@@ -33,7 +33,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     b = await started(settings_for(tmp_path))
     yield b
     await b.close()
-    b.store.close()
+    b.store.sync.close()
 
 
 def client(app: object) -> httpx.AsyncClient:

@@ -83,7 +83,7 @@ def stored(server: EmbeddedServer, sub: Sub, body: Any) -> None:
     key = f"k{time.time_ns()}"
     now = time.time()
     message = NewMessage(sub.id, f"p{time.time_ns()}", key, ("s",), encode_body(body), now)
-    server.broker.store.enqueue([message])
+    server.broker.store.sync.enqueue([message])
 
 
 def corrupt_last(server: EmbeddedServer, sub: Sub) -> None:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from tests.test_broker import settings_for, started
+from tests.broker.test_operations import settings_for, started
 
 from tidings.broker import Broker, PublicationInput
 from tidings.delivery.stream import PushStream
@@ -19,7 +19,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     b = await started(settings_for(tmp_path))
     yield b
     await b.close()
-    b.store.close()
+    b.store.sync.close()
 
 
 async def subscribed(broker: Broker, publications: int) -> str:

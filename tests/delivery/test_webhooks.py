@@ -214,7 +214,7 @@ def test_an_endpoint_stored_through_another_broker_is_pushed_to(
         sub.subscribe(topics=["t"])
         receiver.secret = "whsec_elsewhere"
         endpoint = Endpoint(sub.id, receiver.url(), receiver.secret, updated_at=time.time())
-        assert broker.broker.store.set_endpoint(sub.id, endpoint)  # as another broker would
+        assert broker.broker.store.sync.set_endpoint(sub.id, endpoint)  # as another broker would
         [pub] = publish(http, 1)
         [request] = wait_for(receiver.taken, "a delivery", timeout_s=30)
     assert request.verified and request.messages()[0]["publication_id"] == pub

@@ -49,7 +49,7 @@ def create_app(broker: Broker) -> Starlette:
     api = [*v1.routes, *webhooks.routes, *admin.routes, *compat.routes, *functions.routes]
     routes = [*ops, *api, *console.routes()]
     simulations = Simulations(broker.settings.data_dir / "simulations")
-    pushers = Webhooks(broker)
+    pushers = Webhooks(broker.outlet())
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -93,7 +93,7 @@ async def stream(ws: WebSocket) -> None:
         except TidingsError as exc:
             await _refuse(ws, exc)
             return
-        push = PushStream(broker, sid, _prefetch(ws, broker.settings.queues.prefetch))
+        push = PushStream(broker.queues, sid, _prefetch(ws, broker.settings.queues.prefetch))
         tasks = [
             asyncio.create_task(_send(ws, push, framing)),
             asyncio.create_task(_receive(ws, push, framing)),

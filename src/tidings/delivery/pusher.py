@@ -16,18 +16,19 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from tidings import __version__
 from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
+from tidings.delivery.queue import Queue
+from tidings.delivery.signals import Revocations
 from tidings.delivery.signature import HEADER, sign
 from tidings.delivery.stream import PushStream
 from tidings.http1 import Client, networks
+from tidings.metrics import Metrics
+from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import AckResult, Endpoint, Message
-
-if TYPE_CHECKING:
-    from tidings.broker import Broker
 
 log = logging.getLogger("tidings.webhooks")
 USER_AGENT = f"Tidings-Webhooks/{__version__}"
@@ -48,11 +49,11 @@ class Paused(Exception):
     """The endpoint failed `failures_to_pause` times in a row and is now paused."""
 
 
-class Leases:
-    """The broker as a push stream's queues, leasing webhook-sized batches for `visibility_s`."""
+class WebhookBatches:
+    """A queue as a push stream sees it, leasing webhook-sized batches for `visibility_s`."""
 
-    def __init__(self, broker: Broker, batch_size: int, visibility_s: float) -> None:
-        self.broker, self.batch_size, self.visibility_s = broker, batch_size, visibility_s
+    def __init__(self, queue: Queue, batch_size: int, visibility_s: float) -> None:
+        self.queue, self.batch_size, self.visibility_s = queue, batch_size, visibility_s
 
     async def pull(
         self,
@@ -62,27 +63,44 @@ class Leases:
         visibility_s: float | None = None,
     ) -> list[Message]:
         wanted = min(max_messages, self.batch_size)
-        return await self.broker.pull(subscriber_id, wanted, wait_s, self.visibility_s)
+        return await self.queue.pull(subscriber_id, wanted, wait_s, self.visibility_s)
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        return await self.broker.ack(subscriber_id, receipts)
+        return await self.queue.ack(subscriber_id, receipts)
 
     async def nack(
         self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
     ) -> AckResult:
-        return await self.broker.nack(subscriber_id, receipts, delay_s)
+        return await self.queue.nack(subscriber_id, receipts, delay_s)
+
+    async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        return await self.queue.release(subscriber_id, receipts)
+
+
+@dataclass(frozen=True, slots=True)
+class Outlet:
+    """What webhooks need of the layers around them: the queues, the endpoints' records,
+    the subscribers' deletions, metrics and the clock; never the broker itself."""
+
+    queue: Queue
+    store: AsyncStore
+    revocations: Revocations
+    metrics: Metrics
+    clock: Callable[[], float]
+    settings: WebhookSettings
+    visibility_timeout_s: float  # the queues' own: a webhook's lease is never shorter
 
 
 class Pusher:
     def __init__(
         self,
-        broker: Broker,
+        outlet: Outlet,
         endpoint: Endpoint,
-        settings: WebhookSettings,
         rng: random.Random,
         changed: Callable[[], None] = lambda: None,
     ) -> None:
-        self.broker, self.endpoint, self.settings, self.rng = broker, endpoint, settings, rng
+        self.outlet, self.endpoint, self.rng = outlet, endpoint, rng
+        self.settings = settings = outlet.settings
         self.changed = changed  # told before each state write (a concurrent read is stale)
         self.sid = endpoint.subscriber_id
         self.failures = endpoint.failures  # consecutive, across restarts
@@ -93,14 +111,14 @@ class Pusher:
             settings.concurrency, settings.timeout_s, deny=networks(settings.deny_networks)
         )
         # leased for longer than a request may take, so no batch comes back while in flight
-        visibility_s = max(broker.settings.queues.visibility_timeout_s, 3 * settings.timeout_s)
-        leases = Leases(broker, settings.batch_size, visibility_s)
-        self.stream = PushStream(leases, self.sid, settings.concurrency * settings.batch_size)
+        visibility_s = max(outlet.visibility_timeout_s, 3 * settings.timeout_s)
+        batches = WebhookBatches(outlet.queue, settings.batch_size, visibility_s)
+        self.stream = PushStream(batches, self.sid, settings.concurrency * settings.batch_size)
 
     async def run(self) -> None:
         """Until paused, the subscriber is deleted (here or on another broker), or cancelled;
         whatever is still leased is then released at once."""
-        with self.broker.revocations.watch(self.sid) as deleted:
+        with self.outlet.revocations.watch(self.sid) as deleted:
             feeding = asyncio.create_task(self._feed())
             gone = asyncio.create_task(deleted.wait())
             try:
@@ -154,19 +172,19 @@ class Pusher:
         return {
             "Content-Type": "application/json",
             "User-Agent": USER_AGENT,
-            HEADER: sign(self.endpoint.secret, body, int(self.broker.clock())),
+            HEADER: sign(self.endpoint.secret, body, int(self.outlet.clock())),
             "Tidings-Subscriber": self.sid,
             "Tidings-Delivery-Attempt": str(attempt),
         }
 
     async def _settle(self, receipts: list[str], outcome: Outcome, attempt: int) -> None:
-        self.broker.metrics.inc("webhook_requests", outcome=outcome.kind)
+        self.outlet.metrics.inc("webhook_requests", outcome=outcome.kind)
         if outcome.kind == "ok":
-            await self.broker.ack(self.sid, receipts)
+            await self.outlet.queue.ack(self.sid, receipts)
             self.stream.release(receipts)
             await self._succeeded()
             return
-        await self.broker.nack(self.sid, receipts, delay_s=self._backoff(attempt))
+        await self.outlet.queue.nack(self.sid, receipts, delay_s=self._backoff(attempt))
         self.stream.release(receipts)
         await self._failed(outcome.detail)
 
@@ -184,17 +202,15 @@ class Pusher:
             self.paused = True
             reason = f"{self.failures} consecutive failed requests; the last: {detail}"
             await self._record("paused", reason)
-            self.broker.metrics.inc("webhook_pauses")
+            self.outlet.metrics.inc("webhook_pauses")
             log.warning("webhook of subscriber %s paused: %s", self.sid, reason)
         raise Paused
 
     async def _record(self, state: Literal["active", "paused"], reason: str | None) -> None:
-        failures, now = self.failures, self.broker.clock()
+        failures, now = self.failures, self.outlet.clock()
         self.changed()
         async with self._recording:
-            await asyncio.to_thread(
-                self.broker.store.set_endpoint_state, self.sid, state, reason, failures, now
-            )
+            await self.outlet.store.set_endpoint_state(self.sid, state, reason, failures, now)
 
     def _backoff(self, attempt: int) -> float:
         s = self.settings

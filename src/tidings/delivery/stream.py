@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Literal
 
-from tidings.store.base import AckResult, Message
+from tidings.delivery.queue import Queue
+from tidings.store.base import Message
 
 SETTLING = 64  # acknowledgement commits of one stream running at once, at most
 SETTLE_WAIT_S = 10.0  # at close, for the acknowledgements already read
@@ -23,25 +24,9 @@ BATCH = 500  # messages leased at once, at most
 POLL_S = 5.0  # a lease waits this long for messages before asking again
 
 
-class Queues(Protocol):
-    """What a push stream needs of the broker."""
-
-    async def pull(
-        self,
-        subscriber_id: str,
-        max_messages: int,
-        wait_s: float,
-        visibility_s: float | None = None,
-    ) -> list[Message]: ...
-    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
-    async def nack(
-        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
-    ) -> AckResult: ...
-
-
 class PushStream:
-    def __init__(self, queues: Queues, subscriber_id: str, prefetch: int) -> None:
-        self.queues = queues
+    def __init__(self, queue: Queue, subscriber_id: str, prefetch: int) -> None:
+        self.queue = queue
         self.subscriber_id = subscriber_id
         self.prefetch = prefetch
         self.inflight: set[str] = set()  # receipts handed out, not yet settled
@@ -58,7 +43,7 @@ class PushStream:
                 self._room.clear()
                 await self._room.wait()
                 continue
-            batch = await self.queues.pull(
+            batch = await self.queue.pull(
                 self.subscriber_id, min(self.free(), BATCH), wait_s=POLL_S
             )
             if batch:
@@ -76,9 +61,9 @@ class PushStream:
 
     async def _settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
         if kind == "ack":
-            await self.queues.ack(self.subscriber_id, receipts)
+            await self.queue.ack(self.subscriber_id, receipts)
         else:
-            await self.queues.nack(self.subscriber_id, receipts)
+            await self.queue.nack(self.subscriber_id, receipts)
         self.release(receipts)
 
     def release(self, receipts: Sequence[str]) -> None:
@@ -91,5 +76,5 @@ class PushStream:
         if self._settling:
             await asyncio.wait(set(self._settling), timeout=SETTLE_WAIT_S)
         if self.inflight:
-            await self.queues.nack(self.subscriber_id, list(self.inflight))
+            await self.queue.release(self.subscriber_id, list(self.inflight))
             self.inflight.clear()

@@ -14,15 +14,11 @@ import asyncio
 import functools
 import logging
 import random
-from typing import TYPE_CHECKING
 
-from tidings.delivery.pusher import Pusher
+from tidings.delivery.pusher import Outlet, Pusher
 from tidings.delivery.signature import new_secret
 from tidings.errors import ErrorCode, TidingsError
 from tidings.store.base import Endpoint
-
-if TYPE_CHECKING:
-    from tidings.broker import Broker
 
 log = logging.getLogger("tidings.webhooks")
 SYNC_S = 5.0
@@ -34,9 +30,10 @@ def no_webhook(subscriber_id: str) -> TidingsError:
 
 
 class Webhooks:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.settings = broker.settings.webhooks
+    def __init__(self, outlet: Outlet) -> None:
+        self.outlet = outlet
+        self.store = outlet.store
+        self.settings = outlet.settings
         self.rng = random.Random()
         self._running: dict[str, tuple[Pusher, asyncio.Task[None]]] = {}
         self._changes = 0  # endpoint changes made here: a store read across one is stale
@@ -61,32 +58,30 @@ class Webhooks:
     # ---------------------------------------------------------------- the API's calls
 
     async def endpoint(self, subscriber_id: str) -> Endpoint | None:
-        return await asyncio.to_thread(self.broker.store.get_endpoint, subscriber_id)
+        return await self.store.get_endpoint(subscriber_id)
 
     async def configure(self, subscriber_id: str, url: str) -> Endpoint:
         """Set (or replace) the endpoint's URL, active; its secret is kept, or made."""
         current = await self.endpoint(subscriber_id)
         secret = current.secret if current is not None else new_secret()
-        endpoint = Endpoint(subscriber_id, url, secret, updated_at=self.broker.clock())
+        endpoint = Endpoint(subscriber_id, url, secret, updated_at=self.outlet.clock())
         self._changed()
-        if not await asyncio.to_thread(self.broker.store.set_endpoint, subscriber_id, endpoint):
+        if not await self.store.set_endpoint(subscriber_id, endpoint):
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
         self._apply(subscriber_id, endpoint)
         return endpoint
 
     async def remove(self, subscriber_id: str) -> None:
         self._changed()
-        if not await asyncio.to_thread(self.broker.store.set_endpoint, subscriber_id, None):
+        if not await self.store.set_endpoint(subscriber_id, None):
             raise no_webhook(subscriber_id)
         self._apply(subscriber_id, None)
 
     async def resume(self, subscriber_id: str) -> Endpoint:
         """Active again, its failures forgotten; its backlog is pushed from now on."""
         self._changed()
-        store, now = self.broker.store, self.broker.clock()
-        if not await asyncio.to_thread(
-            store.set_endpoint_state, subscriber_id, "active", None, 0, now
-        ):
+        now = self.outlet.clock()
+        if not await self.store.set_endpoint_state(subscriber_id, "active", None, 0, now):
             raise no_webhook(subscriber_id)
         endpoint = await self.endpoint(subscriber_id)
         if endpoint is None:
@@ -103,7 +98,7 @@ class Webhooks:
         """Bring the pushers in line with the stored endpoints."""
         for _ in range(SYNC_READS):
             seen = self._changes
-            endpoints = await asyncio.to_thread(self.broker.store.endpoints)
+            endpoints = await self.store.endpoints()
             if seen == self._changes:  # else one changed here meanwhile: read again
                 break
         else:
@@ -118,7 +113,7 @@ class Webhooks:
             try:
                 await self.sync()
             except Exception:  # the store restarting, say: the next round tries again
-                self.broker.metrics.inc("background_errors_total")
+                self.outlet.metrics.inc("background_errors_total")
                 log.exception("reading the webhook endpoints failed; trying again shortly")
 
     def _apply(self, subscriber_id: str, endpoint: Endpoint | None) -> None:
@@ -133,7 +128,7 @@ class Webhooks:
             del self._running[subscriber_id]
             running = None
         if endpoint is not None and wanted and running is None:
-            pusher = Pusher(self.broker, endpoint, self.settings, self.rng, self._changed)
+            pusher = Pusher(self.outlet, endpoint, self.rng, self._changed)
             task = asyncio.get_running_loop().create_task(pusher.run())
             self._running[subscriber_id] = (pusher, task)
             task.add_done_callback(functools.partial(self._ended, subscriber_id))
@@ -143,7 +138,7 @@ class Webhooks:
         if running is not None and running[1] is task:
             del self._running[subscriber_id]
         if not task.cancelled() and task.exception() is not None:  # the next sync restarts it
-            self.broker.metrics.inc("background_errors_total")
+            self.outlet.metrics.inc("background_errors_total")
             log.error("webhook pusher of %s failed", subscriber_id, exc_info=task.exception())
 
 

@@ -1,4 +1,5 @@
-"""Function failures counted and failing functions suspended, by the broker's rule.
+"""Function failures counted and failing functions suspended, by the broker's rule
+(`tidings.sandbox.health.FailureRule`, the one copy).
 
 The broker counts a function subscription's consecutive failed calls (a success resets the
 count) and suspends it at `FunctionSettings.failures_to_suspend`, with the reason
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol
+
+from tidings.sandbox.health import FailureRule
 
 
 class StatusStore(Protocol):
@@ -35,23 +38,16 @@ class Call:
 class FunctionHealth:
     def __init__(self, store: StatusStore, failures_to_suspend: int) -> None:
         self.store = store
-        self.failures_to_suspend = failures_to_suspend
-        self._failures: dict[str, int] = {}  # subscription id -> consecutive failures
+        self.rule = FailureRule(failures_to_suspend)
 
     def record(self, calls: Iterable[Call]) -> list[str]:
         """Count the calls of one batch; returns the subscriptions suspended."""
         suspended: list[str] = []
         for call in sorted(calls, key=lambda c: (c.published_at, c.publication_id)):
-            sid = call.subscription_id
-            if sid in suspended:
+            if call.subscription_id in suspended:
                 continue  # the broker would not have called it again
-            if call.error is None:
-                self._failures.pop(sid, None)
-                continue
-            count = self._failures[sid] = self._failures.get(sid, 0) + 1
-            if count >= self.failures_to_suspend:
-                reason = f"{count} consecutive failures; last: {call.error}"
-                self.store.set_subscription_status(sid, "suspended", reason)
-                self._failures.pop(sid, None)
-                suspended.append(sid)
+            reason = self.rule.count(call.subscription_id, call.error)
+            if reason is not None:
+                self.store.set_subscription_status(call.subscription_id, "suspended", reason)
+                suspended.append(call.subscription_id)
         return suspended

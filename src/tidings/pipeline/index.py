@@ -31,6 +31,7 @@ from tidings.pipeline import logs
 from tidings.pipeline.columnar import Columns, ColumnsBuilder, eligible
 from tidings.pipeline.health import Call
 from tidings.sandbox import FunctionRunner
+from tidings.sandbox.index import FunctionIndex
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -94,10 +95,9 @@ class SnapshotIndex:
         self.matcher.add_contents((sid, owner, _predicates(p)) for sid, owner, p in packed.content)
         packed.columns.load_into(self.matcher)  # the bulk path
         self.matcher.wait()  # match against the finished index, not a half-merged one
-        self.functions: dict[str, list[Subscription]] = {}
-        for _, function_type, spec in packed.functions:
-            sub = subscription_from_json(orjson.loads(spec))
-            self.functions.setdefault(function_type, []).append(sub)
+        self.functions = FunctionIndex()  # the broker's function index, so the same choice
+        for _, _function_type, spec in packed.functions:
+            self.functions.add(subscription_from_json(orjson.loads(spec)))
 
     def match(self, pubs: Sequence[Publication]) -> list[Found]:
         """Topic and content matches of each publication, MATCH_CHUNK at a time: the batch
@@ -116,8 +116,7 @@ class SnapshotIndex:
     def function_subscriptions(self, pub: Publication) -> list[Subscription]:
         """The active function subscriptions of the function types a publication names,
         as the broker chooses them."""
-        subs = [s for t in pub.function_types for s in self.functions.get(t, ())]
-        return list({s.id: s for s in subs}.values())
+        return self.functions.candidates(pub)
 
 
 def _predicates(packed: tuple[PackedPredicate, ...]) -> tuple[Predicate, ...]:

@@ -88,7 +88,7 @@ async def broker(tmp_path: Path, runner: FakeRunner) -> AsyncIterator[Broker]:
     b = await started(settings_for(tmp_path), runner)
     yield b
     await b.close()
-    b.store.close()
+    b.store.sync.close()
 
 
 async def eventually_pulled(broker: Broker, subscriber_id: str) -> list[str]:
@@ -168,7 +168,7 @@ async def subscribed_then_closed(settings: Settings, *limits: float) -> tuple[st
         for limit in limits
     ]
     await first.close()
-    first.store.close()
+    first.store.sync.close()
     return me.id, [sub.id for sub in subs]
 
 
@@ -326,12 +326,12 @@ async def test_a_burst_of_dead_letters_is_a_warning_in_the_log(
     me, _ = await broker.register()
     await broker.subscribe(me.id, "topic", topics=("poison",))
     await broker.publish_batch([PublicationInput(None, ("poison",))] * 12)
-    await broker._expire(broker.clock())  # the first look only counts
+    await broker.housekeeping.expire(broker.clock())  # the first look only counts
     for _ in range(broker.settings.queues.max_attempts):  # never acknowledged
         await broker.pull(me.id, 100, wait_s=0, visibility_s=0)
     await broker.pull(me.id, 100, wait_s=0)  # the expired leases move to dead letters
     with caplog.at_level(logging.WARNING, logger="tidings.broker"):
-        await broker._expire(broker.clock())
+        await broker.housekeeping.expire(broker.clock())
     assert "12 messages were dead-lettered in the last minute" in caplog.text
 
 
@@ -341,7 +341,7 @@ async def test_housekeeping_goes_on_after_the_store_failed_once(
     quick = SubscriberSettings(ephemeral_grace_s=0.6)  # presence kept every 0.2 s
     broker = await started(settings_for(tmp_path, subscribers=quick))
     calls: list[int] = []
-    real = broker.store.idle_subscribers
+    real = broker.store.sync.idle_subscribers
 
     def flaky(idle_before: float, ephemeral_before: float) -> list[str]:
         calls.append(1)
@@ -349,13 +349,13 @@ async def test_housekeeping_goes_on_after_the_store_failed_once(
             raise OSError("the database is restarting")
         return real(idle_before, ephemeral_before)
 
-    monkeypatch.setattr(broker.store, "idle_subscribers", flaky)
+    monkeypatch.setattr(broker.store.sync, "idle_subscribers", flaky)
     with caplog.at_level(logging.ERROR, logger="tidings.broker"):
         for _ in range(100):  # presence is kept every few seconds: wait for two looks
             if len(calls) >= 2:
                 break
             await asyncio.sleep(0.1)
     await broker.close()
-    broker.store.close()
+    broker.store.sync.close()
     assert len(calls) >= 2, "the loop stopped after the first failure"
     assert "housekeeping failed" in caplog.text

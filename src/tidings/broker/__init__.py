@@ -1,0 +1,22 @@
+"""The broker: the stateless operations, composed from collaborators that each hold one
+policy. `Broker` (operations.py) knows them all and decides nothing itself.
+
+| module           | holds                                                                  |
+|------------------|------------------------------------------------------------------------|
+| operations.py    | `Broker`: register, subscribe, publish, pull, ack ... as composition   |
+| index.py         | the process-local subscription index (kinds, Matcher, function index)   |
+| routing.py       | the matching mode behind one seam: local, elastic or Spark              |
+| functions.py     | function subscriptions: evaluation after the answer, suspension         |
+| auth.py          | subscribers' and the admin's tokens, the token cache, revocations       |
+| quotas.py        | what one subscriber may hold                                           |
+| housekeeping.py  | the background cadence: retention, presence, other brokers' changes    |
+| alarms.py        | warnings for operators (dead letters in bursts)                        |
+| telemetry.py     | one observer for metrics and the event logs                            |
+
+Below the broker: `tidings.delivery` (queues, group commit, push channels), `tidings.store`
+(behind `Store`, awaited through `AsyncStore`), `tidings.matching`, `tidings.sandbox`.
+"""
+
+from tidings.broker.operations import Broker, PublicationInput, Published
+
+__all__ = ["Broker", "PublicationInput", "Published"]

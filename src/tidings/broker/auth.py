@@ -1,0 +1,92 @@
+"""Authentication: subscribers' tokens and the admin's, with a cache of token hashes that
+other brokers on a shared store keep honest (a deleted subscriber's token stops working
+everywhere, and so do its open streams)."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+from tidings.delivery.presence import Presence
+from tidings.delivery.signals import Revocations
+from tidings.errors import ErrorCode, TidingsError
+from tidings.ids import hash_token
+from tidings.model import Subscriber
+from tidings.store.asyncstore import AsyncStore
+from tidings.store.base import Change
+
+NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
+
+
+class Authenticator:
+    def __init__(
+        self,
+        store: AsyncStore,
+        presence: Presence,
+        revocations: Revocations,
+        clock: Callable[[], float],
+        admin_token_hash: str = "",  # empty: no admin calls
+    ) -> None:
+        self.store, self.presence, self.revocations = store, presence, revocations
+        self.clock = clock
+        self.admin_token_hash = admin_token_hash
+        self._tokens: dict[str, str] = {}
+        self._told = 0  # deletions and resyncs told so far: a token read across one is stale
+
+    def registered(self, subscriber: Subscriber) -> None:
+        self._tokens[subscriber.id] = subscriber.token_hash
+
+    async def authenticate(self, subscriber_id: str, token: str | None) -> None:
+        """401 without a token; 403 for a token that is not this subscriber's, and equally
+        for a subscriber that does not exist, so that nobody without its token can tell
+        whether an id exists."""
+        if not token:
+            raise TidingsError(ErrorCode.UNAUTHORIZED)
+        expected = self._tokens.get(subscriber_id) or await self._token_hash(subscriber_id)
+        # an unknown id costs the same comparison as a known one
+        if not hmac.compare_digest(expected or NO_SUBSCRIBER, hash_token(token)) or not expected:
+            raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
+        self.presence.saw(subscriber_id, self.clock())
+
+    async def _token_hash(self, subscriber_id: str) -> str | None:
+        """The stored hash, cached unless a deletion was told while it was read: a removal
+        that overtook the read must not leave a dead token cached (then it is read again)."""
+        while True:
+            told = self._told
+            found = await self.store.get_subscriber(subscriber_id)
+            if found is None:
+                return None
+            if told == self._told:
+                self._tokens[subscriber_id] = found.token_hash
+                return found.token_hash
+
+    def authenticate_admin(self, token: str | None) -> None:
+        """401 without a token, 403 for any token but the admin's."""
+        if not token:
+            raise TidingsError(ErrorCode.UNAUTHORIZED)
+        expected = self.admin_token_hash or NO_SUBSCRIBER
+        if not hmac.compare_digest(expected, hash_token(token)) or not self.admin_token_hash:
+            raise TidingsError(ErrorCode.FORBIDDEN, resource="the admin calls")
+
+    def forget(self, subscriber_id: str) -> None:
+        """The subscriber is gone: its token and its open streams with it."""
+        self._told += 1
+        self._tokens.pop(subscriber_id, None)
+        self.revocations.revoke(subscriber_id)
+
+    def changed(self, change: Change, spawn: Callable[[Any], None]) -> None:
+        """Another broker on the shared store deleted a subscriber, or notifications may
+        have been lost (a resync): then trust no cached token or open stream."""
+        if change.kind == "subscriber_removed":
+            self.forget(change.subscriber_id)
+            return
+        self._told += 1
+        self._tokens.clear()
+        spawn(self._check_streams())
+
+    async def _check_streams(self) -> None:
+        """After a resync: close the streams of subscribers deleted meanwhile."""
+        for subscriber_id in self.revocations.streaming():
+            if await self.store.get_subscriber(subscriber_id) is None:
+                self.forget(subscriber_id)

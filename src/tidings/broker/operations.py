@@ -1,0 +1,411 @@
+"""The stateless operations of the serverless broker, over external state.
+
+register / unregister / subscribe / unsubscribe / publish / pull / ack: each reads and writes
+the store; the only process-local state is derived and rebuildable (the subscription index,
+built from the store's subscriptions at start, and wake-up signals). `Broker` composes the
+collaborators that hold each policy and has none of its own (`tidings.broker`'s map).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidings.broker.auth import Authenticator
+from tidings.broker.functions import FunctionMatching
+from tidings.broker.housekeeping import Housekeeping
+from tidings.broker.index import SubscriptionIndex
+from tidings.broker.quotas import Quotas
+from tidings.broker.routing import routing_for
+from tidings.broker.telemetry import Telemetry
+from tidings.config import Settings
+from tidings.delivery.committer import Committer
+from tidings.delivery.presence import Presence
+from tidings.delivery.pusher import Outlet
+from tidings.delivery.queues import SubscriberQueues
+from tidings.delivery.signals import Revocations, Signals
+from tidings.errors import ErrorCode, TidingsError
+from tidings.eventlog import EventLog
+from tidings.ids import hash_token, new_id, new_token
+from tidings.matching import kernels
+from tidings.metrics import Metrics, QueueGauge, Snapshot
+from tidings.model import (
+    JSON,
+    FunctionSpec,
+    Predicate,
+    Publication,
+    Scalar,
+    Subscriber,
+    Subscription,
+    SubscriptionKind,
+)
+from tidings.sandbox import FunctionRunner
+from tidings.sandbox.health import FailureRule
+from tidings.store.asyncstore import AsyncStore
+from tidings.store.base import (
+    AckResult,
+    Change,
+    DeadLetter,
+    Enqueue,
+    Fanout,
+    Message,
+    QueueDepth,
+    Store,
+    SubscriberRecord,
+)
+
+if TYPE_CHECKING:
+    from tidings.elastic.seam import ElasticMatching
+
+log = logging.getLogger("tidings.broker")
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    publication: Publication
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationInput:
+    data: JSON = None
+    topics: tuple[str, ...] = ()
+    attributes: dict[str, Scalar] | None = None
+    function_types: tuple[str, ...] = ()
+    data_encoding: str = "json"  # "base64": binary data, kept as base64 text
+
+
+class Broker:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        runner: FunctionRunner | None = None,
+        eventlog: EventLog | None = None,
+        clock: Callable[[], float] = time.time,
+        admin_token_hash: str = "",
+        elastic: ElasticMatching | None = None,
+    ) -> None:
+        self.settings, self.clock, self.elastic = settings, clock, elastic
+        self.store = AsyncStore(store)
+        self.metrics = Metrics()
+        self.signals = Signals()
+        self.revocations = Revocations()
+        self.presence = Presence(settings.subscribers)
+        self.index = SubscriptionIndex()
+        self.telemetry = Telemetry(self.metrics, eventlog, self.index.kind_of)
+        self.auth = Authenticator(
+            self.store, self.presence, self.revocations, clock, admin_token_hash
+        )
+        self._committer = Committer(store.apply)  # every queue operation: one commit path
+        self.queues = SubscriberQueues(
+            self._committer, settings.queues, self.signals, self.telemetry, clock
+        )
+        self.routing = routing_for(settings, self.index, self.telemetry, self._deliver, elastic)
+        rule = FailureRule(settings.functions.failures_to_suspend)
+        self.functions = FunctionMatching(
+            runner,
+            self.index,
+            self.store,
+            self._committer,
+            self.signals,
+            self.telemetry,
+            rule,
+            clock,
+        )
+        self.quotas = Quotas(settings.limits, self.store)
+        self.housekeeping = Housekeeping(
+            settings, self.store, self.presence, self.revocations, self.telemetry, clock
+        )
+        self.runner = runner
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._version = -1
+        self._unwatch: Callable[[], None] = lambda: None
+
+    # ---------------------------------------------------------------- life cycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        # watching starts before the snapshot, so no change falls between the two
+
+        def told(change: Change) -> None:  # on the store's thread
+            loop.call_soon_threadsafe(self._on_change, change)
+
+        self._unwatch = await self.store.watch(told)
+        await self.routing.start(self._enqueued)
+        await self._reload()
+        self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
+        self._spawn(self.housekeeping.run(self))
+        self._spawn(self._rotate_log())
+
+    async def _rotate_log(self) -> None:
+        """The pipeline reads only finished log files: rotate them at their configured age
+        (`log_rotate_s`, as low as 0.05 s for Spark matching), checked at least every second."""
+        while True:
+            await asyncio.sleep(max(0.05, min(1.0, self.settings.log_rotate_s)))
+            self.telemetry.tick()
+
+    def _on_change(self, change: Change) -> None:
+        """Another broker on the shared store changed something this one caches."""
+        self.auth.changed(change, self._spawn)
+        self.housekeeping.changed.set()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._unwatch)
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # already counted and logged by `_finished`
+                continue
+        if self.runner is not None:
+            await self.runner.aclose()
+        await self.routing.close()
+        self.telemetry.close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.telemetry.background_failed("background task", task.exception())
+
+    async def _reload(self) -> None:
+        """Rebuild the derived state from the store's subscriptions."""
+        version, subscriptions = await self.store.snapshot()
+        await self.index.load(subscriptions)
+        self.routing.loaded(subscriptions)
+        self._version = version
+
+    async def refresh(self, shared: bool) -> None:
+        """Housekeeping's turn: settle the heap; reload what other brokers changed."""
+        self.index.settle()
+        if shared and await self.store.subscriptions_version() != self._version:
+            await self._reload()
+
+    def outlet(self) -> Outlet:
+        """What the push channels (webhooks) need, without the broker."""
+        return Outlet(
+            self.queues,
+            self.store,
+            self.revocations,
+            self.metrics,
+            self.clock,
+            self.settings.webhooks,
+            self.settings.queues.visibility_timeout_s,
+        )
+
+    # ---------------------------------------------------------------- subscribers
+
+    async def register(self, ephemeral: bool = False) -> tuple[Subscriber, str]:
+        token = new_token()
+        subscriber = Subscriber(new_id(), hash_token(token), self.clock())
+        await self.store.add_subscriber(subscriber, ephemeral)
+        self.auth.registered(subscriber)
+        self.metrics.inc("subscribers_registered_total")
+        return subscriber, token
+
+    async def authenticate(self, subscriber_id: str, token: str | None) -> None:
+        await self.auth.authenticate(subscriber_id, token)
+
+    def authenticate_admin(self, token: str | None) -> None:
+        self.auth.authenticate_admin(token)
+
+    async def subscriber(self, subscriber_id: str) -> Subscriber:
+        found = await self.store.get_subscriber(subscriber_id)
+        if found is None:
+            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
+        return found
+
+    async def unregister(self, subscriber_id: str) -> None:
+        owned = await self.store.list_subscriptions(subscriber_id)
+        if not await self.store.remove_subscriber(subscriber_id):
+            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
+        for sub in owned:
+            self._unindex(sub.id)
+        self.auth.forget(subscriber_id)
+
+    # ---------------------------------------------------------------- subscriptions
+
+    async def subscribe(
+        self,
+        subscriber_id: str,
+        kind: SubscriptionKind,
+        topics: tuple[str, ...] = (),
+        predicates: tuple[Predicate, ...] = (),
+        function: FunctionSpec | None = None,
+    ) -> Subscription:
+        await self.quotas.check_subscribe(subscriber_id)
+        if function is not None:
+            self.functions.validate(function)
+        sub = Subscription(
+            new_id(), subscriber_id, kind, topics, predicates, function, self.clock()
+        )
+        await self.store.add_subscription(sub)
+        self._index(sub)
+        return sub
+
+    async def subscriptions(self, subscriber_id: str) -> list[Subscription]:
+        return await self.store.list_subscriptions(subscriber_id)
+
+    async def subscription(self, subscriber_id: str, subscription_id: str) -> Subscription:
+        sub = await self.store.get_subscription(subscription_id)
+        if sub is None or sub.subscriber_id != subscriber_id:
+            raise TidingsError(ErrorCode.SUBSCRIPTION_NOT_FOUND, id=subscription_id)
+        return sub
+
+    async def unsubscribe(self, subscriber_id: str, subscription_id: str) -> None:
+        await self.subscription(subscriber_id, subscription_id)
+        await self.store.remove_subscription(subscription_id)
+        self._unindex(subscription_id)
+
+    async def resume(self, subscriber_id: str, subscription_id: str) -> Subscription:
+        await self.subscription(subscriber_id, subscription_id)
+        await self.functions.set_status(subscription_id, "active", None)
+        return await self.subscription(subscriber_id, subscription_id)
+
+    def _index(self, sub: Subscription) -> None:
+        self.index.add(sub)
+        self.routing.added(sub)
+
+    def _unindex(self, subscription_id: str) -> None:
+        self.routing.removed(subscription_id, self.index.remove(subscription_id))
+
+    def suspended(self) -> list[Subscription]:
+        return self.functions.suspended()
+
+    def subscription_counts(self) -> dict[str, int]:
+        """Subscriptions held by this broker, by kind."""
+        return self.index.counts()
+
+    # ---------------------------------------------------------------- publishing
+
+    async def publish(self, item: PublicationInput) -> Published:
+        return (await self.publish_batch([item]))[0]
+
+    async def publish_batch(self, items: Sequence[PublicationInput]) -> list[Published]:
+        now = self.clock()
+        pubs = [
+            Publication(
+                new_id(),
+                now,
+                i.data,
+                i.topics,
+                dict(i.attributes or {}),
+                i.function_types,
+                i.data_encoding,
+            )
+            for i in items
+        ]
+        counts = await self.routing.route(pubs)
+        self.telemetry.published(pubs)
+        if self.routing.runs_functions:
+            self.functions.spawn_for(pubs, self._spawn)
+        return [Published(p, n) for p, n in zip(pubs, counts, strict=True)]
+
+    async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
+        """The thesis's topic publishing: one message per (subscriber, matching topic)."""
+        pub = Publication(new_id(), self.clock(), data, topics, {}, ())
+        deliveries = await self.routing.route_per_topic(pub)
+        self.telemetry.published([pub])
+        return Published(pub, deliveries)
+
+    async def _deliver(self, fanouts: list[Fanout]) -> None:
+        """Enqueue fan-outs in one group commit, then tell."""
+        if fanouts:  # fresh: a new publication's keys were never enqueued before
+            await self._committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
+        self._enqueued(fanouts)
+
+    def _enqueued(self, fanouts: Sequence[Fanout]) -> None:
+        """Deliveries enqueued (here, or by an exit point of this process): count, log,
+        wake subscribers."""
+        self.telemetry.enqueued(fanouts)
+        self.signals.notify({owner for f in fanouts for owner in f.owners})
+
+    # ---------------------------------------------------------------- receiving
+
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+    ) -> list[Message]:
+        return await self.queues.pull(subscriber_id, max_messages, wait_s, visibility_s)
+
+    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        return await self.queues.ack(subscriber_id, receipts)
+
+    async def nack(
+        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
+    ) -> AckResult:
+        return await self.queues.nack(subscriber_id, receipts, delay_s)
+
+    async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        return await self.queues.release(subscriber_id, receipts)
+
+    async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
+        await self.queues.reject(subscriber_id, message, reason)
+
+    async def depth(self, subscriber_id: str) -> QueueDepth:
+        return await self.store.depth(subscriber_id, self.clock())
+
+    async def dead_letters(self, subscriber_id: str, limit: int) -> list[DeadLetter]:
+        return await self.store.dead_letters(subscriber_id, limit)
+
+    async def redrive(self, subscriber_id: str, ids: Sequence[int] | None) -> int:
+        moved = await self.store.redrive(subscriber_id, ids, self.clock())
+        self.signals.notify([subscriber_id])
+        return moved
+
+    # ---------------------------------------------------------------- the operator's view
+
+    async def subscribers_page(
+        self, after: str, limit: int
+    ) -> list[tuple[SubscriberRecord, QueueDepth]]:
+        """For the admin: a page of subscribers, each with its queue's depth."""
+        page = await self.store.subscribers_page(after, limit)
+        now = self.clock()
+        depths = [await self.store.depth(r.id, now) for r in page]
+        return list(zip(page, depths, strict=True))
+
+    async def check_store(self, timeout_s: float) -> None:
+        """UNAVAILABLE unless the store answers a read within `timeout_s`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.store.subscriptions_version()
+        except Exception as exc:  # any failure to answer means: not ready
+            log.warning("the store did not answer the readiness check: %r", exc)
+            raise TidingsError(
+                ErrorCode.UNAVAILABLE, detail=f"the store does not answer: {exc!r}"[:300]
+            ) from None
+
+    async def gauges(self) -> Snapshot:
+        """The gauges for a metrics scrape: the subscriptions held here, and the queues."""
+        now = self.clock()
+        cap = self.metrics.per_subscriber_cap
+        totals, oldest = await self.store.queue_totals(now)
+        deepest = await self.store.deepest_queues(now, cap)
+        return Snapshot(
+            subscribers=await self.store.count_subscribers(),
+            subscriptions=self.subscription_counts(),
+            ready=totals.ready,
+            leased=totals.leased,
+            dead=totals.dead,
+            oldest_age_s=0.0 if oldest is None else max(0.0, now - oldest),
+            queues=[
+                QueueGauge(q.subscriber_id, q.ready, q.leased, max(0.0, now - q.oldest_enqueued_at))
+                for q in deepest
+            ],
+        )

@@ -1,0 +1,125 @@
+"""Telemetry: one observer of what the broker does, for its metrics and its event logs.
+
+The operations tell it what happened (published, enqueued, leased, acknowledged, a function
+called); it counts, times and writes the log lines. Without an event log (`event_log` off)
+it only counts: the operations never ask which.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from tidings.delivery.leases import Leases, delivery_event
+from tidings.eventlog import EventLog
+from tidings.metrics import Metrics
+from tidings.model import Publication, SubscriptionKind
+from tidings.sandbox import FunctionOutcome
+from tidings.store.base import Fanout, Message, NewMessage
+
+log = logging.getLogger("tidings.broker")
+KindOf = Callable[[str], SubscriptionKind | None]  # a subscription id's kind, None if unknown
+
+
+class Telemetry:
+    def __init__(self, metrics: Metrics, eventlog: EventLog | None, kind_of: KindOf) -> None:
+        self.metrics = metrics
+        self.eventlog = eventlog
+        self.kind_of = kind_of
+        self.leases = Leases()  # an ack then knows when its publication was enqueued
+
+    def close(self) -> None:
+        if self.eventlog is not None:
+            self.eventlog.close()
+
+    def tick(self) -> None:
+        """Rotate the event logs that have grown old (the pipeline reads finished files)."""
+        if self.eventlog is not None:
+            self.eventlog.tick()
+
+    # ---- publishing
+    def matched(self, publications: int, seconds: float) -> None:
+        """A batch matched in `seconds`: the histogram counts publications."""
+        each = seconds / publications
+        for _ in range(publications):
+            self.metrics.matching.observe(each)
+
+    def published(self, pubs: Sequence[Publication]) -> None:
+        self.metrics.inc("publications_total", len(pubs))
+        if self.eventlog is not None:
+            self.eventlog.published(pubs)
+
+    def enqueued(self, fanouts: Sequence[Fanout]) -> None:
+        """Topic and content deliveries, counted by the kind of their first subscription."""
+        for fanout in fanouts:
+            self._count_owners(fanout.owners.values())
+        if self.eventlog is not None and fanouts:
+            messages = [m for f in fanouts for m in f.messages()]
+            self.eventlog.delivery_events(self._enqueued_events(messages))
+
+    def function_enqueued(self, added: int, messages: list[NewMessage]) -> None:
+        self.metrics.inc("deliveries_enqueued", added, kind="function")
+        if self.eventlog is not None:
+            self.eventlog.delivery_events(self._enqueued_events(messages))
+
+    def _count_owners(self, matched: Iterable[Sequence[str]]) -> None:
+        kinds = collections.Counter(self.kind_of(ids[0]) for ids in matched)
+        for kind, count in kinds.items():
+            self.metrics.inc("deliveries_enqueued", count, kind=kind or "function")
+
+    def _enqueued_events(self, messages: list[NewMessage]) -> list[dict[str, Any]]:
+        return [
+            {
+                "publication_id": m.publication_id,
+                "subscriber_id": m.subscriber_id,
+                "subscription_ids": list(m.subscription_ids),
+                "event": "enqueued",
+                "kind": self.kind_of(m.subscription_ids[0]),
+                "at": m.enqueued_at,
+                "attempt": 0,
+            }
+            for m in messages
+        ]
+
+    # ---- functions
+    def function_called(self, outcome: FunctionOutcome) -> None:
+        self.metrics.inc("function_calls_total")
+        if outcome.error is not None:
+            self.metrics.inc("function_failures_total")
+
+    def function_suspended(self, subscription_id: str, reason: str) -> None:
+        log.warning("function subscription %s suspended: %s", subscription_id, reason)
+        self.metrics.inc("function_suspensions")
+
+    # ---- queues (tidings.delivery.queues.QueueObserver)
+    def leased(self, messages: list[Message], now: float) -> None:
+        self.metrics.inc("deliveries_leased_total", len(messages))
+        self.leases.remember(messages)
+        for m in messages:
+            self.metrics.publish_to_delivery.observe(max(0.0, now - m.enqueued_at))
+        if self.eventlog is not None:
+            self.eventlog.delivery_events(delivery_event(m, "delivered", now) for m in messages)
+
+    def acked(self, receipts: list[str], now: float) -> None:
+        self.metrics.inc("deliveries_acked_total", len(receipts))
+        settled = self.leases.settle(receipts)
+        for m in settled:
+            self.metrics.publish_to_ack.observe(max(0.0, now - m.enqueued_at))
+        if self.eventlog is not None and settled:
+            self.eventlog.delivery_events(delivery_event(m, "acked", now) for m in settled)
+
+    def nacked(self, receipts: list[str]) -> None:
+        self.leases.settle(receipts)
+        self.metrics.inc("deliveries_nacked", len(receipts))
+
+    def rejected(self, subscriber_id: str, message: Message, reason: str) -> None:
+        self.leases.settle([message.receipt])
+        self.metrics.inc("deliveries_rejected_total")
+        log.warning("dead-lettered message %s of %s: %s", message.id, subscriber_id, reason)
+
+    # ---- the broker's own life
+    def background_failed(self, what: str, error: BaseException | None = None) -> None:
+        self.metrics.inc("background_errors_total")
+        log.error("%s failed", what, exc_info=error)

@@ -1,0 +1,33 @@
+"""What a push channel (the WebSocket stream, a webhook) needs of a subscriber's queue, and
+nothing more: the channels sit below the broker and know only this."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from tidings.store.base import AckResult, Message
+
+
+class Queue(Protocol):
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+    ) -> list[Message]:
+        """Lease up to `max_messages`, waiting up to `wait_s` for the first."""
+        ...
+
+    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
+
+    async def nack(
+        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
+    ) -> AckResult:
+        """Hand these back for redelivery after `delay_s`; the attempt counts."""
+        ...
+
+    async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        """Hand back what was leased and never delivered (a channel closing), at once."""
+        ...

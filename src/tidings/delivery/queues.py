@@ -1,0 +1,82 @@
+"""Subscribers' queues as the API and the push channels use them: pull (a long-poll over
+the committer's leases), ack, nack, release, reject. Every operation goes through the one
+`Committer`; what a lease or an ack means for metrics and logs is told to an observer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from tidings.config import QueueSettings
+from tidings.delivery.committer import Committer
+from tidings.delivery.signals import Signals
+from tidings.store.base import Ack, AckResult, Lease, Message, Nack, Reject
+
+
+class QueueObserver(Protocol):
+    def leased(self, messages: list[Message], now: float) -> None: ...
+    def acked(self, receipts: list[str], now: float) -> None: ...
+    def nacked(self, receipts: list[str]) -> None: ...
+    def rejected(self, subscriber_id: str, message: Message, reason: str) -> None: ...
+
+
+class SubscriberQueues:
+    def __init__(
+        self,
+        committer: Committer,
+        settings: QueueSettings,
+        signals: Signals,
+        observer: QueueObserver,
+        clock: Callable[[], float],
+    ) -> None:
+        self.committer, self.settings, self.signals = committer, settings, signals
+        self.observer, self.clock = observer, clock
+
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+    ) -> list[Message]:
+        q = self.settings
+        visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
+        deadline = time.monotonic() + min(wait_s, q.max_wait_s)
+        while True:
+            leased = await self.committer.submit(
+                Lease(subscriber_id, max_messages, visibility, q.max_attempts, self.clock())
+            )
+            remaining = deadline - time.monotonic()
+            if leased or remaining <= 0:
+                if leased:
+                    self.observer.leased(leased, self.clock())
+                return leased
+            # another process may enqueue or a lease may expire: look again at least each second
+            await self.signals.wait(subscriber_id, min(remaining, 1.0))
+
+    async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        result = await self.committer.submit(Ack(subscriber_id, receipts))
+        self.observer.acked(result.acked, self.clock())
+        return result
+
+    async def nack(
+        self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
+    ) -> AckResult:
+        now = self.clock()
+        result = await self.committer.submit(Nack(subscriber_id, receipts, now, delay_s))
+        self.observer.nacked(result.acked)
+        self.signals.notify([subscriber_id])
+        return result
+
+    async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        return await self.nack(subscriber_id, receipts)
+
+    async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
+        """Dead-letter one leased message that cannot be served (e.g. its answer does not
+        encode), alone: the rest of its batch is delivered as usual."""
+        moved = await self.committer.submit(
+            Reject(subscriber_id, message.receipt, reason, self.clock())
+        )
+        if moved:
+            self.observer.rejected(subscriber_id, message, reason)

@@ -1,0 +1,110 @@
+"""Subscribers' queues over the committer and a real SQLite store: pull, ack, nack, release,
+reject, each told to the observer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tidings.config import QueueSettings
+from tidings.delivery.committer import Committer
+from tidings.delivery.queues import SubscriberQueues
+from tidings.delivery.signals import Signals
+from tidings.model import Subscriber
+from tidings.store import open_store
+from tidings.store.base import Message, NewMessage, Store
+
+
+@dataclass
+class Rig:
+    q: SubscriberQueues
+    observer: Observer
+    store: Store  # to enqueue into as a publish would
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.told: list[tuple[str, object]] = []
+
+    def leased(self, messages: list[Message], now: float) -> None:
+        self.told.append(("leased", [m.publication_id for m in messages]))
+
+    def acked(self, receipts: list[str], now: float) -> None:
+        self.told.append(("acked", len(receipts)))
+
+    def nacked(self, receipts: list[str]) -> None:
+        self.told.append(("nacked", len(receipts)))
+
+    def rejected(self, subscriber_id: str, message: Message, reason: str) -> None:
+        self.told.append(("rejected", reason))
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    store = open_store(f"sqlite:///{tmp_path / 'q.db'}")
+    store.add_subscriber(Subscriber("s", "hash", time.time()))
+    store.enqueue([NewMessage("s", "p1", "p1", ("sub",), b"{}", time.time())])
+    observer = Observer()
+    settings = QueueSettings(visibility_timeout_s=30.0, max_wait_s=2.0)
+    q = SubscriberQueues(Committer(store.apply), settings, Signals(), observer, time.time)
+    yield Rig(q, observer, store)
+    store.close()
+
+
+async def test_a_pull_leases_and_tells_the_observer(
+    rig: Rig,
+) -> None:
+    q, observer = rig.q, rig.observer
+    assert [m.publication_id for m in await q.pull("s", 10, wait_s=0)] == ["p1"]
+    assert observer.told == [("leased", ["p1"])]
+
+
+async def test_an_empty_pull_waits_until_told_of_a_new_message(
+    rig: Rig,
+) -> None:
+    q = rig.q
+    await q.pull("s", 10, wait_s=0)
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    # as a publish would: enqueue (here, without the committer), then the wake-up
+    rig.store.enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())])
+    q.signals.notify(["s"])
+    assert [m.publication_id for m in await asyncio.wait_for(waiting, 0.9)] == ["p2"]
+
+
+async def test_released_messages_come_back_at_once_and_count_an_attempt(
+    rig: Rig,
+) -> None:
+    q, observer = rig.q, rig.observer
+    leased = await q.pull("s", 10, wait_s=0)
+    result = await q.release("s", [m.receipt for m in leased])
+    assert len(result.acked) == 1
+    again = await q.pull("s", 10, wait_s=0)
+    assert [(m.publication_id, m.attempt) for m in again] == [("p1", 2)]
+    assert ("nacked", 1) in observer.told
+
+
+async def test_a_nack_with_a_delay_keeps_the_message_away_until_then(
+    rig: Rig,
+) -> None:
+    q = rig.q
+    leased = await q.pull("s", 10, wait_s=0)
+    await q.nack("s", [m.receipt for m in leased], delay_s=60)
+    assert await q.pull("s", 10, wait_s=0) == []
+
+
+async def test_an_ack_settles_and_a_reject_dead_letters_alone(
+    rig: Rig,
+) -> None:
+    q, observer = rig.q, rig.observer
+    leased = await q.pull("s", 10, wait_s=0)
+    await q.reject("s", leased[0], "does not encode")
+    assert ("rejected", "does not encode") in observer.told
+    result = await q.ack("s", [leased[0].receipt])
+    assert result.acked == [] and result.unknown == [leased[0].receipt]
