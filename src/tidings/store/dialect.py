@@ -44,7 +44,6 @@ SELECT count(*) FROM m
 class Dialect:
     """What differs between the SQL engines; the rooms ask through its methods."""
 
-    name: str
     param: str  # "?" or "%s"
     serial: str  # the auto-increment primary key column type
     insert_ignore: str  # "INSERT OR IGNORE INTO" or "INSERT INTO"
@@ -94,7 +93,6 @@ class Dialect:
 
 
 SQLITE = Dialect(
-    name="sqlite",
     param="?",
     serial="INTEGER PRIMARY KEY AUTOINCREMENT",
     insert_ignore="INSERT OR IGNORE INTO",
@@ -106,7 +104,6 @@ SQLITE = Dialect(
 )
 
 POSTGRES = Dialect(
-    name="postgres",
     param="%s",
     serial="BIGSERIAL PRIMARY KEY",
     insert_ignore="INSERT INTO",

@@ -19,7 +19,7 @@ from tidings.store.base import Fanout, NewMessage
 from tidings.store.bodies import body_key, body_rows
 from tidings.store.database import Cursor, Database, dumps
 
-Step = Callable[[Cursor], int]
+EnqueueStep = Callable[[Cursor], int]
 
 
 def message_rows(messages: Sequence[NewMessage], nonce: str = "") -> list[tuple[Any, ...]]:
@@ -38,7 +38,7 @@ def message_rows(messages: Sequence[NewMessage], nonce: str = "") -> list[tuple[
 
 def enqueue_step(
     db: Database, messages: Sequence[NewMessage], fresh: bool, fanouts: Sequence[Fanout] = ()
-) -> Step:
+) -> EnqueueStep:
     """`fresh`: the caller guarantees the keys are new (a new publication's id), so the
     rows go in with three bulk statements instead of a check per row. Fan-outs go in
     with three statements for all of them, their rows made by SQLite (`json_each`)."""
@@ -55,7 +55,7 @@ def enqueue_step(
 
 def _batch(
     statement: str, messages: Sequence[NewMessage], fresh: bool, fanouts: Sequence[Fanout]
-) -> Step:
+) -> EnqueueStep:
     """One round trip per batch (`fresh` or not), instead of one per row; fan-outs
     travel in the same arrays (a row each there: the statement checks every key)."""
     if fanouts:
@@ -78,7 +78,7 @@ def _batch(
     return op
 
 
-def _fanouts(db: Database, fanouts: Sequence[Fanout]) -> Step:
+def _fanouts(db: Database, fanouts: Sequence[Fanout]) -> EnqueueStep:
     """One parameter row per publication: its subscribers as one JSON object, spread
     into rows by SQLite's `json_each` (PostgreSQL puts fan-outs into the arrays of its
     batch statement instead)."""
@@ -108,7 +108,7 @@ def _fanouts(db: Database, fanouts: Sequence[Fanout]) -> Step:
     return op
 
 
-def _messages(db: Database, messages: Sequence[NewMessage], fresh: bool) -> Step:
+def _messages(db: Database, messages: Sequence[NewMessage], fresh: bool) -> EnqueueStep:
     nonce = "" if fresh else os.urandom(6).hex()
     rows = message_rows(messages, nonce)
     bodies = body_rows(messages, nonce)

@@ -1,7 +1,7 @@
 """PostgreSQL, for several broker processes sharing the queues.
 
-Leasing uses `FOR UPDATE SKIP LOCKED`, so two brokers never hand out the same message.
-A `schema` query parameter in the URL puts the tables in their own schema.
+Leasing uses `FOR UPDATE SKIP LOCKED` (`dialect.py`), so two brokers never hand out the
+same message. A `schema` query parameter in the URL puts the tables in their own schema.
 """
 
 from __future__ import annotations
