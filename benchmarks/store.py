@@ -34,8 +34,7 @@ from common import emit, machine, versions
 from tidings.delivery.committer import Committer
 from tidings.model import Subscriber
 from tidings.store import open_store
-from tidings.store.base import Ack, Enqueue, Lease, NewMessage, encode_body
-from tidings.store.sql import SQLStore
+from tidings.store.base import Ack, Enqueue, Lease, NewMessage, Store, encode_body
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 BODY = encode_body({"data": "x" * 120, "topic": "bench/a"})
@@ -43,7 +42,7 @@ T0 = 1_000_000.0
 
 
 @contextmanager
-def opened(backend: str, sync: str = "normal") -> Iterator[SQLStore]:
+def opened(backend: str, sync: str = "normal") -> Iterator[Store]:
     tmp = tempfile.mkdtemp(prefix="tidings-bench-")
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     urls = {
@@ -84,7 +83,7 @@ def concurrently(callers: int, work: Callable[[int], Any]) -> float:
     return time.perf_counter() - start
 
 
-def enqueue_per_call(store: SQLStore, n: int, fresh: bool, threads: int) -> float:
+def enqueue_per_call(store: Store, n: int, fresh: bool, threads: int) -> float:
     work = batches(n, "pc")
     start = time.perf_counter()
     for batch in work:
@@ -92,7 +91,7 @@ def enqueue_per_call(store: SQLStore, n: int, fresh: bool, threads: int) -> floa
     return time.perf_counter() - start
 
 
-def enqueue_group(store: SQLStore, n: int, fresh: bool, threads: int) -> float:
+def enqueue_group(store: Store, n: int, fresh: bool, threads: int) -> float:
     work = batches(n, "gc")
     committer = Committer(store.apply)
 
@@ -111,13 +110,13 @@ def drain(lease: Callable[..., Any], ack: Callable[..., Any], size: int) -> int:
     return done
 
 
-def lease_ack_per_call(store: SQLStore, n: int, size: int, threads: int) -> float:
+def lease_ack_per_call(store: Store, n: int, size: int, threads: int) -> float:
     start = time.perf_counter()
     assert drain(store.lease, store.ack, size) == n
     return time.perf_counter() - start
 
 
-def lease_ack_group(store: SQLStore, n: int, size: int, threads: int) -> float:
+def lease_ack_group(store: Store, n: int, size: int, threads: int) -> float:
     committer = Committer(store.apply)
     counts: list[int] = []
 

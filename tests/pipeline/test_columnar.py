@@ -11,7 +11,7 @@ from tidings.pipeline import index
 from tidings.pipeline.columnar import ColumnsBuilder, eligible
 from tidings.pipeline.snapshot import take_snapshot
 from tidings.store import open_store
-from tidings.store.sql import SQLStore
+from tidings.store.base import Store
 
 from .workloads import KEYS, NUMBERS, SUBSCRIBERS, matcher_triples, publications, subscriptions
 
@@ -27,7 +27,7 @@ def numeric_subscription(rng: random.Random, sid: str) -> Subscription:
     return Subscription(sid, rng.choice(SUBSCRIBERS), "content", predicates=preds)
 
 
-def churned_store(rng: random.Random) -> SQLStore:
+def churned_store(rng: random.Random) -> Store:
     """A store after adds, replacements (removed, then added again differently) and removals."""
     store = open_store("memory://")
     for owner in SUBSCRIBERS:

@@ -3,12 +3,12 @@ from __future__ import annotations
 from tidings.model import FunctionSpec, Subscriber, Subscription
 from tidings.pipeline.health import Call, FunctionHealth
 from tidings.store import open_store
-from tidings.store.sql import SQLStore
+from tidings.store.base import Store
 
 CODE = "def match(publication):\n    return True\n"
 
 
-def store_with(*ids: str) -> SQLStore:
+def store_with(*ids: str) -> Store:
     store = open_store("memory://")
     store.add_subscriber(Subscriber("alice", "hash", 0.0))
     for sid in ids:
@@ -25,7 +25,7 @@ def calls(sid: str, outcomes: str, start: int = 0) -> list[Call]:
     ]
 
 
-def status(store: SQLStore, sid: str) -> tuple[str, str | None]:
+def status(store: Store, sid: str) -> tuple[str, str | None]:
     sub = store.get_subscription(sid)
     assert sub is not None
     return sub.status, sub.status_reason

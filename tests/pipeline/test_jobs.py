@@ -24,7 +24,7 @@ from tidings.pipeline.jobs import (
 )
 from tidings.pipeline.sink import QueueSink
 from tidings.store import open_store
-from tidings.store.sql import SQLStore
+from tidings.store.base import Store
 
 from .workloads import (
     function_subscriptions,
@@ -47,7 +47,7 @@ class CrashingSink(QueueSink):
         raise RuntimeError("killed in the middle of a batch")
 
 
-def make_store(tmp_path: Path) -> SQLStore:
+def make_store(tmp_path: Path) -> Store:
     store = open_store(f"sqlite:///{tmp_path / 'tidings.db'}")
     for name in ("alice", "bob"):
         store.add_subscriber(Subscriber(name, "hash", 0.0))
@@ -70,7 +70,7 @@ def expected(publications: list[Publication]) -> set[tuple[str, str]]:
     return out | {("bob", p.id) for p in publications if p.attributes["n"] >= 10}  # type: ignore[operator]
 
 
-def queued(store: SQLStore) -> list[tuple[str, str]]:
+def queued(store: Store) -> list[tuple[str, str]]:
     return [
         (m.subscriber_id, m.publication_id)
         for who in ("alice", "bob")
@@ -92,7 +92,7 @@ every_way = pytest.mark.parametrize(("algorithm", "driver_lines"), WAYS.values()
 
 
 def matching(
-    spark: SparkSession, store: SQLStore, paths: Paths, sink: QueueSink, driver_lines: int
+    spark: SparkSession, store: Store, paths: Paths, sink: QueueSink, driver_lines: int
 ) -> Matching:
     return Matching(Subscriptions(spark, store), sink, paths.quarantine, driver_lines=driver_lines)
 
@@ -233,7 +233,7 @@ def test_every_way_delivers_what_the_broker_would_for_all_three_kinds(
     assert found == expected
 
 
-def failing_function_store(tmp_path: Path) -> SQLStore:
+def failing_function_store(tmp_path: Path) -> Store:
     store = make_store(tmp_path)
     code = "def match(publication):\n    return 1 / 0\n"
     spec = FunctionSpec("text", "code", code, fail_open=True)

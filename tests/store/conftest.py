@@ -11,13 +11,20 @@ import pytest
 from tests.conftest import require_service
 
 from tidings.store import open_store
+from tidings.store.base import Store
 from tidings.store.sql import SQLStore
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
+def sql_of(store: Store) -> SQLStore:
+    """The SQL store behind the protocol, for a test that looks into its tables."""
+    assert isinstance(store, SQLStore)
+    return store
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "memory":
         s = open_store("memory://")
     elif request.param == "sqlite":

@@ -5,15 +5,25 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from tests.store.conftest import sql_of
+
 from tidings.delivery.committer import Committer
 from tidings.model import Op, Predicate, Subscriber, Subscription
-from tidings.store.base import Ack, Enqueue, Fanout, Lease, NewMessage, QueueDepth, encode_body
-from tidings.store.sql import SQLStore
+from tidings.store.base import (
+    Ack,
+    Enqueue,
+    Fanout,
+    Lease,
+    NewMessage,
+    QueueDepth,
+    Store,
+    encode_body,
+)
 
 T0 = 1_000_000.0
 
 
-def subscriber(store: SQLStore, sid: str = "s1") -> str:
+def subscriber(store: Store, sid: str = "s1") -> str:
     store.add_subscriber(Subscriber(sid, "hash", T0))
     return sid
 
@@ -22,18 +32,18 @@ def msg(pub: str, owner: str = "s1", key: str | None = None, at: float = T0) -> 
     return NewMessage(owner, pub, key or pub, ("sub1",), encode_body({"id": pub}), at)
 
 
-def lease(store: SQLStore, n: int = 10, now: float = T0, owner: str = "s1", attempts: int = 5):  # type: ignore[no-untyped-def]
+def lease(store: Store, n: int = 10, now: float = T0, owner: str = "s1", attempts: int = 5):  # type: ignore[no-untyped-def]
     return store.lease(owner, n, 30.0, attempts, now)
 
 
-def test_a_subscriber_is_stored_and_found(store: SQLStore) -> None:
+def test_a_subscriber_is_stored_and_found(store: Store) -> None:
     subscriber(store)
     found = store.get_subscriber("s1")
     assert found is not None and found.token_hash == "hash"
     assert store.get_subscriber("nobody") is None and store.count_subscribers() == 1
 
 
-def test_subscriptions_round_trip_with_their_predicates(store: SQLStore) -> None:
+def test_subscriptions_round_trip_with_their_predicates(store: Store) -> None:
     subscriber(store)
     sub = Subscription("x1", "s1", "content", predicates=(Predicate("a", Op.IN, ("p", 2)),))
     store.add_subscription(sub)
@@ -41,7 +51,7 @@ def test_subscriptions_round_trip_with_their_predicates(store: SQLStore) -> None
     assert store.list_subscriptions("s1") == [sub] and store.count_subscriptions("s1") == 1
 
 
-def test_every_subscription_change_bumps_the_version(store: SQLStore) -> None:
+def test_every_subscription_change_bumps_the_version(store: Store) -> None:
     subscriber(store)
     v0 = store.subscriptions_version()
     store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))
@@ -52,28 +62,28 @@ def test_every_subscription_change_bumps_the_version(store: SQLStore) -> None:
     assert store.remove_subscription("x1") is False
 
 
-def test_enqueue_is_idempotent_by_subscriber_and_dedup_key(store: SQLStore) -> None:
+def test_enqueue_is_idempotent_by_subscriber_and_dedup_key(store: Store) -> None:
     subscriber(store)
     assert store.enqueue([msg("p1"), msg("p2")]) == 2
     assert store.enqueue([msg("p1"), msg("p2"), msg("p3")]) == 1
     assert store.depth("s1", T0).ready == 3
 
 
-def test_a_repeat_is_ignored_even_after_the_first_copy_was_acknowledged(store: SQLStore) -> None:
+def test_a_repeat_is_ignored_even_after_the_first_copy_was_acknowledged(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     store.ack("s1", [m.receipt for m in lease(store)])
     assert store.enqueue([msg("p1")]) == 0
 
 
-def test_lease_hands_out_messages_in_fifo_order(store: SQLStore) -> None:
+def test_lease_hands_out_messages_in_fifo_order(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg(f"p{i}") for i in range(5)])
     assert [m.publication_id for m in lease(store, 3)] == ["p0", "p1", "p2"]
     assert [m.publication_id for m in lease(store, 3)] == ["p3", "p4"]
 
 
-def test_a_leased_message_is_hidden_until_its_visibility_timeout(store: SQLStore) -> None:
+def test_a_leased_message_is_hidden_until_its_visibility_timeout(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     first = lease(store)
@@ -83,7 +93,7 @@ def test_a_leased_message_is_hidden_until_its_visibility_timeout(store: SQLStore
     assert store.depth("s1", T0 + 31).leased == 1
 
 
-def test_ack_deletes_and_a_stale_receipt_acknowledges_nothing(store: SQLStore) -> None:
+def test_ack_deletes_and_a_stale_receipt_acknowledges_nothing(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     stale = lease(store)[0].receipt
@@ -93,14 +103,14 @@ def test_ack_deletes_and_a_stale_receipt_acknowledges_nothing(store: SQLStore) -
     assert store.depth("s1", T0 + 100).ready == 0
 
 
-def test_a_receipt_of_another_subscriber_acknowledges_nothing(store: SQLStore) -> None:
+def test_a_receipt_of_another_subscriber_acknowledges_nothing(store: Store) -> None:
     subscriber(store, "s1"), subscriber(store, "s2")
     store.enqueue([msg("p1")])
     receipt = lease(store)[0].receipt
     assert store.ack("s2", [receipt]).unknown == [receipt]
 
 
-def test_nack_releases_a_message_after_its_delay(store: SQLStore) -> None:
+def test_nack_releases_a_message_after_its_delay(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     receipt = lease(store)[0].receipt
@@ -109,7 +119,7 @@ def test_nack_releases_a_message_after_its_delay(store: SQLStore) -> None:
     assert lease(store, now=T0 + 5)[0].attempt == 2
 
 
-def test_a_message_leased_max_attempts_times_becomes_a_dead_letter(store: SQLStore) -> None:
+def test_a_message_leased_max_attempts_times_becomes_a_dead_letter(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     for i in range(3):
@@ -120,7 +130,7 @@ def test_a_message_leased_max_attempts_times_becomes_a_dead_letter(store: SQLSto
     assert store.depth("s1", T0 + 200).dead == 1
 
 
-def test_redrive_returns_dead_letters_to_the_queue_with_fresh_attempts(store: SQLStore) -> None:
+def test_redrive_returns_dead_letters_to_the_queue_with_fresh_attempts(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1"), msg("p2")])
     store.expire(T0 + 10, retention_s=5)
@@ -131,7 +141,7 @@ def test_redrive_returns_dead_letters_to_the_queue_with_fresh_attempts(store: SQ
     assert store.redrive("s1", None, T0 + 12) == 1 and store.dead_letters("s1") == []
 
 
-def test_removing_a_subscriber_removes_everything_it_owned(store: SQLStore) -> None:
+def test_removing_a_subscriber_removes_everything_it_owned(store: Store) -> None:
     subscriber(store)
     store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))
     store.enqueue([msg("p1"), msg("p2")])
@@ -142,7 +152,7 @@ def test_removing_a_subscriber_removes_everything_it_owned(store: SQLStore) -> N
     assert store.remove_subscriber("s1") is False
 
 
-def test_concurrent_enqueues_lose_nothing_and_duplicate_nothing(store: SQLStore) -> None:
+def test_concurrent_enqueues_lose_nothing_and_duplicate_nothing(store: Store) -> None:
     subscriber(store)
 
     def worker(start: int) -> None:
@@ -157,7 +167,7 @@ def test_concurrent_enqueues_lose_nothing_and_duplicate_nothing(store: SQLStore)
     assert store.depth("s1", T0).ready == len({f"p{j}" for j in range(500)}) + 1
 
 
-def test_snapshot_reads_subscriptions_and_version_together(store: SQLStore) -> None:
+def test_snapshot_reads_subscriptions_and_version_together(store: Store) -> None:
     subscriber(store)
     store.add_subscription(Subscription("x1", "s1", "topic", topics=("a/#",)))
     version, subs = store.snapshot()
@@ -165,7 +175,7 @@ def test_snapshot_reads_subscriptions_and_version_together(store: SQLStore) -> N
 
 
 def test_iterating_subscriptions_streams_them_all_page_by_page_in_id_order(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     subscriber(store)
     for i in (5, 1, 4, 2, 3, 6, 0):
@@ -184,7 +194,7 @@ def test_iterating_subscriptions_streams_them_all_page_by_page_in_id_order(
     ]
 
 
-def test_a_stale_and_a_fresh_receipt_in_one_call_ack_only_the_fresh(store: SQLStore) -> None:
+def test_a_stale_and_a_fresh_receipt_in_one_call_ack_only_the_fresh(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     stale = lease(store)[0].receipt
@@ -192,14 +202,14 @@ def test_a_stale_and_a_fresh_receipt_in_one_call_ack_only_the_fresh(store: SQLSt
     assert store.ack("s1", [stale, fresh]).acked == [fresh]
 
 
-def test_fresh_messages_go_in_in_bulk_and_are_still_remembered(store: SQLStore) -> None:
+def test_fresh_messages_go_in_in_bulk_and_are_still_remembered(store: Store) -> None:
     subscriber(store)
     assert store.enqueue([msg("p1"), msg("p2")], fresh=True) == 2
     assert store.enqueue([msg("p1")]) == 0 and store.depth("s1", T0).ready == 2
 
 
 def test_a_failing_operation_in_a_batch_leaves_nothing_and_the_others_commit(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     subscriber(store)
     # "half" goes in, then a row without an owner breaks the statement (NOT NULL)
@@ -210,7 +220,7 @@ def test_a_failing_operation_in_a_batch_leaves_nothing_and_the_others_commit(
     assert store.enqueue([msg("half")]) == 1  # its dedup key was undone with it
 
 
-def test_queue_operations_applied_together_answer_in_order(store: SQLStore) -> None:
+def test_queue_operations_applied_together_answer_in_order(store: Store) -> None:
     subscriber(store)
     enqueued, leased = store.apply([Enqueue([msg("p1"), msg("p2")]), Lease("s1", 1, 30, 5, T0)])
     assert enqueued == 2 and [m.publication_id for m in leased] == ["p1"]
@@ -218,7 +228,7 @@ def test_queue_operations_applied_together_answer_in_order(store: SQLStore) -> N
     assert acked.acked == [leased[0].receipt]
 
 
-def test_a_nack_with_a_stale_receipt_releases_nothing(store: SQLStore) -> None:
+def test_a_nack_with_a_stale_receipt_releases_nothing(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     stale = lease(store)[0].receipt
@@ -227,21 +237,21 @@ def test_a_nack_with_a_stale_receipt_releases_nothing(store: SQLStore) -> None:
     assert store.depth("s1", T0 + 32) == QueueDepth(ready=0, leased=1, dead=0)
 
 
-def test_after_the_retention_a_key_may_be_enqueued_again(store: SQLStore) -> None:
+def test_after_the_retention_a_key_may_be_enqueued_again(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     assert store.expire(T0 + 10, retention_s=5) == 1
     assert store.enqueue([msg("p1", at=T0 + 10)]) == 1
 
 
-def test_expire_leaves_messages_younger_than_the_retention(store: SQLStore) -> None:
+def test_expire_leaves_messages_younger_than_the_retention(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("old"), msg("young", at=T0 + 8)])
     assert store.expire(T0 + 10, retention_s=5) == 1
     assert [m.publication_id for m in lease(store, now=T0 + 10)] == ["young"]
 
 
-def test_removing_a_subscriber_with_subscriptions_bumps_the_version(store: SQLStore) -> None:
+def test_removing_a_subscriber_with_subscriptions_bumps_the_version(store: Store) -> None:
     subscriber(store)
     store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))
     before = store.subscriptions_version()
@@ -249,21 +259,21 @@ def test_removing_a_subscriber_with_subscriptions_bumps_the_version(store: SQLSt
     assert store.subscriptions_version() == before + 1 and list(store.all_subscriptions()) == []
 
 
-def test_redrive_of_no_ids_moves_nothing(store: SQLStore) -> None:
+def test_redrive_of_no_ids_moves_nothing(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     store.expire(T0 + 10, retention_s=5)
     assert store.redrive("s1", [], T0 + 11) == 0 and store.depth("s1", T0 + 11).dead == 1
 
 
-def test_each_subscriber_leases_only_from_its_own_queue(store: SQLStore) -> None:
+def test_each_subscriber_leases_only_from_its_own_queue(store: Store) -> None:
     subscriber(store, "s1"), subscriber(store, "s2")
     store.enqueue([msg("p1", owner="s1"), msg("p1", owner="s2"), msg("p2", owner="s2")])
     assert [m.publication_id for m in lease(store, owner="s2")] == ["p1", "p2"]
     assert [m.subscriber_id for m in lease(store, owner="s1")] == ["s1"]
 
 
-def test_bodies_come_back_as_the_json_values_enqueued(store: SQLStore) -> None:
+def test_bodies_come_back_as_the_json_values_enqueued(store: Store) -> None:
     subscriber(store)
     body = {"text": "grüße ✓", "n": [1, 2.5, None, True], "nested": {"k": ""}}
     store.enqueue([NewMessage("s1", "p1", "p1", ("a", "b"), encode_body(body), T0)])
@@ -272,7 +282,7 @@ def test_bodies_come_back_as_the_json_values_enqueued(store: SQLStore) -> None:
     assert got.raw == encode_body(body)  # the stored bytes, as they were encoded
 
 
-async def test_group_committed_leases_hand_out_each_message_once(store: SQLStore) -> None:
+async def test_group_committed_leases_hand_out_each_message_once(store: Store) -> None:
     subscriber(store)
     committer = Committer(store.apply)
     await committer.submit(Enqueue([msg(f"p{i}") for i in range(300)]))
@@ -290,7 +300,7 @@ async def test_group_committed_leases_hand_out_each_message_once(store: SQLStore
     assert committer.commits < 300 / 7 * 2  # the workers' leases and acks shared commits
 
 
-async def test_group_committed_enqueues_lose_and_duplicate_nothing(store: SQLStore) -> None:
+async def test_group_committed_enqueues_lose_and_duplicate_nothing(store: Store) -> None:
     subscriber(store)
     committer = Committer(store.apply)
 
@@ -303,7 +313,7 @@ async def test_group_committed_enqueues_lose_and_duplicate_nothing(store: SQLSto
 
 
 def test_a_key_repeated_within_one_batch_is_enqueued_once_at_its_first_place(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     subscriber(store)
     assert store.enqueue([msg("p2"), msg("p1"), msg("p2", at=T0 + 1), msg("p3")]) == 3
@@ -311,7 +321,7 @@ def test_a_key_repeated_within_one_batch_is_enqueued_once_at_its_first_place(
     assert [(m.publication_id, m.enqueued_at) for m in got] == [("p2", T0), ("p1", T0), ("p3", T0)]
 
 
-def test_queue_totals_count_every_state_and_name_the_oldest_message(store: SQLStore) -> None:
+def test_queue_totals_count_every_state_and_name_the_oldest_message(store: Store) -> None:
     subscriber(store), subscriber(store, "s2")
     store.enqueue([msg("p1", at=T0 - 5), msg("p2"), msg("q1", owner="s2", at=T0 - 9)])
     assert store.queue_totals(T0) == (QueueDepth(3, 0, 0), T0 - 9)
@@ -319,11 +329,11 @@ def test_queue_totals_count_every_state_and_name_the_oldest_message(store: SQLSt
     assert store.queue_totals(T0)[0] == QueueDepth(2, 1, 0)
 
 
-def test_an_empty_store_has_no_oldest_message(store: SQLStore) -> None:
+def test_an_empty_store_has_no_oldest_message(store: Store) -> None:
     assert store.queue_totals(T0) == (QueueDepth(0, 0, 0), None)
 
 
-def test_the_deepest_queues_come_first_and_no_more_than_asked(store: SQLStore) -> None:
+def test_the_deepest_queues_come_first_and_no_more_than_asked(store: Store) -> None:
     for sid, n in (("a", 1), ("b", 3), ("c", 2)):
         subscriber(store, sid)
         store.enqueue([msg(f"{sid}{i}", owner=sid, at=T0 - i) for i in range(n)])
@@ -333,7 +343,7 @@ def test_the_deepest_queues_come_first_and_no_more_than_asked(store: SQLStore) -
     assert deepest[0].oldest_enqueued_at == T0 - 2
 
 
-def test_a_subscriber_is_seen_when_made_and_later_times_win(store: SQLStore) -> None:
+def test_a_subscriber_is_seen_when_made_and_later_times_win(store: Store) -> None:
     subscriber(store)
     store.touch({"s1": T0 + 10})
     store.touch({"s1": T0 + 5})  # an older report from a slower broker changes nothing
@@ -342,7 +352,7 @@ def test_a_subscriber_is_seen_when_made_and_later_times_win(store: SQLStore) -> 
     assert record.ephemeral is False
 
 
-def test_subscribers_are_listed_page_by_page_in_id_order(store: SQLStore) -> None:
+def test_subscribers_are_listed_page_by_page_in_id_order(store: Store) -> None:
     for sid in ("c", "a", "b"):
         subscriber(store, sid)
     first = store.subscribers_page("", 2)
@@ -350,7 +360,7 @@ def test_subscribers_are_listed_page_by_page_in_id_order(store: SQLStore) -> Non
     assert [r.id for r in first + rest] == ["a", "b", "c"]
 
 
-def test_idle_and_forsaken_ephemeral_subscribers_are_found(store: SQLStore) -> None:
+def test_idle_and_forsaken_ephemeral_subscribers_are_found(store: Store) -> None:
     store.add_subscriber(Subscriber("old", "h", T0))
     store.add_subscriber(Subscriber("busy", "h", T0))
     store.add_subscriber(Subscriber("gone", "h", T0 + 50), ephemeral=True)
@@ -360,47 +370,28 @@ def test_idle_and_forsaken_ephemeral_subscribers_are_found(store: SQLStore) -> N
     assert store.idle_subscribers(0.0, 0.0) == []
 
 
-def test_a_removed_subscriber_leaves_no_presence_behind(store: SQLStore) -> None:
+def test_a_removed_subscriber_leaves_no_presence_behind(store: Store) -> None:
     store.add_subscriber(Subscriber("e", "h", T0), ephemeral=True)
     store.remove_subscriber("e")
     assert store.subscribers_page("", 10) == []
     assert store.idle_subscribers(T0 + 1, T0 + 1) == []
 
 
-def test_a_report_about_a_deleted_subscriber_brings_nothing_back(store: SQLStore) -> None:
+def test_a_report_about_a_deleted_subscriber_brings_nothing_back(store: Store) -> None:
     store.add_subscriber(Subscriber("e", "h", T0), ephemeral=True)
     store.remove_subscriber("e")
     store.touch({"e": T0 + 5})  # a broker that saw it just before the deletion
     assert store.idle_subscribers(T0 + 10, T0 + 10) == []
 
 
-def test_a_subscriber_from_before_presence_is_seen_from_the_upgrade_on(store: SQLStore) -> None:
-    store.add_subscriber(Subscriber("old", "h", T0))
-    with store._tx() as cur:  # as a database made before the presence table was
-        cur.execute("DELETE FROM presence")
-        cur.execute("UPDATE meta SET value = 1 WHERE name = 'schema'")
-    store.create_schema(now=T0 + 1000)
-    [record] = store.subscribers_page("", 10)
-    assert record.last_seen == T0 + 1000
-    assert store.idle_subscribers(T0 + 500, 0.0) == []
-
-
-def test_a_current_schema_is_not_created_again(store: SQLStore) -> None:
-    store.add_subscriber(Subscriber("s", "h", T0))
-    with store._tx() as cur:
-        cur.execute("DELETE FROM presence")
-    store.create_schema(now=T0 + 1000)  # current: nothing runs, not even the backfill
-    assert store.subscribers_page("", 10)[0].last_seen == T0  # `created_at`, as no row
-
-
-def bodies(store: SQLStore) -> int:
-    with store._read() as cur:
+def bodies(store: Store) -> int:
+    with sql_of(store).db.read() as cur:
         cur.execute("SELECT COUNT(*) FROM bodies")
         return int(cur.fetchone()[0])
 
 
 def test_a_fanned_out_body_is_stored_once_and_goes_with_its_last_delivery(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     for sid in ("s1", "s2", "s3"):
         subscriber(store, sid)
@@ -414,7 +405,7 @@ def test_a_fanned_out_body_is_stored_once_and_goes_with_its_last_delivery(
     assert bodies(store) == 0
 
 
-def test_dead_letters_keep_their_body_until_redriven_and_acknowledged(store: SQLStore) -> None:
+def test_dead_letters_keep_their_body_until_redriven_and_acknowledged(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")], fresh=True)
     store.expire(T0 + 10, retention_s=5)
@@ -424,7 +415,7 @@ def test_dead_letters_keep_their_body_until_redriven_and_acknowledged(store: SQL
     assert bodies(store) == 0
 
 
-def test_removing_a_subscriber_drops_the_bodies_only_it_referred_to(store: SQLStore) -> None:
+def test_removing_a_subscriber_drops_the_bodies_only_it_referred_to(store: Store) -> None:
     subscriber(store, "s1"), subscriber(store, "s2")
     store.enqueue([msg("shared", owner="s1"), msg("shared", owner="s2")], fresh=True)
     store.enqueue([msg("own", owner="s1")], fresh=True)
@@ -436,7 +427,7 @@ def test_removing_a_subscriber_drops_the_bodies_only_it_referred_to(store: SQLSt
     assert bodies(store) == 0
 
 
-def test_a_checked_enqueue_stores_its_own_body_beside_a_fresh_one(store: SQLStore) -> None:
+def test_a_checked_enqueue_stores_its_own_body_beside_a_fresh_one(store: Store) -> None:
     subscriber(store, "s1"), subscriber(store, "s2")
     store.enqueue([msg("p1", owner="s1")], fresh=True)
     store.enqueue([msg("p1", owner="s2"), msg("p1", owner="s1")])  # s1's is a repeat
@@ -447,7 +438,7 @@ def test_a_checked_enqueue_stores_its_own_body_beside_a_fresh_one(store: SQLStor
 
 
 def test_a_fan_out_puts_one_row_per_subscriber_with_its_subscriptions_and_one_body(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     for sid in ("s1", "s2"):
         subscriber(store, sid)
@@ -464,7 +455,7 @@ def test_a_fan_out_puts_one_row_per_subscriber_with_its_subscriptions_and_one_bo
 
 
 def test_fan_outs_and_messages_enqueued_together_all_arrive_the_fan_outs_in_order(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     subscriber(store)
     fanouts = [Fanout(f"f{i}", f"f{i}", encode_body(i), T0, {"s1": ["x"]}) for i in range(3)]

@@ -12,14 +12,13 @@ from tests.conftest import require_service
 
 from tidings.model import Subscriber, Subscription
 from tidings.store import open_store
-from tidings.store.base import NewMessage, encode_body
-from tidings.store.sql import SQLStore
+from tidings.store.base import NewMessage, Store, encode_body
 
 from .conftest import PG
 
 
 @pytest.fixture
-def two_stores() -> Iterator[tuple[SQLStore, SQLStore]]:
+def two_stores() -> Iterator[tuple[Store, Store]]:
     require_service("postgres")
     url = f"{PG}?schema=t_{uuid.uuid4().hex[:12]}"
     first, second = open_store(url), open_store(url)
@@ -30,7 +29,7 @@ def two_stores() -> Iterator[tuple[SQLStore, SQLStore]]:
 
 
 def test_two_stores_leasing_one_queue_at_once_never_hand_out_a_message_twice(
-    two_stores: tuple[SQLStore, SQLStore],
+    two_stores: tuple[Store, Store],
 ) -> None:
     first = two_stores[0]
     first.add_subscriber(Subscriber("s1", "h", 1.0))
@@ -39,7 +38,7 @@ def test_two_stores_leasing_one_queue_at_once_never_hand_out_a_message_twice(
     )
     taken: list[list[int]] = [[], []]
 
-    def drain(store: SQLStore, into: list[int]) -> None:
+    def drain(store: Store, into: list[int]) -> None:
         while batch := store.lease("s1", 5, 30.0, 5, 2.0):
             into.extend(int(m.body) for m in batch)  # type: ignore[arg-type]
 
@@ -54,7 +53,7 @@ def test_two_stores_leasing_one_queue_at_once_never_hand_out_a_message_twice(
 
 
 def test_a_subscription_made_through_one_store_bumps_the_version_the_other_sees(
-    two_stores: tuple[SQLStore, SQLStore],
+    two_stores: tuple[Store, Store],
 ) -> None:
     first, second = two_stores
     before = second.subscriptions_version()

@@ -3,14 +3,15 @@ receipts and ids are nobody's, never an error."""
 
 from __future__ import annotations
 
+from tests.store.conftest import sql_of
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
-from tidings.store.sql import SQLStore
+from tidings.store.base import Store
 
 
-def corrupt(store: SQLStore, publication_id: str) -> None:
+def corrupt(store: Store, publication_id: str) -> None:
     """Overwrite a stored body with text that is not JSON (as a bad migration might)."""
-    with store._tx() as cur:
+    with sql_of(store).db.tx() as cur:
         cur.execute(
             "UPDATE bodies SET body = '{not json' WHERE key IN "
             f"(SELECT body_key FROM messages WHERE publication_id = '{publication_id}')"
@@ -18,7 +19,7 @@ def corrupt(store: SQLStore, publication_id: str) -> None:
 
 
 def test_an_undecodable_message_is_dead_lettered_alone_and_the_others_are_leased(
-    store: SQLStore,
+    store: Store,
 ) -> None:
     subscriber(store)
     store.enqueue([msg("p1"), msg("bad"), msg("p3")])
@@ -29,7 +30,7 @@ def test_an_undecodable_message_is_dead_lettered_alone_and_the_others_are_leased
     assert letter.reason.startswith("undecodable")
 
 
-def test_reject_dead_letters_one_message_by_its_current_receipt(store: SQLStore) -> None:
+def test_reject_dead_letters_one_message_by_its_current_receipt(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1"), msg("p2")])
     first, second = lease(store)
@@ -39,7 +40,7 @@ def test_reject_dead_letters_one_message_by_its_current_receipt(store: SQLStore)
     assert store.ack("s1", [second.receipt]).acked == [second.receipt]
 
 
-def test_malformed_receipts_and_ids_beyond_64_bits_match_nothing(store: SQLStore) -> None:
+def test_malformed_receipts_and_ids_beyond_64_bits_match_nothing(store: Store) -> None:
     subscriber(store)
     store.enqueue([msg("p1")])
     lease(store)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.store.sql import SQLStore
+from tidings.store.base import Store
 
 
-def open_store(url: str) -> SQLStore:
+def open_store(url: str) -> Store:
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme == "memory":
         from tidings.store.sqlite import SQLiteStore

@@ -16,18 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tidings.store.sql import Dialect, SQLStore
-
-DIALECT = Dialect(
-    param="?",
-    serial="INTEGER PRIMARY KEY AUTOINCREMENT",
-    insert_ignore="INSERT OR IGNORE INTO",
-    on_conflict_ignore="",
-    concat_receipt="seq || '.' || (attempt + 1) || '.' || ?",
-    skip_locked="",
-    clustered="WITHOUT ROWID",
-    columns_of="SELECT name FROM pragma_table_info('{table}')",
-)
+from tidings.store.database import Database
+from tidings.store.dialect import SQLITE
+from tidings.store.sql import SQLStore
 
 
 class SQLiteStore(SQLStore):
@@ -43,8 +34,9 @@ class SQLiteStore(SQLStore):
         # crashed the process: a maintenance read outliving the server's shutdown)
         self._readers: list[tuple[sqlite3.Connection, threading.Lock]] = []
         self._readers_guard = threading.Lock()
-        reader = self._read_transaction if path != ":memory:" else None
-        super().__init__(DIALECT, self._transaction, reader)
+        # (one database in memory is one connection: its reads go through the writer's)
+        reader = self._read_transaction if path != ":memory:" else self._transaction
+        super().__init__(Database(SQLITE, self._transaction, reader))
         self.create_schema()
 
     def _connect(self) -> sqlite3.Connection:

@@ -1,0 +1,224 @@
+"""Subscribers and their subscriptions in the SQL store: who exists, when each was last seen,
+and what each subscribed to, with the version every subscription change bumps.
+
+Removing a subscriber removes everything it owned (queue, dead letters, their bodies,
+subscriptions, presence, endpoint) and tells other brokers on the same store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Literal
+
+import orjson
+
+from tidings.model import Subscriber, Subscription, subscription_from_json
+from tidings.store.base import Change, SubscriberRecord
+from tidings.store.bodies import drop_bodies
+from tidings.store.database import Cursor, Database, dumps
+
+# a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
+PRESENT = (
+    "SELECT s.id, s.created_at, COALESCE(p.last_seen, s.created_at) AS last_seen, "
+    "COALESCE(p.ephemeral, 0) AS ephemeral "
+    "FROM subscribers s LEFT JOIN presence p ON p.subscriber_id = s.id"
+)
+# presence rows of subscribers that exist (a report racing a deletion may leave one behind)
+SEEN = "SELECT p.subscriber_id FROM presence p JOIN subscribers s ON s.id = p.subscriber_id"
+
+
+class Subscribers:
+    """The subscribers and their presence (when each was last seen)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def add(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
+        q = self._db.q
+        with self._db.tx() as cur:
+            cur.execute(
+                q("INSERT INTO subscribers VALUES (?, ?, ?)"),
+                (subscriber.id, subscriber.token_hash, subscriber.created_at),
+            )
+            cur.execute(
+                q("INSERT INTO presence VALUES (?, ?, ?)"),
+                (subscriber.id, subscriber.created_at, int(ephemeral)),
+            )
+
+    def get(self, subscriber_id: str) -> Subscriber | None:
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q("SELECT id, token_hash, created_at FROM subscribers WHERE id = ?"),
+                (subscriber_id,),
+            )
+            row = cur.fetchone()
+        return Subscriber(row[0], row[1], float(row[2])) if row else None
+
+    def remove(self, subscriber_id: str) -> bool:
+        q = self._db.q
+        with self._db.tx() as cur:
+            keys: set[str] = set()
+            for table in ("messages", "dead_letters"):
+                cur.execute(
+                    q(f"DELETE FROM {table} WHERE subscriber_id = ? RETURNING body_key"),
+                    (subscriber_id,),
+                )
+                keys.update(str(r[0]) for r in cur.fetchall())
+            drop_bodies(self._db, cur, keys)
+            # its dedup rows stay until the retention: keyed by publication first (a
+            # fan-out's rows are neighbours), they have no index by subscriber, and an id
+            # is never used again
+            for table in ("subscriptions", "presence", "endpoints"):
+                cur.execute(q(f"DELETE FROM {table} WHERE subscriber_id = ?"), (subscriber_id,))
+                if table == "subscriptions" and cur.rowcount:
+                    bump(cur)
+            cur.execute(q("DELETE FROM subscribers WHERE id = ?"), (subscriber_id,))
+            found = bool(cur.rowcount)
+            if found:
+                self._db.notify(cur, Change("subscriber_removed", subscriber_id))
+            return found
+
+    def count(self) -> int:
+        with self._db.read() as cur:
+            cur.execute("SELECT COUNT(*) FROM subscribers")
+            return int(cur.fetchone()[0])
+
+    def touch(self, seen: Mapping[str, float]) -> None:
+        with self._db.tx() as cur:
+            cur.executemany(
+                self._db.q(
+                    "INSERT INTO presence SELECT id, ?, 0 FROM subscribers WHERE id = ? "
+                    "ON CONFLICT (subscriber_id) DO UPDATE SET last_seen = excluded.last_seen "
+                    "WHERE presence.last_seen < excluded.last_seen"
+                ),
+                [(at, sid) for sid, at in sorted(seen.items())],  # one lock order: no deadlocks
+            )
+
+    def page(self, after: str, limit: int) -> list[SubscriberRecord]:
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q(f"{PRESENT} WHERE s.id > ? ORDER BY s.id LIMIT ?"),
+                (after, limit),
+            )
+            rows = cur.fetchall()
+        return [SubscriberRecord(r[0], float(r[1]), float(r[2]), bool(r[3])) for r in rows]
+
+    def idle(self, idle_before: float, ephemeral_before: float) -> list[str]:
+        # two index range scans (every few seconds, whatever the number of subscribers)
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q(
+                    f"{SEEN} WHERE p.last_seen < ? UNION "
+                    f"{SEEN} WHERE p.ephemeral = 1 AND p.last_seen < ? ORDER BY 1"
+                ),
+                (idle_before, ephemeral_before),
+            )
+            return [r[0] for r in cur.fetchall()]
+
+
+def bump(cur: Cursor) -> None:
+    """Bump the subscriptions' version (inside the change's own transaction)."""
+    cur.execute("UPDATE meta SET value = value + 1 WHERE name = 'subscriptions'")
+
+
+class Subscriptions:
+    """The subscriptions, each stored as its JSON, and their version."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def add(self, subscription: Subscription) -> None:
+        with self._db.tx() as cur:
+            cur.execute(
+                self._db.q("INSERT INTO subscriptions VALUES (?, ?, ?)"),
+                (subscription.id, subscription.subscriber_id, dumps(subscription.to_json())),
+            )
+            bump(cur)
+
+    def get(self, subscription_id: str) -> Subscription | None:
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q("SELECT body FROM subscriptions WHERE id = ?"), (subscription_id,)
+            )
+            row = cur.fetchone()
+        return subscription_from_json(orjson.loads(row[0])) if row else None
+
+    def of(self, subscriber_id: str) -> list[Subscription]:
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q("SELECT body FROM subscriptions WHERE subscriber_id = ? ORDER BY id"),
+                (subscriber_id,),
+            )
+            rows = cur.fetchall()
+        return [subscription_from_json(orjson.loads(r[0])) for r in rows]
+
+    def count(self, subscriber_id: str) -> int:
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q("SELECT COUNT(*) FROM subscriptions WHERE subscriber_id = ?"),
+                (subscriber_id,),
+            )
+            return int(cur.fetchone()[0])
+
+    def remove(self, subscription_id: str) -> bool:
+        with self._db.tx() as cur:
+            cur.execute(self._db.q("DELETE FROM subscriptions WHERE id = ?"), (subscription_id,))
+            found = bool(cur.rowcount)
+            if found:
+                bump(cur)
+            return found
+
+    def set_status(
+        self, subscription_id: str, status: Literal["active", "suspended"], reason: str | None
+    ) -> bool:
+        q = self._db.q
+        with self._db.tx() as cur:
+            cur.execute(q("SELECT body FROM subscriptions WHERE id = ?"), (subscription_id,))
+            row = cur.fetchone()
+            if row is None:
+                return False
+            body = orjson.loads(row[0])
+            body.update(status=status, status_reason=reason)
+            cur.execute(
+                q("UPDATE subscriptions SET body = ? WHERE id = ?"),
+                (dumps(body), subscription_id),
+            )
+            bump(cur)
+            return True
+
+    def snapshot(self) -> tuple[int, list[Subscription]]:
+        """The subscriptions and their version, read in one transaction."""
+        with self._db.read() as cur:
+            cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
+            version = int(cur.fetchone()[0])
+            cur.execute("SELECT body FROM subscriptions ORDER BY id")
+            rows = cur.fetchall()
+        return version, [subscription_from_json(orjson.loads(r[0])) for r in rows]
+
+    def iterate(self, page: int = 10_000) -> Iterator[Subscription]:
+        """Every subscription in id order, read `page` rows at a time (each page its own
+        read, by key, so no transaction stays open between pages and no more than a page is
+        held). Not one snapshot: compare `version` before and after."""
+        q = self._db.q
+        after: str | None = None
+        while True:
+            with self._db.read() as cur:
+                if after is None:
+                    cur.execute(
+                        q("SELECT id, body FROM subscriptions ORDER BY id LIMIT ?"), (page,)
+                    )
+                else:
+                    cur.execute(
+                        q("SELECT id, body FROM subscriptions WHERE id > ? ORDER BY id LIMIT ?"),
+                        (after, page),
+                    )
+                rows = cur.fetchall()
+            yield from (subscription_from_json(orjson.loads(body)) for _, body in rows)
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+
+    def version(self) -> int:
+        with self._db.read() as cur:
+            cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
+            return int(cur.fetchone()[0])
