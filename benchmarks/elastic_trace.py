@@ -30,7 +30,7 @@ WHO = {"name": "", "pid": os.getpid()}
 
 # class -> the methods timed (coroutines and plain functions)
 METHODS: dict[str, tuple[str, ...]] = {
-    "tidings.elastic.matcher:MatcherOperator": (
+    "tidings.elastic.operators.matcher:MatcherOperator": (
         "on_scale",
         "_begin",
         "_shrink_now",
@@ -47,9 +47,9 @@ METHODS: dict[str, tuple[str, ...]] = {
         "_forward_change",
         "_change",
     ),
-    "tidings.elastic.access_point:AccessPointOperator": ("on_scale",),
-    "tidings.elastic.exit_point:ExitPointOperator": ("_matcher_change", "_release"),
-    "tidings.elastic.coordinator:Coordinator": (
+    "tidings.elastic.operators.access_point:AccessPointOperator": ("on_scale",),
+    "tidings.elastic.operators.exit_point:ExitPointOperator": ("_matcher_change", "_release"),
+    "tidings.elastic.coordination.coordinator:Coordinator": (
         "begin_scale",
         "set_phase",
         "arrive",
@@ -59,7 +59,7 @@ METHODS: dict[str, tuple[str, ...]] = {
         "require_config",
         "scale",
     ),
-    "tidings.elastic.matcher:Slice": ("add",),
+    "tidings.elastic.operators.matcher:Slice": ("add",),
 }
 
 
@@ -176,7 +176,7 @@ def install(name: str, directory: Path) -> None:
     """Time the methods above in this process; write the events to `directory` at exit."""
     import importlib
 
-    from tidings.elastic import channels, wire
+    from tidings.elastic.protocol import channels, wire
 
     WHO["name"] = name
     for qualified, methods in METHODS.items():

@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import orjson
 
-from tidings.elastic import wire
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.matcher import MatcherOperator
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.protocol import wire
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import NewMessage
 

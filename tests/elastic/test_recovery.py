@@ -20,12 +20,12 @@ from tests.elastic.stream import (
     stable_and_live,
 )
 
-from tidings.elastic import wire
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.exit_point import ExitPointOperator, StoreSink
-from tidings.elastic.matcher import MatcherOperator, _MatcherScale
-from tidings.elastic.operator import Operator
-from tidings.elastic.scaling import ScaleReport
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.exit_point import ExitPointOperator, StoreSink
+from tidings.elastic.operators.matcher import MatcherOperator, _MatcherScale
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.scaling import ScaleReport
 from tidings.store.base import Fanout, NewMessage
 from tidings.store.sqlite import SQLiteStore
 

@@ -10,17 +10,17 @@ import threading
 
 import pytest
 
-from tidings.elastic import wire
-from tidings.elastic.channels import Inbox, shared_context
-from tidings.elastic.coordinator import ScaleState
-from tidings.elastic.matcher import (
+from tidings.elastic.coordination.coordinator import ScaleState
+from tidings.elastic.operators.matcher import (
     FREE_CHUNK,
     SPLIT_STEP,
     MatcherOperator,
     Slice,
     _MatcherScale,
 )
-from tidings.elastic.partition import Selector
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.channels import Inbox, shared_context
+from tidings.elastic.protocol.partition import Selector
 from tidings.matching.engine import Event
 
 

@@ -14,7 +14,7 @@ import orjson
 from tests.elastic.conftest import Recorder
 from tests.elastic.stream import Stream, check
 
-from tidings.elastic.deployment import Deployment
+from tidings.elastic.hosting.deployment import Deployment
 from tidings.model import Publication, Subscriber, Subscription
 from tidings.store import open_store
 

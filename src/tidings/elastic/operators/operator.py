@@ -10,9 +10,9 @@ import time
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from tidings.elastic import wire
-from tidings.elastic.channels import Inbox, Outboxes, shared_context
-from tidings.elastic.coordinator import Coordinator, Role, ScaleState
+from tidings.elastic.coordination.coordinator import Coordinator, Role, ScaleState
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.channels import Inbox, Outboxes, shared_context
 from tidings.errors import ErrorCode, TidingsError
 
 log = logging.getLogger("tidings.elastic")

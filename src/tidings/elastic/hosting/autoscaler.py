@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidings.elastic.scaling import ScaleReport
+from tidings.elastic.protocol.scaling import ScaleReport
 
 log = logging.getLogger("tidings.elastic")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tidings.elastic import wire
-from tidings.elastic.coordinator import ClusterConfig, ScaleState, View
-from tidings.elastic.exit_point import ExitPointOperator, StoreSink, _merged
+from tidings.elastic.coordination.coordinator import ClusterConfig, ScaleState, View
+from tidings.elastic.operators.exit_point import ExitPointOperator, StoreSink, _merged
+from tidings.elastic.protocol import wire
 from tidings.store.base import Fanout
 from tidings.store.sqlite import SQLiteStore
 

@@ -15,8 +15,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from tidings.elastic.coordinator import Busy
-from tidings.elastic.scaling import Scaler, ScaleReport
+from tidings.elastic.coordination.coordinator import Busy
+from tidings.elastic.protocol.scaling import Scaler, ScaleReport
 
 log = logging.getLogger("tidings.elastic")
 

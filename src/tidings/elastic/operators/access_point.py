@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from tidings.elastic import wire
-from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
-from tidings.elastic.operator import Operator
-from tidings.elastic.partition import Selector
+from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.partition import Selector
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication
 from tidings.store.base import encode_body

@@ -23,11 +23,11 @@ from tests.elastic.stream import (
     stable_and_live,
 )
 
-from tidings.elastic import wire
-from tidings.elastic.coordinator import Busy, ClusterConfig, Coordinator, View
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.matcher import MatcherOperator, _MatcherScale
-from tidings.elastic.scaling import Scaler, ScaleReport, scale_with_running
+from tidings.elastic.coordination.coordinator import Busy, ClusterConfig, Coordinator, View
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.matcher import MatcherOperator, _MatcherScale
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.scaling import Scaler, ScaleReport, scale_with_running
 
 M = TypeVar("M", bound=MatcherOperator)
 

@@ -24,10 +24,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tidings.config import ElasticSettings
-from tidings.elastic.autoscaler import Policy
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.exit_point import EnqueueStore, StoreSink
-from tidings.elastic.scaling import ScaleReport
+from tidings.elastic.hosting.autoscaler import Policy
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.exit_point import EnqueueStore, StoreSink
+from tidings.elastic.protocol.scaling import ScaleReport
 from tidings.model import Publication, Subscription
 from tidings.store.base import Fanout
 
@@ -49,7 +49,7 @@ class ElasticMatching:
         self.on_enqueued = on_enqueued
         hosts = self.settings.zookeeper
         if not hosts:
-            from tidings.elastic.zookeeper import local_zookeeper
+            from tidings.elastic.coordination.zookeeper import local_zookeeper
 
             self._zookeeper = contextlib.ExitStack()
             hosts = self._zookeeper.enter_context(local_zookeeper())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tidings.elastic.cuts import ANY, UNDECIDED, Cut, Cuts
+from tidings.elastic.protocol.cuts import ANY, UNDECIDED, Cut, Cuts
 
 
 def test_without_a_cut_any_single_view_delivers() -> None:

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from tidings.elastic import wire
-from tidings.elastic.channels import Inbox, Outboxes, shared_context
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.channels import Inbox, Outboxes, shared_context
 
 
 async def test_frames_sent_to_a_peer_arrive_in_order_and_in_batches() -> None:
@@ -31,7 +31,7 @@ async def test_frames_sent_to_a_peer_arrive_in_order_and_in_batches() -> None:
 
 NEVER_STOPPED = """
     import gc
-    from tidings.elastic.operator import Operator
+    from tidings.elastic.operators.operator import Operator
 
     op = Operator("op", None, "tcp://127.0.0.1:*")  # (no coordinator: never started)
     op.out.know("gone", "tcp://127.0.0.1:9")  # nobody listens: the frame stays queued

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tidings.elastic.channels import Inbox, shared_context
-from tidings.elastic.liveness import PeerWatch
+from tidings.elastic.hosting.liveness import PeerWatch
+from tidings.elastic.protocol.channels import Inbox, shared_context
 
 LISTENER = """
 import sys, time, zmq

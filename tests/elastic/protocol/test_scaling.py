@@ -18,10 +18,10 @@ from tests.elastic.stream import (
     stable_and_live,
 )
 
-from tidings.elastic import wire
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.exit_point import ExitPointOperator
-from tidings.elastic.matcher import MatcherOperator, Slice, _MatcherScale
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.exit_point import ExitPointOperator
+from tidings.elastic.operators.matcher import MatcherOperator, Slice, _MatcherScale
+from tidings.elastic.protocol import wire
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from kazoo.protocol.states import KazooState
 
-from tidings.elastic.coordinator import Coordinator
+from tidings.elastic.coordination.coordinator import Coordinator
 from tidings.errors import ErrorCode, TidingsError
 
 

@@ -33,10 +33,10 @@ import msgspec
 import numpy as np
 
 from tidings import heap
-from tidings.elastic import wire
-from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
-from tidings.elastic.operator import Operator
-from tidings.elastic.partition import Selector
+from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.partition import Selector
 from tidings.matching.bitset import EXACT, OP_CODES, IntervalRows
 from tidings.matching.engine import Event, Matcher
 from tidings.matching.exclusion import Exclusion

@@ -28,10 +28,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from tidings.elastic import wire
-from tidings.elastic.coordinator import ClusterConfig, Coordinator, ScaleState
-from tidings.elastic.cuts import ANY, UNDECIDED, Cut, Cuts
-from tidings.elastic.operator import Operator
+from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.cuts import ANY, UNDECIDED, Cut, Cuts
 from tidings.errors import TidingsError
 from tidings.store.base import Enqueue, Fanout, NewMessage, QueueOp
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from tests.elastic.conftest import Recorder
 
-from tidings.elastic.autoscaler import Policy, Sample, decide
-from tidings.elastic.deployment import Deployment
+from tidings.elastic.hosting.autoscaler import Policy, Sample, decide
+from tidings.elastic.hosting.deployment import Deployment
 from tidings.model import Op, Predicate, Publication, Subscription
 
 POLICY = Policy(

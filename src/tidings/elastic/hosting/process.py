@@ -22,11 +22,11 @@ import uuid
 from collections.abc import Callable
 
 from tidings import heap
-from tidings.elastic.channels import shared_context
-from tidings.elastic.coordinator import Coordinator
-from tidings.elastic.exit_point import ExitPointOperator, StoreSink
-from tidings.elastic.matcher import MatcherOperator
-from tidings.elastic.operator import Operator
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.operators.exit_point import ExitPointOperator, StoreSink
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol.channels import shared_context
 from tidings.matching import kernels
 
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from tidings.elastic import wire
-from tidings.elastic.channels import Inbox, Outboxes, shared_context
-from tidings.elastic.coordinator import ClusterConfig, Coordinator, View
-from tidings.elastic.operator import Operator
+from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, View
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.channels import Inbox, Outboxes, shared_context
 from tidings.errors import ErrorCode, TidingsError
 
 

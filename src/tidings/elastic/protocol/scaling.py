@@ -51,7 +51,7 @@ from typing import TypeVar
 
 import msgspec
 
-from tidings.elastic.coordinator import (
+from tidings.elastic.coordination.coordinator import (
     Busy,
     ClusterConfig,
     Coordinator,

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import zmq
 import zmq.asyncio
 
-from tidings.elastic import wire
+from tidings.elastic.protocol import wire
 
 MAX_BATCH = 512  # frames read per wake-up
 MAX_BATCH_BYTES = 1 << 20  # ... and bytes: a batch is decoded and handled in one loop step

@@ -27,17 +27,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tidings.elastic import wire
-from tidings.elastic.access_point import AccessPointOperator
-from tidings.elastic.autoscaler import Autoscaler, Policy
-from tidings.elastic.channels import shared_context
-from tidings.elastic.coordinator import Busy, ClusterConfig, Coordinator, Member, View
-from tidings.elastic.exit_point import ExitPointOperator, Sink
-from tidings.elastic.liveness import PeerWatch
-from tidings.elastic.matcher import MatcherOperator
-from tidings.elastic.operator import Operator
-from tidings.elastic.scaling import Scaler, ScaleReport, in_turn
-from tidings.elastic.warden import Warden
+from tidings.elastic.coordination.coordinator import Busy, ClusterConfig, Coordinator, Member, View
+from tidings.elastic.coordination.warden import Warden
+from tidings.elastic.hosting.autoscaler import Autoscaler, Policy
+from tidings.elastic.hosting.liveness import PeerWatch
+from tidings.elastic.operators.access_point import AccessPointOperator
+from tidings.elastic.operators.exit_point import ExitPointOperator, Sink
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.channels import shared_context
+from tidings.elastic.protocol.scaling import Scaler, ScaleReport, in_turn
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscription
 

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from tidings.elastic import wire
-from tidings.elastic.matcher import BULK_FROM, Slice, _numeric_rows
-from tidings.elastic.partition import Selector
+from tidings.elastic.operators.matcher import BULK_FROM, Slice, _numeric_rows
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.partition import Selector
 from tidings.matching.engine import Event, Matcher
 
 
