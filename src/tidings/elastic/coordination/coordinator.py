@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import CancelledError as KazooCancelledError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from tidings.errors import ErrorCode, TidingsError
@@ -161,9 +162,11 @@ class Coordinator:
 
     def _stop_in_thread(self) -> None:
         def stop() -> None:
-            with contextlib.suppress(Exception):
+            try:
                 self._zk.stop()
                 self._zk.close()
+            except Exception:  # (a thread of its own: nobody else would hear of it)
+                log.warning("elastic: the coordinator of %s did not stop", self.root, exc_info=True)
 
         threading.Thread(target=stop, name="tidings-zk-stop", daemon=True).start()
 
@@ -420,9 +423,13 @@ class Coordinator:
             return await asyncio.shield(attempt)
         except asyncio.CancelledError:
             lock.cancel()  # (the waiting thread returns)
-            with contextlib.suppress(Exception):
+            try:
                 if await attempt:
                     await asyncio.to_thread(lock.release)
+            except KazooCancelledError:
+                pass  # the waiting thread's answer to `lock.cancel()`: it never led
+            except Exception:
+                log.warning("elastic: a cancelled lead of %s was not released", role, exc_info=True)
             raise
 
     async def scaler(self) -> str | None:

@@ -11,7 +11,6 @@ timeout, 10 s by default); one that exits closes its session and is noticed at o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -55,5 +54,9 @@ class Warden:
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.warning("elastic: the warden's takeover ended with an error", exc_info=True)

@@ -19,7 +19,6 @@ next `start` takes it over (a cluster with no running access point is dead)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import tempfile
 import uuid
@@ -282,19 +281,10 @@ class Deployment:
             return
         self._closed = self._closing = True
         await self.warden.stop()
-        if self._following is not None:
-            self._following.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._following
+        await _cancelled(self._following, "the membership watch")
         self.peers.close()
-        if self._leading is not None:
-            self._leading.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._leading
-        if self._recovering is not None:
-            self._recovering.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._recovering
+        await _cancelled(self._leading, "the autoscaler's lead")
+        await _cancelled(self._recovering, "a recovery")
         if self.autoscaler is not None:
             await self.autoscaler.stop()
         if self.access_point is not None and self.access_point.running:
@@ -309,8 +299,12 @@ class Deployment:
         await asyncio.gather(*(_stop(op) for op in operators))
         self.matchers.clear()
         self.exit_points.clear()
-        with contextlib.suppress(Exception):
+        try:
             await self.coordinator.close()
+        except Exception:
+            log.warning(
+                "elastic: the deployment's coordinator session did not close", exc_info=True
+            )
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -555,9 +549,11 @@ class Deployment:
             local: dict[str, Any] = self.matchers if member in self.matchers else self.exit_points
             op = local.pop(member, None)
             if op is not None:  # a local operator that failed: release what it holds
-                with contextlib.suppress(Exception):
+                try:
                     await op.stop(crash=True)
                     await op.coordinator.close()
+                except Exception:
+                    log.warning("elastic: lost operator %s not released", member, exc_info=True)
         return False
 
     async def _losses(self) -> bool:
@@ -622,12 +618,30 @@ async def _started(op: Operator) -> None:
 
 
 async def _stop(op: Operator) -> None:
+    """Stop an operator and close its session; a failure of either is logged, not raised
+    (the deployment's other operators stop too)."""
     try:
-        with contextlib.suppress(Exception):
-            await op.stop()
+        await op.stop()
+    except Exception:
+        log.warning("elastic: operator %s did not stop cleanly", op.id, exc_info=True)
     finally:
-        with contextlib.suppress(Exception):
+        try:
             await op.coordinator.close()
+        except Exception:
+            log.warning("elastic: the session of operator %s did not close", op.id, exc_info=True)
+
+
+async def _cancelled(task: asyncio.Task[None] | None, what: str) -> None:
+    """Cancel one of the deployment's tasks and wait for its end; what it raised is logged."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.warning("elastic: %s ended with an error", what, exc_info=True)
 
 
 async def cluster_status(coordinator: Coordinator) -> dict[str, Any]:

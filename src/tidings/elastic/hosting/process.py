@@ -16,7 +16,7 @@ Its young generation is larger than Python's default (`tidings.heap.widen_young_
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import signal
 import uuid
 from collections.abc import Callable
@@ -28,6 +28,8 @@ from tidings.elastic.operators.matcher import MatcherOperator
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.protocol.channels import shared_context
 from tidings.matching import kernels
+
+log = logging.getLogger("tidings.elastic")
 
 
 async def run_operator(
@@ -72,8 +74,10 @@ async def run_operator(
             ended.result()  # a failure of the operator's loop is raised
         ended.cancel()
     finally:
-        with contextlib.suppress(Exception):
+        try:
             await op.stop()
+        except Exception:  # the coordinator's session and the store still close
+            log.exception("elastic: %s %s did not stop cleanly", role, name)
         await coordinator.close()
         if store is not None:
             store.close()

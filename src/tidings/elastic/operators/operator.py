@@ -4,7 +4,6 @@ one loop over its inbox, and the scale watch handed to that loop in order."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Coroutine, Iterable
@@ -128,8 +127,10 @@ class Operator:
         """Crash-only: leave the deployment, whose recovery replaces this operator and sends
         again what it held (rather than a member that answers nothing)."""
         self._leaving = True
-        with contextlib.suppress(Exception):
+        try:
             await self.coordinator.leave(self.id)
+        except Exception:  # its session's end removes it all the same
+            log.warning("%s could not leave the deployment", self.id, exc_info=True)
 
     async def _follow_scales(self) -> None:
         while True:
@@ -169,8 +170,14 @@ class Operator:
         for task in (self._task, self._scale_task, *self._steps):
             if task is not None:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                try:
                     await task
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # (a step's failure was logged when it failed)
+                    log.warning(
+                        "%s: %s ended with an error", self.id, task.get_name(), exc_info=True
+                    )
         try:
             await self.coordinator.leave(self.id)
         finally:

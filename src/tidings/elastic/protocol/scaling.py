@@ -41,7 +41,6 @@ those. An access point lost in the middle of a scale aborts it (or fails it, aft
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -273,10 +272,12 @@ class Scaler:
             report.outcome, report.reason = "failed", str(again)
             return report
         except asyncio.CancelledError:  # the deployment closes: another one takes it over
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.shield(
                     self.coordinator.set_phase(state, "failed", reason="the scaler stopped")
                 )
+            except Exception:  # (its `scaler` node goes with the session: the warden's turn)
+                log.warning("elastic: recovery %d not marked failed", state.id, exc_info=True)
             raise
         await self.coordinator.set_phase(state, "end")
         return report
@@ -331,12 +332,18 @@ class Scaler:
         try:
             await asyncio.shield(write)
         except asyncio.CancelledError:  # not left in `start` for good: the write goes on
-            with contextlib.suppress(Exception):
+            try:
                 await write
+            except Exception:
+                log.warning(
+                    "elastic: scale %d of the access points failed", state.id, exc_info=True
+                )
             raise
         except Exception:
-            with contextlib.suppress(Exception):
+            try:
                 await self.coordinator.set_phase(state, "aborted", reason="not written")
+            except Exception:  # (the write's error is the one raised)
+                log.warning("elastic: scale %d not marked aborted", state.id, exc_info=True)
             raise
         report.phases["end"] = time.perf_counter() - clock
         return report
