@@ -25,7 +25,8 @@ from tests.elastic.stream import (
 
 from tidings.elastic.coordination.coordinator import Busy, ClusterConfig, Coordinator, View
 from tidings.elastic.hosting.deployment import Deployment
-from tidings.elastic.operators.matcher import MatcherOperator, _MatcherScale
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.operators.matcher_scale import MatcherScale, ScaleProgress
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.scaling import Scaler, ScaleReport, scale_with_running
 
@@ -87,16 +88,26 @@ async def test_a_scale_holds_the_scaler_node_to_its_end_and_a_dead_scaler_writes
         await second.close()
 
 
+class HeldReadyScale(MatcherScale):
+    async def _ready(self, scale: ScaleProgress) -> None:
+        HeldReady.waiting.set()
+        await HeldReady.release.wait()
+        await super()._ready(scale)
+
+
 class HeldReady(MatcherOperator):
     """A new matcher that has all its state but reports `ready` only once released."""
 
     release = asyncio.Event()
     waiting = asyncio.Event()
+    Scaling = HeldReadyScale
 
-    async def _ready(self, scale: _MatcherScale) -> None:
-        HeldReady.waiting.set()
-        await HeldReady.release.wait()
-        await super()._ready(scale)
+
+class HeldDoneScale(MatcherScale):
+    async def change(self, message: wire.ChangeMatcher) -> None:
+        HeldDone.changed.set()
+        await HeldDone.release.wait()
+        await super().change(message)
 
 
 class HeldDone(MatcherOperator):
@@ -104,11 +115,7 @@ class HeldDone(MatcherOperator):
 
     release = asyncio.Event()
     changed = asyncio.Event()
-
-    async def _change(self, message: wire.ChangeMatcher) -> None:
-        HeldDone.changed.set()
-        await HeldDone.release.wait()
-        await super()._change(message)
+    Scaling = HeldDoneScale
 
 
 @contextlib.asynccontextmanager

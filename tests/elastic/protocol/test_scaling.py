@@ -20,10 +20,19 @@ from tests.elastic.stream import (
 
 from tidings.elastic.hosting.deployment import Deployment
 from tidings.elastic.operators.exit_point import ExitPointOperator
-from tidings.elastic.operators.matcher import MatcherOperator, Slice, _MatcherScale
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.operators.matcher_scale import MatcherScale, ScaleProgress
+from tidings.elastic.operators.slices import Slice
 from tidings.elastic.protocol import wire
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
+
+
+class GatedScale(MatcherScale):
+    async def _ready(self, scale: ScaleProgress) -> None:
+        GatedMatcher.reached.set()
+        await GatedMatcher.gate.wait()
+        await super()._ready(scale)
 
 
 class GatedMatcher(MatcherOperator):
@@ -32,11 +41,7 @@ class GatedMatcher(MatcherOperator):
 
     reached = asyncio.Event()
     gate = asyncio.Event()
-
-    async def _ready(self, scale: object) -> None:
-        GatedMatcher.reached.set()
-        await GatedMatcher.gate.wait()
-        await super()._ready(scale)  # type: ignore[arg-type]
+    Scaling = GatedScale
 
 
 async def test_scaling_matchers_and_exit_points_out_and_in_under_a_stream_loses_nothing(
@@ -75,15 +80,19 @@ async def test_scaling_matchers_and_exit_points_out_and_in_under_a_stream_loses_
         assert held_subscriptions(deployment) == stable_and_live(stream)
 
 
+class StallingScale(MatcherScale):
+    def __init__(self, matcher: MatcherOperator) -> None:
+        super().__init__(matcher)
+        self.has_state = asyncio.Event()
+
+    async def add_state(self, message: wire.AddMatcherState) -> None:
+        self.has_state.set()
+
+
 class StallingMatcher(MatcherOperator):
     """A new matcher that takes its state and never reports ready, until it dies."""
 
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
-        self.has_state = asyncio.Event()
-
-    async def _add_state(self, message: wire.AddMatcherState) -> None:
-        self.has_state.set()
+    Scaling = StallingScale
 
 
 async def test_a_matcher_dying_in_the_middle_of_a_scale_out_aborts_it_and_loses_nothing(
@@ -98,7 +107,8 @@ async def test_a_matcher_dying_in_the_middle_of_a_scale_out_aborts_it_and_loses_
 
         async def scaling() -> None:
             async def kill_when_it_has_state() -> None:
-                await stalling.has_state.wait()
+                assert isinstance(stalling.scaling, StallingScale)
+                await stalling.scaling.has_state.wait()
                 await stalling.stop(crash=True)
 
             killer = asyncio.create_task(kill_when_it_has_state())
@@ -179,6 +189,20 @@ async def test_a_matcher_silent_after_change_ends_the_scale_failed_at_the_timeou
         await silent.coordinator.close()
 
 
+class ChunkCountingScale(MatcherScale):
+    async def add_state(self, message: wire.AddMatcherState) -> None:
+        ChunkCountingMatcher.chunks.setdefault(self.matcher.id, []).append(
+            (len(message.records), message.last)
+        )
+        await super().add_state(message)
+
+    async def _built_for(self, scale: ScaleProgress, piece: Slice, received: int) -> None:
+        if ChunkCountingMatcher.hold is not None and received:  # a share went into its index
+            ChunkCountingMatcher.holding.set()
+            await ChunkCountingMatcher.hold.wait()
+        await super()._built_for(scale, piece, received)
+
+
 class ChunkCountingMatcher(MatcherOperator):
     """Records the size and `last` flag of every chunk of state it receives; holds the
     removal of moved subscriptions from a kept index while `shrink` is off, and a slice
@@ -189,21 +213,11 @@ class ChunkCountingMatcher(MatcherOperator):
     hold: ClassVar[asyncio.Event | None] = None  # set: the new view's slice may be used
     holding = asyncio.Event()
 
-    async def _add_state(self, message: wire.AddMatcherState) -> None:
-        ChunkCountingMatcher.chunks.setdefault(self.id, []).append(
-            (len(message.records), message.last)
-        )
-        await super()._add_state(message)
+    Scaling = ChunkCountingScale
 
-    def _tidy(self) -> None:
+    def tidy(self) -> None:
         if ChunkCountingMatcher.shrink:
-            super()._tidy()
-
-    async def _built_for(self, scale: _MatcherScale, piece: Slice, received: int) -> None:
-        if ChunkCountingMatcher.hold is not None and received:  # a share went into its index
-            ChunkCountingMatcher.holding.set()
-            await ChunkCountingMatcher.hold.wait()
-        await super()._built_for(scale, piece, received)
+            super().tidy()
 
 
 def ranges(n: int) -> list[Subscription]:
@@ -301,7 +315,7 @@ async def test_a_matcher_that_stays_in_a_scale_keeps_its_index_and_state_moves_i
         await delivered_as_one_matcher(deployment, recorder, subs, "held-")
 
         ChunkCountingMatcher.shrink = True
-        stays._tidy()
+        stays.tidy()
         for _ in range(200):  # they leave the index a chunk per loop step
             if not piece.foreign:
                 break

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tidings.elastic.operators.matcher import BULK_FROM, Slice, _numeric_rows
+from tidings.elastic.operators.slices import BULK_FROM, Slice, numeric_rows
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.partition import Selector
 from tidings.matching.engine import Event, Matcher
@@ -176,4 +176,4 @@ def test_a_batch_with_ids_already_held_replaces_them_and_adds_the_rest_in_bulk(
 
 
 def test_no_records_make_no_columns() -> None:
-    assert _numeric_rows([]) is None
+    assert numeric_rows([]) is None
