@@ -14,10 +14,11 @@ Where is what:
 - `coordination/`: ZooKeeper. `coordinator` (configuration, membership, scale records and
   barriers, watches), `zookeeper` (a standalone one for tests and `serve`), `warden` (a
   scale whose scaler died is taken over).
-- `hosting/`: where operators run. `deployment` (one process's operators, the scaler, the
-  recovery of lost members), `process` (one operator as a process of its own), `seam` (what
-  `Broker` is given with `matching = "elastic"`), `liveness` (peers watched through their
-  connections), `autoscaler` (the policy that asks for scales).
+- `hosting/`: where operators run. `deployment` (one process's operators and the scaler,
+  with `recovery`, the recovery of lost members, and `evictions`, the other processes'
+  operators watched and evicted when unreachable, through `liveness`), `process` (one
+  operator as a process of its own), `seam` (what `Broker` is given with
+  `matching = "elastic"`), `autoscaler` (the policy that asks for scales).
 
 The data path: the broker hands a publication to an access point, which numbers it and
 broadcasts it to every matcher of the current view (`wire.Publish`); each matcher matches

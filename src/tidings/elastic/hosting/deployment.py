@@ -4,10 +4,12 @@ commands `serve`, the admin call and the tests use (`scale`, `status`). Operator
 elsewhere (`tidings matcher`, `tidings exit-point`) join it through the coordinator.
 
 It watches the membership: when a member of the current views is lost (its process died,
-or its coordinator session expired), it runs a recovery (`Scaler.recover`) with a
+or its coordinator session expired), it runs a recovery (`recovery.Recovery`) with a
 replacement for each lost member, an unassigned running operator or a new local one; lost
 access points are removed from the configuration. Several processes may watch one
-deployment: only one runs a given recovery, the others wait and look again.
+deployment: only one runs a given recovery, the others wait and look again. The other
+processes' operators are watched through their connections, and one unreachable is evicted
+(`evictions.Evictions`).
 
 Access points: `start(join=True)` (or `Deployment(..., join=True)`) on a running cluster
 starts only an access point, which joins `config.access_points` (a scale of kind
@@ -26,16 +28,16 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tidings.elastic.coordination.coordinator import Busy, ClusterConfig, Coordinator, Member, View
+from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, View
 from tidings.elastic.coordination.warden import Warden
 from tidings.elastic.hosting.autoscaler import Autoscaler, Policy
-from tidings.elastic.hosting.liveness import PeerWatch
+from tidings.elastic.hosting.evictions import Evictions
+from tidings.elastic.hosting.recovery import Recovery
 from tidings.elastic.operators.access_point import AccessPointOperator
 from tidings.elastic.operators.exit_point import ExitPointOperator, Sink
 from tidings.elastic.operators.matcher import MatcherOperator
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.protocol import wire
-from tidings.elastic.protocol.channels import shared_context
 from tidings.elastic.protocol.scaling import Scaler, ScaleReport, in_turn
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscription
@@ -88,30 +90,24 @@ class Deployment:
         self.warden = Warden(self.scaler, self._taken_over)  # scales whose scaler died
         self._numbers = {"m": 0, "e": 0}
         self.reports: list[ScaleReport] = []
-        self._scaling = asyncio.Lock()
+        self.turn = asyncio.Lock()  # one scale or recovery at a time from this process
         self._matcher_class = matcher_class  # tests put in one that pauses a scale
         self._exit_point_class = exit_point_class
         self._policy = autoscale  # None: no autoscaler (the default)
         self.autoscaler: Autoscaler | None = None
-        self._alive: set[str] | None = None  # the membership, as the watch last saw it
-        self._expected: set[str] = set()  # every member of the configuration it started with
-        self._changed = False  # the membership changed since the recovery task last looked
-        self._recovering: asyncio.Task[None] | None = None
         self._leading: asyncio.Task[None] | None = None  # waiting to run the autoscaler
-        self._closing = False
+        self.closing = False
         self._closed = False
         self._join = join  # start(): join the cluster when it runs (else CONFLICT)
         self.joined = False  # this access point joined a running cluster (it did not create it)
         self.leave_timeout_s = leave_timeout_s  # on close: its pending publications answered
         self.turn_timeout_s = turn_timeout_s  # joining / leaving: waiting for a scale's end
-        self.settle_s = 0.05  # from a change of the membership to a recovery
+        self.recovery = Recovery(self)
         # the other processes' operators, watched through connections of their own: one
         # unreachable for `unreachable_s` is evicted (0: left to its session's expiry)
-        self.peers = PeerWatch(shared_context(), self._unreachable, unreachable_s)
-        self._peer_sessions: dict[str, int] = {}  # watched peer -> the session of its node
-        self._following: asyncio.Task[None] | None = None
-        self._peers_stale = False
-        self._evictions: set[asyncio.Task[None]] = set()
+        self.evictions = Evictions(
+            self.coordinator, self._local, lambda: self.closing, unreachable_s
+        )
 
     # ------------------------------------------------------------ life cycle
 
@@ -124,7 +120,7 @@ class Deployment:
         """Once the process that runs the autoscaler has gone (its session with it), this
         one runs it."""
         await self.coordinator.lead("autoscaler")
-        if not self._closing:
+        if not self.closing:
             self._start_autoscaler(policy)
 
     def _bind(self, member: str) -> str:
@@ -153,7 +149,7 @@ class Deployment:
             )
             await self.access_point.start()
             config = await self.coordinator.require_config()
-            self._expected = {
+            self.recovery.expected = {
                 *config.matchers.members,
                 *config.exit_points.members,
                 *config.access_points,
@@ -279,12 +275,11 @@ class Deployment:
         the next `start` takes it over."""
         if self._closed:
             return
-        self._closed = self._closing = True
+        self._closed = self.closing = True
         await self.warden.stop()
-        await _cancelled(self._following, "the membership watch")
-        self.peers.close()
+        await self.evictions.close()
         await _cancelled(self._leading, "the autoscaler's lead")
-        await _cancelled(self._recovering, "a recovery")
+        await _cancelled(self.recovery.task, "a recovery")
         if self.autoscaler is not None:
             await self.autoscaler.stop()
         if self.access_point is not None and self.access_point.running:
@@ -376,7 +371,7 @@ class Deployment:
                     ErrorCode.INVALID_FIELD, field=name, detail=f"{name} must be 1 to 64"
                 )
         reports = []
-        async with self._scaling:
+        async with self.turn:
             if matchers is not None:
                 reports.append(await self._scale_layer("matcher", matchers))
             if exit_points is not None:
@@ -397,21 +392,24 @@ class Deployment:
             ]
             new = current + idle[: count - len(current)]
             while len(new) < count:
-                if role == "matcher":
-                    new.append((await self._start_matcher(self._name("m"))).id)
-                else:
-                    new.append((await self._start_exit_point(self._name("e"))).id)
+                new.append(await self.start_operator(role))
         if role == "matcher":
             report = await self.scaler.scale_matchers(new)
         else:
             report = await self.scaler.scale_exit_points(new)
         if report.outcome == "done":
-            await self._retire(role, set(current) - set(new))
+            await self.retire(role, set(current) - set(new))
         elif report.outcome == "aborted":
-            await self._retire(role, set(new) - set(current))
+            await self.retire(role, set(new) - set(current))
         return report
 
-    async def _retire(self, role: str, members: set[str]) -> None:
+    async def start_operator(self, role: str) -> str:
+        """A new local matcher or exit point (unassigned until a scale takes it in)."""
+        if role == "matcher":
+            return (await self._start_matcher(self._name("m"))).id
+        return (await self._start_exit_point(self._name("e"))).id
+
+    async def retire(self, role: str, members: set[str]) -> None:
         """Stop the local operators that left the view (remote ones stay, unassigned)."""
         local: dict[str, Any] = self.matchers if role == "matcher" else self.exit_points
         for member in members:
@@ -420,185 +418,24 @@ class Deployment:
                 await op.stop()
                 await op.coordinator.close()
 
-    # ------------------------------------------------------------ unreachable peers
+    # ------------------------------------------------------------ the membership
 
-    def _follow_peers(self) -> None:
-        """Watch every other process's operator as the membership changes."""
-        if self.peers.grace_s <= 0 or self._closing:
-            return
-        self._peers_stale = True
-        if self._following is None or self._following.done():
-            self._following = asyncio.get_running_loop().create_task(self._watch_peers())
-
-    async def _watch_peers(self) -> None:
-        while self._peers_stale and not self._closing:
-            self._peers_stale = False
-            try:
-                sessions = await self.coordinator.sessions()
-            except Exception:
-                log.exception("elastic: the membership could not be read; trying again")
-                self._peers_stale = True
-                await asyncio.sleep(1.0)
-                continue
-            local = {*self.matchers, *self.exit_points}
-            if self.access_point is not None:
-                local.add(self.access_point.id)
-            for peer in (self.peers.watched - set(sessions)) | (self.peers.watched & local):
-                self.peers.unwatch(peer)
-                self._peer_sessions.pop(peer, None)
-            for peer, (info, session) in sessions.items():
-                if peer not in local:
-                    self.peers.watch(peer, info.address)
-                    self._peer_sessions[peer] = session
-
-    def _unreachable(self, peer: str) -> None:
-        session = self._peer_sessions.get(peer)
-        if session is not None and not self._closing:
-            task = asyncio.get_running_loop().create_task(self._evict(peer, session))
-            self._evictions.add(task)
-            task.add_done_callback(self._evictions.discard)
-
-    async def _evict(self, peer: str, session: int) -> None:
-        """As its session's expiry would, later: the membership watch starts the recovery."""
-        try:
-            if await self.coordinator.evict(peer, session):
-                log.warning("elastic: %s evicted: unreachable for %g s", peer, self.peers.grace_s)
-        except Exception:
-            log.exception("elastic: %s could not be evicted", peer)
-
-    # ------------------------------------------------------------ recovery
+    def _local(self) -> set[str]:
+        """This process's operators."""
+        local = {*self.matchers, *self.exit_points}
+        if self.access_point is not None:
+            local.add(self.access_point.id)
+        return local
 
     def _members_changed(self, members: set[str]) -> None:
-        self._follow_peers()
-        first, self._alive = self._alive is None, members
-        if self._closing or (first and self._expected <= members):
-            return  # (at the start, nothing to look up when every member it knows runs)
-        self._look_again()
-
-    def _look_again(self) -> None:
-        """A recovery looks at the membership (again, if one is under way)."""
-        self._changed = True  # a recovery under way looks again before it ends
-        if self._recovering is None or self._recovering.done():
-            self._recovering = asyncio.get_running_loop().create_task(self._recover())
+        self.evictions.follow()
+        self.recovery.members_changed(members)
 
     def _taken_over(self, report: ScaleReport) -> None:
         """A scale whose scaler died, finished here: a recovery it failed is run again."""
         self.reports.append(report)
-        if report.outcome == "failed" and not self._closing:
-            self._look_again()
-
-    async def _recover(self) -> None:
-        """Until every member of the current views and every access point runs: a recovery
-        at a time (after the scale in progress, which the loss ends). Every deployment
-        process watches; only one runs a given recovery (`begin_scale` is a compare-and-set):
-        the others wait for its end and look again."""
-        settle = True
-        while not self._closing:
-            self._changed = False
-            try:
-                async with self._scaling:
-                    if await self._recover_once(settle) and not self._changed:
-                        return
-                    settle = False
-            except Busy:  # another process (or scale) is first: after it, look again
-                await self._until_idle()
-            except Exception:
-                log.exception("elastic: a recovery failed to run; trying again")
-                await asyncio.sleep(1.0)
-
-    async def _recover_once(self, settle: bool = False) -> bool:
-        """One recovery, if one is needed; True when nothing is lost. `settle`: when
-        something is lost, wait `settle_s` first and look again (the other members a
-        process ran go with it, one at a time: one recovery replaces them all)."""
-        if settle and not await self._losses():
-            return True
-        if settle:
-            await asyncio.sleep(self.settle_s)
-        last = await self.coordinator.scale()
-        if last is not None and not last.idle:
-            raise Busy(ErrorCode.CONFLICT, detail="a scale is in progress")
-        config = await self.coordinator.require_config()
-        running = await self.coordinator.members()  # read after the configuration: fresh
-        views = [*config.matchers.members, *config.exit_points.members]
-        lost = [m for m in views if m not in running]
-        lost_aps = [a for a in config.access_points if a not in running]
-        # a recovery that failed leaves the access points paused: the next one resumes them
-        paused = last is not None and last.kind == "recover" and last.phase == "failed"
-        if not lost and not paused:
-            if not lost_aps:
-                return True
-            log.warning("elastic: access point %s lost, removing it", ", ".join(lost_aps))
-            report = await self.scaler.scale_access_points(remove=lost_aps)
-            if report.outcome != "unchanged":  # else another process removed it first
-                self.reports.append(report)
-            return False
-        log.warning("elastic: %s lost, recovering", ", ".join([*lost, *lost_aps]) or "nothing")
-        started: list[str] = []
-        try:
-            matchers = await self._replace("matcher", config, lost, running, started)
-            exit_points = await self._replace("exit_point", config, lost, running, started)
-            report = await self.scaler.recover(
-                [*lost, *lost_aps], matchers, exit_points, planned=config
-            )
-        except Busy:
-            for member in started:  # replacements of a recovery another process runs
-                await self._retire("matcher" if member in self.matchers else "exit_point", {member})
-            raise
-        self.reports.append(report)
-        for member in lost:
-            local: dict[str, Any] = self.matchers if member in self.matchers else self.exit_points
-            op = local.pop(member, None)
-            if op is not None:  # a local operator that failed: release what it holds
-                try:
-                    await op.stop(crash=True)
-                    await op.coordinator.close()
-                except Exception:
-                    log.warning("elastic: lost operator %s not released", member, exc_info=True)
-        return False
-
-    async def _losses(self) -> bool:
-        """Whether a member of the views, an access point, or a failed recovery's pause
-        calls for a recovery."""
-        config = await self.coordinator.require_config()
-        running = await self.coordinator.members()
-        members = [*config.matchers.members, *config.exit_points.members, *config.access_points]
-        last = await self.coordinator.scale()
-        failed = last is not None and last.kind == "recover" and last.phase == "failed"
-        return failed or any(m not in running for m in members)
-
-    async def _until_idle(self) -> None:
-        """Until no scale is in progress (another process's recovery, say)."""
-        while not self._closing:
-            last = await self.coordinator.scale()
-            if last is None or last.idle:
-                return
-            await asyncio.sleep(0.05)
-
-    async def _replace(
-        self,
-        role: str,
-        config: ClusterConfig,
-        lost: list[str],
-        running: dict[str, Member],
-        started: list[str],
-    ) -> list[str]:
-        """The survivors in their order, then a replacement per lost member: an unassigned
-        running operator, else a new local one (added to `started`)."""
-        members = config.matchers.members if role == "matcher" else config.exit_points.members
-        keep = [m for m in members if m not in lost]
-        assigned = {*config.matchers.members, *config.exit_points.members}
-        idle = [m for m, info in sorted(running.items()) if info.role == role and m not in assigned]
-        while len(keep) < len(members):
-            if idle:
-                keep.append(idle.pop(0))
-                continue
-            if role == "matcher":
-                member = (await self._start_matcher(self._name("m"))).id
-            else:
-                member = (await self._start_exit_point(self._name("e"))).id
-            started.append(member)
-            keep.append(member)
-        return keep
+        if report.outcome == "failed" and not self.closing:
+            self.recovery.look_again()
 
     async def status(self) -> dict[str, Any]:
         found = await cluster_status(self.coordinator)
