@@ -11,9 +11,10 @@ Where is what:
   messages, MessagePack), `channels` (FIFO channels over ZeroMQ), `partition` (selectors:
   which matcher, which exit point), `cuts` (which exit point view delivers a publication),
   `scaling` (the section 5 scaling protocols, phase by phase, as the `Scaler` drives them).
-- `coordination/`: ZooKeeper. `coordinator` (configuration, membership, scale records and
-  barriers, watches), `zookeeper` (a standalone one for tests and `serve`), `warden` (a
-  scale whose scaler died is taken over).
+- `coordination/`: ZooKeeper. `coordinator` (one session: configuration, membership, scale
+  records and barriers, watches, leads), `records` (what it keeps: the configuration, the
+  members, the scale), `barriers` (the wait at a scale's barrier), `zookeeper` (a
+  standalone one for tests and `serve`), `warden` (a scale whose scaler died is taken over).
 - `hosting/`: where operators run. `deployment` (one process's operators and the scaler,
   with `recovery`, the recovery of lost members, and `evictions`, the other processes'
   operators watched and evicted when unreachable, through `liveness`), `process` (one

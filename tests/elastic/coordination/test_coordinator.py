@@ -13,16 +13,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from kazoo.protocol.states import KazooState
 
-from tidings.elastic.coordination.coordinator import (
-    Busy,
-    ClusterConfig,
-    Coordinator,
-    Member,
-    MemberLost,
-    ScaleState,
-    View,
-    parse_hosts,
-)
+from tidings.elastic.coordination.barriers import MemberLost
+from tidings.elastic.coordination.coordinator import Busy, Coordinator, parse_hosts
+from tidings.elastic.coordination.records import ClusterConfig, Member, ScaleState, View
 from tidings.errors import ErrorCode, TidingsError
 
 CONFIG = ClusterConfig(View(0, ["m1"]), View(0, ["e1"]), ["a1"])

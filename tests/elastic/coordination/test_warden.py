@@ -23,7 +23,8 @@ from tests.elastic.stream import (
     stable_and_live,
 )
 
-from tidings.elastic.coordination.coordinator import Busy, ClusterConfig, Coordinator, View
+from tidings.elastic.coordination.coordinator import Busy, Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, View
 from tidings.elastic.hosting.deployment import Deployment
 from tidings.elastic.operators.matcher import MatcherOperator
 from tidings.elastic.operators.matcher_scale import MatcherScale, ScaleProgress

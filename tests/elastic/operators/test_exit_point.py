@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tidings.elastic.coordination.coordinator import ClusterConfig, ScaleState, View
+from tidings.elastic.coordination.records import ClusterConfig, ScaleState, View
 from tidings.elastic.operators.exit_point import ExitPointOperator, StoreSink, _merged
 from tidings.elastic.protocol import wire
 from tidings.store.base import Fanout

@@ -10,7 +10,7 @@ import threading
 import pytest
 from tests.elastic.operators.test_matcher import records
 
-from tidings.elastic.coordination.coordinator import ScaleState
+from tidings.elastic.coordination.records import ScaleState
 from tidings.elastic.operators.matcher import MatcherOperator
 from tidings.elastic.operators.matcher_scale import SPLIT_STEP, ScaleProgress
 from tidings.elastic.protocol import wire

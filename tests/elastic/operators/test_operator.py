@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, View
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, View
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.channels import Inbox, Outboxes, shared_context

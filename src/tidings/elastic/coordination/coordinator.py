@@ -1,5 +1,5 @@
 """The Distributed Coordinator: configuration, membership and the scaling barriers, kept in
-ZooKeeper (through kazoo).
+ZooKeeper (through kazoo). What it keeps is `records`; the wait at a barrier, `barriers`.
 
 Layout, under `/tidings/<cluster>`:
 
@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import msgspec
 from kazoo.client import KazooClient
@@ -36,59 +36,21 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.exceptions import CancelledError as KazooCancelledError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from tidings.elastic.coordination.barriers import wait_barrier
+from tidings.elastic.coordination.records import (
+    ClusterConfig,
+    Member,
+    Phase,
+    Role,
+    ScaleKind,
+    ScaleState,
+)
 from tidings.errors import ErrorCode, TidingsError
 
 log = logging.getLogger("tidings.elastic")
 # kazoo reports every lost connection at WARNING; with no logging set up (a CLI command) that
 # went to stderr through logging's last resort. Configured logging still receives them.
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
-
-Role: TypeAlias = Literal["access_point", "matcher", "exit_point", "scaler"]
-# recover: the views without lost operators, and every unanswered publication sent again;
-# access_points: an access point joins or leaves (or a lost one is removed), start -> end
-ScaleKind: TypeAlias = Literal["matchers", "exit_points", "recover", "access_points"]
-# start: buffering and state transfer; change: the new view is adopted; release: (exit
-# points) the old exit points have drained, the new ones deliver; resume: (recover) the access
-# points send again what was not answered; end: done; aborted: rolled back; failed: a member
-# was lost (or stuck) after `change`, past the point of return: a recovery follows (see docs)
-Phase: TypeAlias = Literal["start", "change", "release", "resume", "end", "aborted", "failed"]
-IDLE: tuple[Phase, ...] = ("end", "aborted", "failed")
-
-
-class View(msgspec.Struct, frozen=True):
-    view: int
-    members: list[str]
-
-
-class ClusterConfig(msgspec.Struct, frozen=True):
-    matchers: View
-    exit_points: View
-    access_points: list[str]
-
-
-class ScaleState(msgspec.Struct, frozen=True):
-    id: int
-    kind: ScaleKind
-    phase: Phase
-    view: int  # the new view's number
-    old: list[str]
-    new: list[str]
-    reason: str = ""  # why it was aborted
-    # recover only: the lost operators, the new exit point view, and (from `change` on) each
-    # access point's [first, last] publication sent before it paused, to be sent again
-    lost: list[str] = []
-    exit_points: list[str] = []
-    ep_view: int = 0
-    since: dict[str, list[int]] = {}
-
-    @property
-    def idle(self) -> bool:
-        return self.phase in IDLE
-
-
-class Member(msgspec.Struct, frozen=True):
-    role: Role
-    address: str
 
 
 def parse_hosts(text: str) -> str:
@@ -553,72 +515,10 @@ class Coordinator:
         watched: Iterable[str] = (),
         must_live: frozenset[str] = frozenset(),
     ) -> None:
-        """Until every expected member has arrived at the barrier. Raises `MemberLost` when
-        a `watched` member that is expected and has not arrived, or any of `must_live`, is
-        no longer running (as this wait's own watch of the membership saw it, at each change
-        of the membership or of the barrier).
-
-        One trip to ZooKeeper off this loop (the barrier's node made and both watches set),
-        then the watch hands each new list of arrivals to this loop: no read of its own after
-        each change. (Before: the node made, then two watches set from this loop, blocking
-        it, and a read after each change; each trip waited, on a busy loop, for whatever ran
-        on it, as the last arrival before `change` did for 0.15 s in a scale at 2,000
-        publications/s.)"""
-        path = f"{self.root}/scales/{scale}/{barrier}"
-        loop = asyncio.get_running_loop()
-        arrived: set[str] = set()
-        running: set[str] | None = None  # the members, as this wait's own watch last saw them
-        wake = asyncio.Event()
-        watched = set(watched)
-
-        def take(children: list[str]) -> None:
-            arrived.update(children)  # members never leave a barrier
-            wake.set()
-
-        def seen(children: list[str]) -> None:
-            nonlocal running
-            running = set(children)
-            wake.set()
-
-        def barrier_changed(children: list[str] | None) -> None:
-            if children is not None:
-                loop.call_soon_threadsafe(take, children)
-
-        def members_changed(children: list[str] | None) -> None:
-            if children is not None:
-                loop.call_soon_threadsafe(seen, children)
-
-        def watch() -> tuple[Any, Any]:
-            self._zk.ensure_path(path)
-            return (
-                self._zk.ChildrenWatch(path, barrier_changed),
-                self._zk.ChildrenWatch(f"{self.root}/members", members_changed),
-            )
-
-        # each watch hands its first list over as it is set, before this returns
-        watches = await asyncio.to_thread(watch)
-        try:
-            while True:
-                missing = expected - arrived
-                if not missing:
-                    return
-                gone = watched - running if running is not None else set()
-                lost = (missing | must_live) & gone
-                if lost:
-                    raise MemberLost(sorted(lost), barrier)
-                await wake.wait()
-                wake.clear()
-        finally:
-            for watch_ in watches:
-                watch_._stopped = True  # kazoo's documented way to end a ChildrenWatch
-                self._zk.remove_listener(watch_._session_watcher)  # each added its own
-
-
-class MemberLost(Exception):
-    def __init__(self, members: list[str], barrier: str) -> None:
-        super().__init__(f"{', '.join(members)} left before {barrier}")
-        self.members = members
-        self.barrier = barrier
+        """Until every expected member has arrived at the barrier; `MemberLost` when a
+        `watched` member that has not arrived, or any of `must_live`, is no longer running
+        (`barriers.wait_barrier`)."""
+        await wait_barrier(self._zk, self.root, scale, barrier, expected, set(watched), must_live)
 
 
 class Busy(TidingsError):

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, View
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, View
 from tidings.elastic.coordination.warden import Warden
 from tidings.elastic.hosting.autoscaler import Autoscaler, Policy
 from tidings.elastic.hosting.evictions import Evictions

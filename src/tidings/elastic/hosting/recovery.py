@@ -11,7 +11,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tidings.elastic.coordination.coordinator import Busy, ClusterConfig, Member
+from tidings.elastic.coordination.coordinator import Busy
+from tidings.elastic.coordination.records import ClusterConfig, Member
 from tidings.errors import ErrorCode
 
 if TYPE_CHECKING:

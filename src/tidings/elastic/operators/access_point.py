@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, ScaleState
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.partition import Selector

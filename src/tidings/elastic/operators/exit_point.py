@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, ScaleState
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.cuts import ANY, UNDECIDED, Cut, Cuts

@@ -29,7 +29,8 @@ from typing import ClassVar
 
 import msgspec
 
-from tidings.elastic.coordination.coordinator import ClusterConfig, Coordinator, ScaleState
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, ScaleState
 from tidings.elastic.operators.matcher_scale import MatcherScale
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.operators.slices import Slice

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tidings import heap
-from tidings.elastic.coordination.coordinator import ClusterConfig, ScaleState
+from tidings.elastic.coordination.records import ClusterConfig, ScaleState
 from tidings.elastic.operators.slices import Slice, built
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.partition import Selector

@@ -9,7 +9,8 @@ import time
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
-from tidings.elastic.coordination.coordinator import Coordinator, Role, ScaleState
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.coordination.records import Role, ScaleState
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.channels import Inbox, Outboxes, shared_context
 from tidings.errors import ErrorCode, TidingsError

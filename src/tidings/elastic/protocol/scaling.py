@@ -50,15 +50,9 @@ from typing import TypeVar
 
 import msgspec
 
-from tidings.elastic.coordination.coordinator import (
-    Busy,
-    ClusterConfig,
-    Coordinator,
-    MemberLost,
-    Phase,
-    ScaleState,
-    View,
-)
+from tidings.elastic.coordination.barriers import MemberLost
+from tidings.elastic.coordination.coordinator import Busy, Coordinator
+from tidings.elastic.coordination.records import ClusterConfig, Phase, ScaleState, View
 from tidings.errors import ErrorCode, TidingsError
 
 T = TypeVar("T")
