@@ -32,8 +32,8 @@ from common import emit, machine, versions
 from elastic_remote import matcher_processes, move_to
 
 from tidings import heap
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.zookeeper import local_zookeeper
+from tidings.elastic.coordination.zookeeper import local_zookeeper
+from tidings.elastic.hosting.deployment import Deployment
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import Fanout, encode_body

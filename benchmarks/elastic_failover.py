@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from common import emit, machine, versions
 from elastic_remote import matcher_popens
 
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.zookeeper import local_zookeeper
+from tidings.elastic.coordination.zookeeper import local_zookeeper
+from tidings.elastic.hosting.deployment import Deployment
 from tidings.model import Publication, Subscription
 from tidings.store.base import Fanout
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from tidings.elastic.coordinator import Coordinator
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.scaling import Scaler
+from tidings.elastic.coordination.coordinator import Coordinator
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.protocol.scaling import Scaler
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from typing import Any
 from elastic_remote import ScalerProcess, matcher_processes, move_to
 
 from tidings import heap
-from tidings.elastic.deployment import Deployment
+from tidings.elastic.hosting.deployment import Deployment
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import Fanout

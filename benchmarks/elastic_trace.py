@@ -30,26 +30,28 @@ WHO = {"name": "", "pid": os.getpid()}
 
 # class -> the methods timed (coroutines and plain functions)
 METHODS: dict[str, tuple[str, ...]] = {
-    "tidings.elastic.matcher:MatcherOperator": (
+    "tidings.elastic.operators.matcher:MatcherOperator": (
         "on_scale",
-        "_begin",
-        "_shrink_now",
-        "_tidy",
+        "shrink_now",
+        "tidy",
         "_shrink",
-        "_drop_slices",
+        "drop_slices",
         "_free",
-        "_config",
+        "fresh_config",
         "resolve",
-        "_start_scale",
-        "_add_state",
+        "_forward_change",
+    ),
+    "tidings.elastic.operators.matcher_scale:MatcherScale": (
+        "_begin",
+        "start",
+        "add_state",
         "_build",
         "_ready",
-        "_forward_change",
-        "_change",
+        "change",
     ),
-    "tidings.elastic.access_point:AccessPointOperator": ("on_scale",),
-    "tidings.elastic.exit_point:ExitPointOperator": ("_matcher_change", "_release"),
-    "tidings.elastic.coordinator:Coordinator": (
+    "tidings.elastic.operators.access_point:AccessPointOperator": ("on_scale",),
+    "tidings.elastic.operators.exit_point:ExitPointOperator": ("_matcher_change", "_release"),
+    "tidings.elastic.coordination.coordinator:Coordinator": (
         "begin_scale",
         "set_phase",
         "arrive",
@@ -59,18 +61,18 @@ METHODS: dict[str, tuple[str, ...]] = {
         "require_config",
         "scale",
     ),
-    "tidings.elastic.matcher:Slice": ("add",),
+    "tidings.elastic.operators.slices:Slice": ("add",),
 }
 
 
 # what a breakdown lists always (the protocol's steps); anything else when this long
 STEPS = {
-    "MatcherOperator._start_scale",
-    "MatcherOperator._add_state",
-    "MatcherOperator._build",
-    "MatcherOperator._ready",
+    "MatcherScale.start",
+    "MatcherScale.add_state",
+    "MatcherScale._build",
+    "MatcherScale._ready",
     "MatcherOperator._forward_change",
-    "MatcherOperator._change",
+    "MatcherScale.change",
     "AccessPointOperator.on_scale",
     "ExitPointOperator._matcher_change",
     "Coordinator.begin_scale",
@@ -176,7 +178,7 @@ def install(name: str, directory: Path) -> None:
     """Time the methods above in this process; write the events to `directory` at exit."""
     import importlib
 
-    from tidings.elastic import channels, wire
+    from tidings.elastic.protocol import channels, wire
 
     WHO["name"] = name
     for qualified, methods in METHODS.items():

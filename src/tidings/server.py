@@ -43,7 +43,7 @@ def build_broker(settings: Settings) -> Broker:
     token, _ = admin_token(settings.admin_token, settings.data_dir)
     elastic = None
     if settings.matching == "elastic":
-        from tidings.elastic.seam import ElasticMatching
+        from tidings.elastic.hosting.seam import ElasticMatching
 
         elastic = ElasticMatching(settings.elastic, store)
     broker = Broker(

@@ -27,7 +27,7 @@ def collector_released() -> Iterator[None]:
 def zookeeper() -> Iterator[str]:
     """`host:port` of a ZooKeeper started for this test session; skipped (failed under
     CI=true) where it cannot start."""
-    from tidings.elastic.zookeeper import local_zookeeper
+    from tidings.elastic.coordination.zookeeper import local_zookeeper
 
     try:
         started = local_zookeeper()

@@ -12,9 +12,10 @@ from typing import TypeVar
 
 import orjson
 
-from tidings.elastic import wire
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.matcher import MatcherOperator
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.operators.matcher_scale import MatcherScale
+from tidings.elastic.protocol import wire
 from tidings.model import Op, Predicate, Publication, Subscription
 from tidings.store.base import NewMessage
 
@@ -161,10 +162,13 @@ async def idle_matcher(deployment: Deployment, kind: type[M], name: str) -> M:
     return op
 
 
+class SilentScale(MatcherScale):
+    async def change(self, message: wire.ChangeMatcher) -> None:
+        SilentMatcher.changed.set()
+
+
 class SilentMatcher(MatcherOperator):
     """A matcher that takes part in a scale until `change`, then never reports `done`."""
 
     changed = asyncio.Event()
-
-    async def _change(self, message: wire.ChangeMatcher) -> None:
-        SilentMatcher.changed.set()
+    Scaling = SilentScale

@@ -20,9 +20,9 @@ from tests.elastic.stream import PUBLISHERS, STABLE, Stream, check, held_subscri
 from tidings.client import Client
 from tidings.client.sync import SubscriberHandle
 from tidings.config import load_settings
-from tidings.elastic.coordinator import Busy
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.scaling import ScaleReport
+from tidings.elastic.coordination.coordinator import Busy
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.protocol.scaling import ScaleReport
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication
 from tidings.server import EmbeddedServer

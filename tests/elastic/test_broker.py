@@ -11,8 +11,8 @@ import pytest
 
 from tidings.client import Client
 from tidings.config import ElasticSettings, load_settings
-from tidings.elastic.autoscaler import Policy
-from tidings.elastic.seam import ElasticMatching
+from tidings.elastic.hosting.autoscaler import Policy
+from tidings.elastic.hosting.seam import ElasticMatching
 from tidings.server import EmbeddedServer
 from tidings.store.sqlite import SQLiteStore
 

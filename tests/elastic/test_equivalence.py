@@ -18,7 +18,7 @@ from tests.matching.strategies import (
     topic_names,
 )
 
-from tidings.elastic.deployment import Deployment
+from tidings.elastic.hosting.deployment import Deployment
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Publication, Subscription
 

@@ -20,12 +20,13 @@ from tests.elastic.stream import (
     stable_and_live,
 )
 
-from tidings.elastic import wire
-from tidings.elastic.deployment import Deployment
-from tidings.elastic.exit_point import ExitPointOperator, StoreSink
-from tidings.elastic.matcher import MatcherOperator, _MatcherScale
-from tidings.elastic.operator import Operator
-from tidings.elastic.scaling import ScaleReport
+from tidings.elastic.hosting.deployment import Deployment
+from tidings.elastic.operators.exit_point import ExitPointOperator, StoreSink
+from tidings.elastic.operators.matcher import MatcherOperator
+from tidings.elastic.operators.matcher_scale import MatcherScale, ScaleProgress
+from tidings.elastic.operators.operator import Operator
+from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.scaling import ScaleReport
 from tidings.store.base import Fanout, NewMessage
 from tidings.store.sqlite import SQLiteStore
 
@@ -268,11 +269,15 @@ async def test_an_exit_point_whose_store_fails_leaves_and_is_replaced_losing_not
         check(stream, recorder.messages)
 
 
+class BrokenBuildScale(MatcherScale):
+    async def _build(self, scale: ScaleProgress, records: list[wire.SubscriptionRecord]) -> None:
+        raise RuntimeError("the index could not be built")
+
+
 class BrokenBuild(MatcherOperator):
     """A new matcher whose state build fails (beside its inbox loop) in its first scale."""
 
-    async def _build(self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]) -> None:
-        raise RuntimeError("the index could not be built")
+    Scaling = BrokenBuildScale
 
 
 async def test_a_step_that_fails_beside_the_inbox_loop_fails_the_operator_and_nothing_is_lost(
@@ -307,16 +312,19 @@ async def test_a_step_that_fails_beside_the_inbox_loop_fails_the_operator_and_no
         await broken.coordinator.close()
 
 
+class MuteLeaverScale(MatcherScale):
+    async def _send_state(
+        self, scale: ScaleProgress, records: list[wire.SubscriptionRecord]
+    ) -> None:
+        if not MuteLeaver.mute:
+            await super()._send_state(scale, records)
+
+
 class MuteLeaver(MatcherOperator):
     """A matcher that, once `mute`, never sends its state in a scale."""
 
     mute = False
-
-    async def _send_state(
-        self, scale: _MatcherScale, records: list[wire.SubscriptionRecord]
-    ) -> None:
-        if not MuteLeaver.mute:
-            await super()._send_state(scale, records)
+    Scaling = MuteLeaverScale
 
 
 async def test_a_matcher_lost_before_it_sends_its_state_aborts_the_scale_and_the_wait_for_it(
@@ -337,7 +345,7 @@ async def test_a_matcher_lost_before_it_sends_its_state_aborts_the_scale_and_the
             MuteLeaver.mute = True
             before = len(deployment.reports)
             scale = asyncio.create_task(deployment.scale(matchers=1))  # `mute` leaves
-            while survivor._scale is None or survivor._scale.own is None:
+            while survivor.scaling.current is None or survivor.scaling.current.own is None:
                 await asyncio.sleep(0.005)  # its own share in hand, the other's awaited
             await crash(mute)
             outcomes.append((await scale)[0].outcome)

@@ -59,7 +59,7 @@ from tidings.store.base import (
 )
 
 if TYPE_CHECKING:
-    from tidings.elastic.seam import ElasticMatching
+    from tidings.elastic.hosting.seam import ElasticMatching
 
 log = logging.getLogger("tidings.broker")
 

@@ -23,7 +23,7 @@ from tidings.model import Publication, Subscription, SubscriptionKind
 from tidings.store.base import Fanout, encode_body
 
 if TYPE_CHECKING:
-    from tidings.elastic.seam import ElasticMatching
+    from tidings.elastic.hosting.seam import ElasticMatching
 
 Enqueued = Callable[[Sequence[Fanout]], None]  # told what was enqueued, wherever
 Deliver = Callable[[list[Fanout]], Awaitable[None]]  # enqueue fan-outs in one commit, then tell

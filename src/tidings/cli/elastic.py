@@ -56,8 +56,8 @@ def _operator(
     store: str,
     session_timeout_s: float,
 ) -> None:
-    from tidings.elastic.coordinator import parse_hosts
-    from tidings.elastic.process import run_operator
+    from tidings.elastic.coordination.coordinator import parse_hosts
+    from tidings.elastic.hosting.process import run_operator
 
     parse_hosts(zookeeper)
     _check_bind(bind)
@@ -100,8 +100,8 @@ def status(
     cluster: Annotated[str, CLUSTER] = "default",
 ) -> None:
     """The views, the running operators and the scale in progress, as JSON."""
-    from tidings.elastic.coordinator import Coordinator
-    from tidings.elastic.deployment import cluster_status
+    from tidings.elastic.coordination.coordinator import Coordinator
+    from tidings.elastic.hosting.deployment import cluster_status
 
     async def run() -> dict[str, Any]:
         coordinator = Coordinator(zookeeper, cluster)
@@ -128,8 +128,8 @@ def scale(
         raise TidingsError(
             ErrorCode.INVALID_FIELD, field="matchers", detail="give --matchers and/or --exit-points"
         )
-    from tidings.elastic.coordinator import Coordinator
-    from tidings.elastic.scaling import scale_with_running
+    from tidings.elastic.coordination.coordinator import Coordinator
+    from tidings.elastic.protocol.scaling import scale_with_running
 
     async def run() -> list[dict[str, object]]:
         coordinator = Coordinator(zookeeper, cluster)
