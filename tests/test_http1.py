@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tidings.http1 import AnswerTooLarge, Client, Denied, denied, networks
+from tidings.addresses import denied, networks
+from tidings.http1 import AnswerTooLarge, Client, Denied
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"

@@ -118,7 +118,7 @@ class ElasticSettings:
     cluster: str = "default"
     matchers: int = 1
     exit_points: int = 1
-    autoscale: bool = False  # the autoscaler policy (tidings.elastic.hosting.autoscaler), off by default
+    autoscale: bool = False  # the autoscaler (tidings.elastic.hosting.autoscaler), off by default
     # the operators' inboxes (with a named ZooKeeper: TCP); 0.0.0.0 lets other machines'
     # matchers and exit points reach them (ZeroMQ channels carry no authentication)
     host: str = "127.0.0.1"
@@ -229,7 +229,7 @@ def load_settings(
 
 
 def _check_networks(name: str, text: str) -> None:
-    from tidings.http1 import networks
+    from tidings.addresses import networks
 
     try:
         networks(text)

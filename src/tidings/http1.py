@@ -11,7 +11,6 @@ each origin, reusing them while the server keeps them alive.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import ssl
 from collections.abc import Mapping, Sequence
@@ -21,11 +20,10 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from tidings.addresses import Network, denied
+
 READ_CHUNK = 64 * 1024
 MAX_ANSWER = 1024 * 1024  # bytes of an answer's body read at most (a webhook's, a URL function's)
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class AnswerTooLarge(ValueError):
@@ -34,27 +32,6 @@ class AnswerTooLarge(ValueError):
 
 class Denied(ValueError):
     """The URL's host is, or resolves only to, an address in a denied network."""
-
-
-def networks(text: str) -> tuple[Network, ...]:
-    """`"10.0.0.0/8, fe80::/10"` -> the networks; ValueError names the one that is not."""
-    out = []
-    for part in (p.strip() for p in text.split(",")):
-        if part:
-            try:
-                out.append(ipaddress.ip_network(part, strict=False))
-            except ValueError:
-                raise ValueError(
-                    f"{part!r} is not a network (as 10.0.0.0/8 or fe80::/10)"
-                ) from None
-    return tuple(out)
-
-
-def denied(address: str, deny: Sequence[Network]) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone is not the address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
-    return any(ip.version == n.version and ip in n for n in deny)
 
 
 @dataclass(frozen=True, slots=True)

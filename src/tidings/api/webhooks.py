@@ -12,13 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tidings.addresses import Network, denied, networks
 from tidings.api import schemas as t
 from tidings.api.io import JSONResponse, body_as
 from tidings.api.schemas import Operation, described
 from tidings.api.v1 import SMALL_BODY, owner, webhooks_of
 from tidings.delivery.webhooks import no_webhook
 from tidings.errors import invalid
-from tidings.http1 import Network, denied, networks
 from tidings.store.base import Endpoint
 
 

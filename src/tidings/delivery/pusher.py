@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tidings import __version__
+from tidings.addresses import networks
 from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
 from tidings.delivery.queue import Queue
 from tidings.delivery.signals import Revocations
 from tidings.delivery.signature import HEADER, sign
 from tidings.delivery.stream import PushStream
-from tidings.http1 import Client, networks
+from tidings.http1 import Client
 from tidings.metrics import Metrics
 from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import AckResult, Endpoint, Message

@@ -15,8 +15,9 @@ from typing import Any
 
 import orjson
 
+from tidings.addresses import networks
 from tidings.config import FunctionSettings
-from tidings.http1 import Client, networks
+from tidings.http1 import Client
 
 OPEN_AFTER = 5
 OPEN_FOR_S = 30.0
