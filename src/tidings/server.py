@@ -23,12 +23,15 @@ from tidings import heap, logs
 from tidings.admin import admin_token
 from tidings.api.app import create_app
 from tidings.api.lane import PublishLane
+from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token
 from tidings.sandbox.runner import create_runner
+from tidings.sim.background import Simulations
+from tidings.sim.config import parse_config
 from tidings.store import open_store
 
 
@@ -59,9 +62,16 @@ def build_broker(settings: Settings) -> Broker:
     return broker
 
 
+def build_app(broker: Broker) -> PublishLane:
+    """The application, with the simulations the console runs, behind the publish lane."""
+    simulations = Simulations(broker.settings.data_dir / "simulations")
+    app = create_app(broker, Simulator(simulations, parse_config))
+    return PublishLane(app, broker)
+
+
 def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
     return uvicorn.Config(
-        PublishLane(create_app(broker), broker),
+        build_app(broker),
         host=settings.host,
         port=settings.port,
         log_config=None,  # tidings.logs sets up every logger, uvicorn's included

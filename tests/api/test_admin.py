@@ -12,7 +12,7 @@ import pytest
 from tests.api.conftest import Sub
 
 from tidings.admin import admin_token
-from tidings.api.admin import without_password
+from tidings.api.v1.admin import without_password
 from tidings.server import EmbeddedServer
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,3 +96,23 @@ async def test_the_lane_takes_msgpack_as_the_routed_handler_does(broker: Broker)
             expected = await plain.post("/v1/publications", content=content, headers=headers)
             got = await lane.post("/v1/publications", content=content, headers=headers)
         assert comparable(got) == comparable(expected)
+
+
+async def test_the_lane_and_the_route_run_one_endpoint(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tidings.api.v1.publications import Publish
+
+    answered = Publish.answer
+    calls: list[str] = []
+
+    async def counted(self: Publish, *args: Any) -> int:
+        calls.append("publish")
+        return await answered(self, *args)
+
+    monkeypatch.setattr(Publish, "answer", counted)
+    routed = create_app(broker)
+    async with client(routed) as plain, client(PublishLane(routed, broker)) as lane:
+        assert (await plain.post("/v1/publications", json={"data": 1})).status_code == 201
+        assert (await lane.post("/v1/publications", json={"data": 2})).status_code == 201
+    assert calls == ["publish", "publish"]

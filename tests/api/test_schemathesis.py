@@ -15,7 +15,7 @@ from schemathesis import GenerationMode, checks
 from starlette.routing import Route
 
 from tidings.admin import admin_token
-from tidings.api import admin, compat, functions, v1, webhooks
+from tidings.api import thesis, v1
 from tidings.server import EmbeddedServer
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "5"))
@@ -25,7 +25,7 @@ CHECKS = [
     checks.status_code_conformance,
     checks.content_type_conformance,
 ]
-ROUTES = [*v1.routes, *webhooks.routes, *admin.routes, *compat.routes, *functions.routes]
+ROUTES = [*v1.routes, *thesis.routes]
 OPERATIONS = [
     *sorted(
         (method, route.path)

@@ -33,7 +33,7 @@ async def test_no_more_than_prefetch_messages_are_handed_out_until_some_are_sett
     broker: Broker,
 ) -> None:
     sid = await subscribed(broker, 10)
-    push = PushStream(broker, sid, prefetch=4)
+    push = PushStream(broker.queues, sid, prefetch=4)
     first = await push.next_batch()
     assert len(first) == 4 and push.free() == 0
     waiting = asyncio.create_task(push.next_batch())
@@ -50,7 +50,7 @@ async def test_closing_commits_the_acks_read_then_releases_the_rest_at_once(
     broker: Broker,
 ) -> None:
     sid = await subscribed(broker, 3)
-    push = PushStream(broker, sid, prefetch=10)
+    push = PushStream(broker.queues, sid, prefetch=10)
     acked, *released = await push.next_batch()
     await push.settle("ack", [acked.receipt])  # returns before its commit is done
     await push.close()
@@ -62,7 +62,7 @@ async def test_closing_commits_the_acks_read_then_releases_the_rest_at_once(
 
 async def test_a_nack_hands_messages_back_and_frees_their_room(broker: Broker) -> None:
     sid = await subscribed(broker, 2)
-    push = PushStream(broker, sid, prefetch=2)
+    push = PushStream(broker.queues, sid, prefetch=2)
     batch = await push.next_batch()
     await push.settle("nack", [m.receipt for m in batch])
     again = await asyncio.wait_for(push.next_batch(), 10)

@@ -12,33 +12,33 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from tidings import console
-from tidings.api import admin, compat, functions, metrics, openapi, v1, webhooks
-from tidings.api import schemas as t
+from tidings.api import metrics, openapi, thesis, v1
+from tidings.api.answers import answer
 from tidings.api.errors import HANDLERS, Internal
-from tidings.api.io import JSONResponse
-from tidings.api.schemas import Operation, described
+from tidings.api.operations import Operation, described
+from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
 from tidings.delivery.webhooks import Webhooks
-from tidings.sim.background import Simulations
+from tidings.wire.base import Health, Ready
 
 
-@described(Operation(answer=t.Health))
+@described(Operation(answer=Health))
 async def healthz(request: Request) -> Response:
     """Liveness: the broker answers."""
-    return JSONResponse({"status": "ok"})
+    return answer(Health("ok"))
 
 
-@described(Operation(answer=t.Ready))
+@described(Operation(answer=Ready))
 async def readyz(request: Request) -> Response:
     """Readiness: the broker answers and its store answers within a second (503 if not)."""
     broker: Broker = request.app.state.broker
     await broker.check_store(timeout_s=1.0)
-    return JSONResponse({"status": "ready"})
+    return answer(Ready("ready"))
 
 
-def create_app(broker: Broker) -> Starlette:
+def create_app(broker: Broker, simulator: Simulator | None = None) -> Starlette:
     """The app around a broker that is not yet started; the app's lifespan starts and
-    closes it."""
+    closes it. Without a `simulator`, the admin's simulation calls answer 404."""
     ops: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -46,9 +46,8 @@ def create_app(broker: Broker) -> Starlette:
         Route("/openapi.json", openapi.openapi_json, methods=["GET"]),
         Route("/docs", openapi.docs, methods=["GET"]),
     ]
-    api = [*v1.routes, *webhooks.routes, *admin.routes, *compat.routes, *functions.routes]
+    api = [*v1.routes, *thesis.routes]
     routes = [*ops, *api, *console.routes()]
-    simulations = Simulations(broker.settings.data_dir / "simulations")
     pushers = Webhooks(broker.outlet())
 
     @asynccontextmanager
@@ -59,7 +58,8 @@ def create_app(broker: Broker) -> Starlette:
             yield
         finally:
             await pushers.close()  # before the broker: they release their leases through it
-            simulations.close()
+            if simulator is not None:
+                simulator.runs.close()
             await broker.close()
 
     app = Starlette(
@@ -70,7 +70,7 @@ def create_app(broker: Broker) -> Starlette:
         lifespan=lifespan,
     )
     app.state.broker = broker
-    app.state.simulations = simulations
+    app.state.simulator = simulator
     app.state.webhooks = pushers
     described_routes = [r for r in [*ops, *api] if isinstance(r, Route)]
     app.state.openapi = openapi.document(described_routes, broker.settings)

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tidings.api.io import JSONResponse
+from tidings.api.answers import answer, error
 from tidings.errors import ErrorCode, TidingsError
 
 log = logging.getLogger("tidings.api")
@@ -20,7 +20,7 @@ HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
 
 async def tidings_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TidingsError)
-    return JSONResponse(exc.to_dict(), status_code=exc.status)
+    return answer(error(exc), exc.status)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -28,7 +28,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
     code = HTTP_CODES.get(exc.status_code, ErrorCode.NOT_FOUND)
     err = TidingsError(code, detail=f"no route for {request.method} {request.url.path}")
     headers = {"Allow": allowed(request)} if exc.status_code == 405 else None
-    return JSONResponse(err.to_dict(), status_code=exc.status_code, headers=headers)
+    return answer(error(err), exc.status_code, headers)
 
 
 def allowed(request: Request) -> str:
@@ -70,5 +70,5 @@ class Internal:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:  # half an answer sent: only closing the connection can end it
                 raise
-            body = JSONResponse(TidingsError(ErrorCode.INTERNAL).to_dict(), status_code=500)
+            body = answer(error(TidingsError(ErrorCode.INTERNAL)), 500)
             await body(scope, receive, send)

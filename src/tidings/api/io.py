@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import msgspec
 import orjson
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.requests import HTTPConnection, Request
+from starlette.types import Receive, Scope
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import convert
@@ -18,25 +18,36 @@ from tidings.model import convert
 T = TypeVar("T")
 
 
-class JSONResponse(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
-
-
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refused with 413 as soon as it passes `limit` bytes."""
-    declared = request.headers.get("content-length", "")
+    return await receive_body(request.scope, request.receive, limit)
+
+
+async def receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The same, read from the ASGI channel (the publish route is a pure ASGI endpoint)."""
+    declared = header(scope, b"content-length")
     if declared.isdigit() and int(declared) > limit:
         raise TidingsError(ErrorCode.PAYLOAD_TOO_LARGE, size=int(declared), limit=limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away
+            raise TidingsError(ErrorCode.INVALID_JSON, detail="the request ended early")
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise TidingsError(ErrorCode.PAYLOAD_TOO_LARGE, size=f"more than {limit}", limit=limit)
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def header(scope: Scope, name: bytes) -> str:
+    """A request header's value (the first, if repeated), or ""."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""
 
 
 def parse_json(body: bytes, *, allow_empty: bool = False) -> Any:
@@ -142,7 +153,7 @@ async def publication_body(request: Request, limit: int) -> Any:
     return parse_body(await read_body(request, limit), content_type)
 
 
-def bearer(request: Request) -> str | None:
+def bearer(request: HTTPConnection) -> str | None:
     """The token of `Authorization: Bearer <token>`, or None."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
@@ -161,5 +172,5 @@ def query_as(request: Request, into: type[T]) -> T:
     return convert(dict(request.query_params), into, strict=False)
 
 
-def base_url(request: Request, public_url: str) -> str:
+def base_url(request: HTTPConnection, public_url: str) -> str:
     return public_url.rstrip("/") if public_url else str(request.base_url).rstrip("/")

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tidings.api.schemas import Operation, described
+from tidings.api.operations import Operation, described
 from tidings.broker import Broker
 from tidings.metrics import Metrics
 

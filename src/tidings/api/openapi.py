@@ -1,5 +1,5 @@
 """The OpenAPI document, generated from the types the handlers validate requests with
-(`tidings.api.schemas`), so the document and the validation cannot drift."""
+(`tidings.wire`), so the document and the validation cannot drift."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from tidings import __version__
-from tidings.api import schemas as t
-from tidings.api.io import JSONResponse
-from tidings.api.schemas import DESCRIBED, Operation, described
+from tidings.api.answers import answer
+from tidings.api.operations import DESCRIBED, Operation, described
 from tidings.config import Settings
+from tidings.wire.base import ErrorAnswer
+from tidings.wire.v1 import Messages, StreamFrame
 
 REF = "#/components/schemas/{name}"
 ERROR = {"$ref": REF.format(name="ErrorAnswer")}
@@ -45,7 +46,7 @@ def document(routes: list[Route], settings: Settings) -> dict[str, Any]:
 
 
 def _types(routes: list[tuple[Route, Operation]], settings: Settings) -> list[Any]:
-    found: list[Any] = [t.ErrorAnswer, t.StreamFrame, t.Messages]
+    found: list[Any] = [ErrorAnswer, StreamFrame, Messages]
     for _, op in routes:
         found += [x for x in (op.body, op.answer) if x is not None]
         if op.query is not None:
@@ -127,12 +128,12 @@ def _stream(schema_of: dict[int, Any]) -> dict[str, Any]:
             "oneOf": [
                 {
                     "description": 'a leased batch: {"type": "messages", "messages": [...]}',
-                    **schema_of[id(t.Messages)],
+                    **schema_of[id(Messages)],
                 },
                 {"description": 'a refused frame: {"type": "error", "error": {...}}', **ERROR},
             ]
         },
-        "x-client-frames": schema_of[id(t.StreamFrame)],
+        "x-client-frames": schema_of[id(StreamFrame)],
         "x-close-codes": {"4401": "no token", "4403": "another's token", "4404": "no subscriber"},
     }
 
@@ -149,7 +150,7 @@ DOCS_HTML = f"""<!doctype html><html><head><title>Tidings API</title><meta chars
 @described(Operation(answer=dict[str, Any]))
 async def openapi_json(request: Request) -> Response:
     """The OpenAPI document."""
-    return JSONResponse(request.app.state.openapi)
+    return answer(request.app.state.openapi)
 
 
 @described(Operation(media="text/html"))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
+import msgspec
 import orjson
 import typer
 
@@ -338,8 +338,7 @@ def subscribers(
         if delete:
             return
         for record in admin.subscribers():
-            line = dataclasses.asdict(record)
-            typer.echo(orjson.dumps(line).decode())
+            typer.echo(msgspec.json.encode(record).decode())
 
 
 def register(app: typer.Typer) -> None:

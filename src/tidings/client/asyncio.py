@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import msgspec
@@ -22,8 +22,10 @@ from tidings.client import types as t
 from tidings.client.batching import Batcher
 from tidings.client.calls import Call
 from tidings.http1 import Client
+from tidings.wire.v1 import ErrorFrame, StreamFrame
 
 log = logging.getLogger("tidings.client")
+T = TypeVar("T")
 AsyncMessage = t.Message[Awaitable[None]]
 Callback = Callable[[AsyncMessage], Awaitable[None] | None]
 
@@ -59,7 +61,7 @@ class AsyncClient:
             await self._batcher.flush()
         self._http.close()
 
-    async def run(self, call: Call, token: str | None = None) -> Any:
+    async def run(self, call: Call[T], token: str | None = None) -> T:
         headers = {"Authorization": f"Bearer {token}"} if token and call.auth else {}
         body = b""
         if call.json is not None:
@@ -71,7 +73,7 @@ class AsyncClient:
             )
         except (OSError, TimeoutError, ValueError) as exc:
             raise t.unreachable(self.url, exc) from None
-        return call.parse(t.answered(response.status, response.body))
+        return t.answered(response.status, response.body, call.parse)
 
     async def register(self, ephemeral: bool = False) -> AsyncSubscriberHandle:
         """A new subscriber; an `ephemeral` one is deleted by the broker once it has had no
@@ -93,13 +95,13 @@ class AsyncClient:
             return await self._batcher.add(
                 t.publication_body(data, topics, attributes, function_types)
             )
-        return await self.run(calls.publish(data, topics, attributes, function_types))  # type: ignore[no-any-return]
+        return await self.run(calls.publish(data, topics, attributes, function_types))
 
     async def publish_batch(self, publications: list[dict[str, Any]]) -> list[t.Published]:
-        return await self.run(calls.publish_batch(publications))  # type: ignore[no-any-return]
+        return await self.run(calls.publish_batch(publications))
 
     async def health(self) -> bool:
-        return bool(await self.run(calls.health()))
+        return await self.run(calls.health())
 
 
 class Stream:
@@ -159,17 +161,17 @@ class Stream:
         return self.ack(receipts) if kind == "ack" else self.nack(receipts)
 
     async def ack(self, receipts: list[str]) -> None:
-        await self._send({"type": "ack", "receipts": receipts})
+        await self._send(StreamFrame("ack", receipts))
 
     async def nack(self, receipts: list[str]) -> None:
-        await self._send({"type": "nack", "receipts": receipts})
+        await self._send(StreamFrame("nack", receipts))
 
-    async def _send(self, frame: dict[str, Any]) -> None:
+    async def _send(self, frame: StreamFrame) -> None:
         assert self._ws is not None
         # on a connection that just broke the broker has released these messages already:
         # they come again on the new connection, so there is nothing left to settle
         with contextlib.suppress(ConnectionClosed):
-            await self._ws.send(orjson.dumps(frame).decode())
+            await self._ws.send(msgspec.json.encode(frame).decode())
 
 
 def _decoded(frame: str | bytes, settler: t.Settler[Awaitable[None]]) -> list[AsyncMessage]:
@@ -179,10 +181,9 @@ def _decoded(frame: str | bytes, settler: t.Settler[Awaitable[None]]) -> list[As
     else:
         raw = orjson.loads(frame)
     if raw.get("type") == "error":
-        err = raw["error"]
-        status = t.status_of(err["code"])
-        raise t.TidingsClientError(status, err["code"], err["message"], err.get("field"))
-    return [t.message(m, settler) for m in raw.get("messages", ())]
+        err = msgspec.convert(raw, ErrorFrame).error
+        raise t.TidingsClientError(t.status_of(err.code), err.code, err.message, err.field)
+    return t.messages(raw.get("messages", []), settler)
 
 
 class AsyncSubscriberHandle:
@@ -193,7 +194,7 @@ class AsyncSubscriberHandle:
         self.id, self.token = registration.id, registration.token
         self.base = f"/v1/subscribers/{self.id}"
 
-    async def _run(self, call: Call) -> Any:
+    async def _run(self, call: Call[T]) -> T:
         return await self.client.run(call, self.token)
 
     async def subscribe(
@@ -203,46 +204,46 @@ class AsyncSubscriberHandle:
         predicates: list[dict[str, Any]] | None = None,
         function: dict[str, Any] | None = None,
     ) -> t.Subscription:
-        return await self._run(calls.subscribe(self.base, topics, predicates, function))  # type: ignore[no-any-return]
+        return await self._run(calls.subscribe(self.base, topics, predicates, function))
 
     async def subscriptions(self) -> list[t.Subscription]:
-        return await self._run(calls.subscriptions(self.base))  # type: ignore[no-any-return]
+        return await self._run(calls.subscriptions(self.base))
 
     async def subscription(self, subscription_id: str) -> t.Subscription:
-        return await self._run(calls.subscription(self.base, subscription_id))  # type: ignore[no-any-return]
+        return await self._run(calls.subscription(self.base, subscription_id))
 
     async def unsubscribe(self, subscription_id: str) -> None:
-        await self._run(calls.subscription(self.base, subscription_id, "DELETE"))
+        await self._run(calls.unsubscribe(self.base, subscription_id))
 
     async def resume(self, subscription_id: str) -> t.Subscription:
-        return await self._run(calls.subscription(self.base, subscription_id, "POST", "/resume"))  # type: ignore[no-any-return]
+        return await self._run(calls.subscription(self.base, subscription_id, "/resume"))
 
     async def pull(
         self, max_messages: int = 10, wait: float = 0.0, visibility: float | None = None
     ) -> list[AsyncMessage]:
-        call = calls.pull(self.base, max_messages, wait, visibility, self._settle)
-        return await self._run(call)  # type: ignore[no-any-return]
+        settler: t.Settler[Awaitable[None]] = self._settle
+        return await self._run(calls.pull(self.base, max_messages, wait, visibility, settler))
 
     async def _settle(self, kind: str, receipts: list[str]) -> None:
         await self._run(calls.settle(self.base, kind, receipts))
 
     async def ack(self, receipts: list[str]) -> t.AckResult:
-        return await self._run(calls.settle(self.base, "ack", receipts))  # type: ignore[no-any-return]
+        return await self._run(calls.settle(self.base, "ack", receipts))
 
     async def nack(self, receipts: list[str], delay: float = 0.0) -> t.AckResult:
-        return await self._run(calls.settle(self.base, "nack", receipts, delay))  # type: ignore[no-any-return]
+        return await self._run(calls.settle(self.base, "nack", receipts, delay))
 
     async def info(self) -> t.SubscriberInfo:
-        return await self._run(calls.info(self.base))  # type: ignore[no-any-return]
+        return await self._run(calls.info(self.base))
 
     async def depth(self) -> t.Depth:
-        return await self._run(calls.depth(self.base))  # type: ignore[no-any-return]
+        return await self._run(calls.depth(self.base))
 
     async def dead_letters(self, limit: int = 100) -> list[t.DeadLetter]:
-        return await self._run(calls.dead_letters(self.base, limit))  # type: ignore[no-any-return]
+        return await self._run(calls.dead_letters(self.base, limit))
 
     async def redrive(self, ids: list[int] | None = None) -> int:
-        return await self._run(calls.redrive(self.base, ids))  # type: ignore[no-any-return]
+        return await self._run(calls.redrive(self.base, ids))
 
     async def unregister(self) -> None:
         await self._run(calls.unregister(self.base))

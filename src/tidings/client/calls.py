@@ -1,23 +1,43 @@
-"""Each API call described once, as data: method, path, body and how to read the answer.
-The sync and asyncio clients only differ in how they send a `Call`."""
+"""Each API call described once, as data: method, path, body and how to read the answer
+(decoded into its wire shape, `tidings.wire`). The sync and asyncio clients only differ in
+how they send a `Call[T]`, and both return its `T`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import orjson
 
 from tidings.client import types as t
+from tidings.wire import admin as wa
+from tidings.wire import v1 as w
+from tidings.wire.base import AckBody, Health, Settled
+
+T = TypeVar("T")
+
+
+def loaded(body: bytes) -> Any:
+    """The answer as plain JSON values (None for no body): for calls with no shape here."""
+    return orjson.loads(body) if body else None
+
+
+def nothing(body: bytes) -> None:
+    """For the calls that answer 204."""
+
+
+def decoded(into: type[T]) -> Callable[[bytes], T]:
+    """The answer decoded into its shape (a refusal names what did not fit)."""
+    return lambda body: msgspec.json.decode(body, type=into)
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class Call(Generic[T]):
     method: str
     path: str
-    parse: Callable[[Any], Any] = lambda raw: raw
+    parse: Callable[[bytes], T] = loaded
     json: Any = None
     params: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
@@ -33,17 +53,15 @@ class Call:
         """The body and its content type."""
         if self.packed:
             return msgspec.msgpack.encode(self.json), "application/msgpack"
+        if isinstance(self.json, msgspec.Struct):  # a request's wire shape
+            return msgspec.json.encode(self.json), "application/json"
+        # the caller's values (a publication's data), written by orjson as they always were
         return orjson.dumps(self.json), "application/json"
 
 
-def register(ephemeral: bool = False) -> Call:
-    return Call(
-        "POST",
-        "/v1/subscribers",
-        lambda r: t.Registration(r["id"], r["token"], r["queue_url"]),
-        json={"ephemeral": True} if ephemeral else None,
-        auth=False,
-    )
+def register(ephemeral: bool = False) -> Call[t.Registration]:
+    body = {"ephemeral": True} if ephemeral else None
+    return Call("POST", "/v1/subscribers", decoded(w.Registered), json=body, auth=False)
 
 
 def publish(
@@ -51,23 +69,27 @@ def publish(
     topics: list[str] | None,
     attributes: dict[str, Any] | None,
     function_types: list[str] | None,
-) -> Call:
+) -> Call[t.Published]:
     body = t.publication_body(data, topics, attributes, function_types)
-    return Call("POST", "/v1/publications", lambda r: t.Published(**r), json=body, auth=False)
+    return Call("POST", "/v1/publications", decoded(w.Published), json=body, auth=False)
 
 
-def publish_batch(publications: list[dict[str, Any]]) -> Call:
-    return Call(
-        "POST",
-        "/v1/publications/batch",
-        lambda r: [t.Published(**p) for p in r["publications"]],
-        json={"publications": publications},
-        auth=False,
-    )
+def _publications(body: bytes) -> list[t.Published]:
+    answer = msgspec.json.decode(body, type=w.BatchCounts)
+    return answer.publications if isinstance(answer.publications, list) else []
 
 
-def health() -> Call:
-    return Call("GET", "/healthz", lambda r: r["status"] == "ok", auth=False)
+def publish_batch(publications: list[dict[str, Any]]) -> Call[list[t.Published]]:
+    body = {"publications": publications}
+    return Call("POST", "/v1/publications/batch", _publications, json=body, auth=False)
+
+
+def _healthy(body: bytes) -> bool:
+    return msgspec.json.decode(body, type=Health).status == "ok"
+
+
+def health() -> Call[bool]:
+    return Call("GET", "/healthz", _healthy, auth=False)
 
 
 def subscribe(
@@ -75,24 +97,31 @@ def subscribe(
     topics: list[str] | None,
     predicates: list[dict[str, Any]] | None,
     function: dict[str, Any] | None,
-) -> Call:
+) -> Call[t.Subscription]:
     body = t.subscription_body(topics, predicates, function)
-    return Call("POST", f"{base}/subscriptions", t.subscription, json=body)
+    return Call("POST", f"{base}/subscriptions", decoded(w.SubscriptionOut), json=body)
 
 
-def subscriptions(base: str) -> Call:
-    return Call(
-        "GET", f"{base}/subscriptions", lambda r: [t.subscription(s) for s in r["subscriptions"]]
-    )
+def _subscriptions(body: bytes) -> list[t.Subscription]:
+    return msgspec.json.decode(body, type=w.Subscriptions).subscriptions
 
 
-def subscription(base: str, sid: str, method: str = "GET", suffix: str = "") -> Call:
-    parse = t.subscription if method != "DELETE" else (lambda r: r)
-    return Call(method, f"{base}/subscriptions/{sid}{suffix}", parse)
+def subscriptions(base: str) -> Call[list[t.Subscription]]:
+    return Call("GET", f"{base}/subscriptions", _subscriptions)
 
 
-def info(base: str) -> Call:
-    return Call("GET", base, t.subscriber_info)
+def subscription(base: str, sid: str, suffix: str = "") -> Call[t.Subscription]:
+    """Read it, or with `suffix="/resume"` resume it."""
+    method = "POST" if suffix else "GET"
+    return Call(method, f"{base}/subscriptions/{sid}{suffix}", decoded(w.SubscriptionOut))
+
+
+def unsubscribe(base: str, sid: str) -> Call[None]:
+    return Call("DELETE", f"{base}/subscriptions/{sid}", nothing)
+
+
+def info(base: str) -> Call[t.SubscriberInfo]:
+    return Call("GET", base, decoded(w.SubscriberInfo))
 
 
 def pull(
@@ -100,67 +129,68 @@ def pull(
     max_messages: int,
     wait: float,
     visibility: float | None,
-    settler: t.Settler[Any] | None = None,
-) -> Call:
+    settler: t.Settler[t.S] | None = None,
+) -> Call[list[t.Message[t.S]]]:
     """Messages that `ack()`/`nack()` through `settler`."""
     params: dict[str, Any] = {"max": max_messages, "wait": wait}
     if visibility is not None:
         params["visibility"] = visibility
-    return Call(
-        "GET",
-        f"{base}/messages",
-        lambda r: [t.message(m, settler) for m in r["messages"]],
-        params=params,
-        timeout=wait + 30,
-    )
+
+    def parse(body: bytes) -> list[t.Message[t.S]]:
+        return t.settled_by(msgspec.json.decode(body, type=t.Pulled)["messages"], settler)
+
+    return Call("GET", f"{base}/messages", parse, params=params, timeout=wait + 30)
 
 
-def settle(base: str, kind: str, receipts: list[str], delay: float = 0.0) -> Call:
-    body: dict[str, Any] = {"receipts": receipts}
-    if kind == "nack":
-        body["delay"] = delay
-    return Call("POST", f"{base}/messages/{kind}", lambda r: t.AckResult(**r), json=body)
+def settle(base: str, kind: str, receipts: list[str], delay: float = 0.0) -> Call[t.AckResult]:
+    body = w.NackBody(receipts, delay) if kind == "nack" else AckBody(receipts)
+    return Call("POST", f"{base}/messages/{kind}", decoded(Settled), json=body)
 
 
-def depth(base: str) -> Call:
-    return Call("GET", base, lambda r: t.Depth(**r["depth"]))
+def _depth(body: bytes) -> t.Depth:
+    return msgspec.json.decode(body, type=w.SubscriberInfo).depth
 
 
-def dead_letters(base: str, limit: int) -> Call:
-    return Call(
-        "GET",
-        f"{base}/dead-letters",
-        lambda r: [t.dead_letter(d) for d in r["dead_letters"]],
-        params={"limit": limit},
-    )
+def depth(base: str) -> Call[t.Depth]:
+    return Call("GET", base, _depth)
 
 
-def redrive(base: str, ids: list[int] | None) -> Call:
-    return Call(
-        "POST",
-        f"{base}/dead-letters/redrive",
-        lambda r: int(r["redriven"]),
-        json={} if ids is None else {"ids": ids},
-    )
+def _dead_letters(body: bytes) -> list[t.DeadLetter]:
+    return msgspec.json.decode(body, type=w.DeadLetters).dead_letters
 
 
-def unregister(base: str) -> Call:
-    return Call("DELETE", base)
+def dead_letters(base: str, limit: int) -> Call[list[t.DeadLetter]]:
+    return Call("GET", f"{base}/dead-letters", _dead_letters, params={"limit": limit})
 
 
-def admin_overview() -> Call:
-    return Call("GET", "/v1/admin/overview", lambda r: r)
+def _redriven(body: bytes) -> int:
+    return msgspec.json.decode(body, type=w.Redriven).redriven
 
 
-def admin_subscribers(after: str, limit: int) -> Call:
+def redrive(base: str, ids: list[int] | None) -> Call[int]:
+    body = {} if ids is None else {"ids": ids}
+    return Call("POST", f"{base}/dead-letters/redrive", _redriven, json=body)
+
+
+def unregister(base: str) -> Call[None]:
+    return Call("DELETE", base, nothing)
+
+
+def admin_overview() -> Call[dict[str, Any]]:
+    """The overview as plain values (`tidings.wire.admin.Overview`'s fields)."""
+    return Call("GET", "/v1/admin/overview", decoded(dict[str, Any]))
+
+
+def _page(body: bytes) -> tuple[list[t.SubscriberRecord], str | None]:
+    page = msgspec.json.decode(body, type=wa.SubscribersPage)
+    return page.subscribers, page.next
+
+
+def admin_subscribers(after: str, limit: int) -> Call[tuple[list[t.SubscriberRecord], str | None]]:
     """A page: (records, the id to continue after, or None at the end)."""
-    return Call(
-        "GET",
-        "/v1/admin/subscribers",
-        lambda r: ([t.subscriber_record(s) for s in r["subscribers"]], r["next"]),
-        params={"after": after, "limit": limit},
-    )
+    params: dict[str, Any] = {"after": after, "limit": limit}
+    return Call("GET", "/v1/admin/subscribers", _page, params=params)
 
 
-def admin_delete(subscriber_id: str) -> Call:
-    return Call("DELETE", f"/v1/admin/subscribers/{subscriber_id}", lambda r: None)
+def admin_delete(subscriber_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/admin/subscribers/{subscriber_id}", nothing)

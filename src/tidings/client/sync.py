@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -17,6 +17,7 @@ from tidings.client import types as t
 from tidings.client.calls import Call
 
 log = logging.getLogger("tidings.client")
+T = TypeVar("T")
 
 
 class Client:
@@ -33,7 +34,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def run(self, call: Call, token: str | None = None) -> Any:
+    def run(self, call: Call[T], token: str | None = None) -> T:
         headers = {"Authorization": f"Bearer {token}"} if token and call.auth else {}
         body: bytes | None = None
         if call.json is not None:
@@ -49,7 +50,7 @@ class Client:
             )
         except httpx.TransportError as exc:
             raise t.unreachable(self.url, exc) from None
-        return call.parse(t.checked(response))
+        return t.checked(response, call.parse)
 
     def register(self, ephemeral: bool = False) -> SubscriberHandle:
         """A new subscriber; an `ephemeral` one is deleted by the broker once it has had no
@@ -72,13 +73,13 @@ class Client:
         attributes: dict[str, Any] | None = None,
         function_types: list[str] | None = None,
     ) -> t.Published:
-        return self.run(calls.publish(data, topics, attributes, function_types))  # type: ignore[no-any-return]
+        return self.run(calls.publish(data, topics, attributes, function_types))
 
     def publish_batch(self, publications: list[dict[str, Any]]) -> list[t.Published]:
-        return self.run(calls.publish_batch(publications))  # type: ignore[no-any-return]
+        return self.run(calls.publish_batch(publications))
 
     def health(self) -> bool:
-        return bool(self.run(calls.health()))
+        return self.run(calls.health())
 
 
 class SubscriberHandle:
@@ -89,7 +90,7 @@ class SubscriberHandle:
         self.id, self.token = registration.id, registration.token
         self.base = f"/v1/subscribers/{self.id}"
 
-    def _run(self, call: Call) -> Any:
+    def _run(self, call: Call[T]) -> T:
         return self.client.run(call, self.token)
 
     def subscribe(
@@ -99,25 +100,25 @@ class SubscriberHandle:
         predicates: list[dict[str, Any]] | None = None,
         function: dict[str, Any] | None = None,
     ) -> t.Subscription:
-        return self._run(calls.subscribe(self.base, topics, predicates, function))  # type: ignore[no-any-return]
+        return self._run(calls.subscribe(self.base, topics, predicates, function))
 
     def subscriptions(self) -> list[t.Subscription]:
-        return self._run(calls.subscriptions(self.base))  # type: ignore[no-any-return]
+        return self._run(calls.subscriptions(self.base))
 
     def subscription(self, subscription_id: str) -> t.Subscription:
-        return self._run(calls.subscription(self.base, subscription_id))  # type: ignore[no-any-return]
+        return self._run(calls.subscription(self.base, subscription_id))
 
     def unsubscribe(self, subscription_id: str) -> None:
-        self._run(calls.subscription(self.base, subscription_id, "DELETE"))
+        self._run(calls.unsubscribe(self.base, subscription_id))
 
     def resume(self, subscription_id: str) -> t.Subscription:
-        return self._run(calls.subscription(self.base, subscription_id, "POST", "/resume"))  # type: ignore[no-any-return]
+        return self._run(calls.subscription(self.base, subscription_id, "/resume"))
 
     def pull(
         self, max_messages: int = 10, wait: float = 0.0, visibility: float | None = None
     ) -> list[t.Message[None]]:
         call = calls.pull(self.base, max_messages, wait, visibility, self._settle)
-        return self._run(call)  # type: ignore[no-any-return]
+        return self._run(call)
 
     def _settle(self, kind: str, receipts: list[str]) -> None:
         self._run(calls.settle(self.base, kind, receipts))
@@ -150,22 +151,22 @@ class SubscriberHandle:
         return Consumer(self, callback, max_messages)
 
     def ack(self, receipts: list[str]) -> t.AckResult:
-        return self._run(calls.settle(self.base, "ack", receipts))  # type: ignore[no-any-return]
+        return self._run(calls.settle(self.base, "ack", receipts))
 
     def nack(self, receipts: list[str], delay: float = 0.0) -> t.AckResult:
-        return self._run(calls.settle(self.base, "nack", receipts, delay))  # type: ignore[no-any-return]
+        return self._run(calls.settle(self.base, "nack", receipts, delay))
 
     def info(self) -> t.SubscriberInfo:
-        return self._run(calls.info(self.base))  # type: ignore[no-any-return]
+        return self._run(calls.info(self.base))
 
     def depth(self) -> t.Depth:
-        return self._run(calls.depth(self.base))  # type: ignore[no-any-return]
+        return self._run(calls.depth(self.base))
 
     def dead_letters(self, limit: int = 100) -> list[t.DeadLetter]:
-        return self._run(calls.dead_letters(self.base, limit))  # type: ignore[no-any-return]
+        return self._run(calls.dead_letters(self.base, limit))
 
     def redrive(self, ids: list[int] | None = None) -> int:
-        return self._run(calls.redrive(self.base, ids))  # type: ignore[no-any-return]
+        return self._run(calls.redrive(self.base, ids))
 
     def unregister(self) -> None:
         self._run(calls.unregister(self.base))
@@ -228,7 +229,7 @@ class AdminHandle:
         self.client, self.token = client, token
 
     def overview(self) -> dict[str, Any]:
-        return self.client.run(calls.admin_overview(), self.token)  # type: ignore[no-any-return]
+        return self.client.run(calls.admin_overview(), self.token)
 
     def subscribers(self, page: int = 100) -> Iterator[t.SubscriberRecord]:
         """Every subscriber, in id order, fetched `page` at a time."""

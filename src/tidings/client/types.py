@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import httpx
-import orjson
+import msgspec
 
 from tidings.errors import CATALOGUE
+from tidings.wire import admin, v1
+from tidings.wire.base import ErrorAnswer, Settled
 
 
 class TidingsClientError(Exception):
@@ -21,21 +22,25 @@ class TidingsClientError(Exception):
         self.status, self.code, self.message, self.field = status, code, message, field
 
 
-@dataclass(frozen=True, slots=True)
-class Registration:
-    id: str
-    token: str
-    queue_url: str
-
+# The answers are the wire shapes the broker encodes them from (`tidings.wire`), under the
+# names the client has always given them.
+Registration = v1.Registered
+Published = v1.Published
+AckResult = Settled
+Depth = v1.Depth
+SubscriberInfo = v1.SubscriberInfo
+Subscription = v1.SubscriptionOut
+SubscriberRecord = admin.SubscriberRecord
+DeadLetter = v1.DeadLetterOut
 
 S = TypeVar("S")  # what settling returns: None (sync client) or an awaitable (asyncio)
 Settler = Callable[[str, list[str]], S]  # ("ack" | "nack", receipts)
 
 
-@dataclass(frozen=True, slots=True)
-class Message(Generic[S]):
-    """A delivered message. `ack()` / `nack()` settle it through whatever delivered it (the
-    HTTP queue or the stream); on the asyncio client they are awaited."""
+class Message(msgspec.Struct, Generic[S], frozen=True):
+    """A delivered message, in the full form (`tidings.wire.v1.MessageOut` with every field).
+    `ack()` / `nack()` settle it through whatever delivered it (the HTTP queue or the
+    stream); on the asyncio client they are awaited."""
 
     id: int
     receipt: str
@@ -44,7 +49,7 @@ class Message(Generic[S]):
     subscription_ids: list[str]
     enqueued_at: float
     body: Any
-    settler: Settler[S] | None = field(default=None, repr=False, compare=False)
+    settler: Any = None  # a Settler[S]: set by the client, never on the wire
 
     @property
     def data(self) -> Any:
@@ -60,93 +65,21 @@ class Message(Generic[S]):
     def _settle(self, kind: str) -> S:
         if self.settler is None:
             raise RuntimeError("this message did not come through a client: use its receipt")
-        return self.settler(kind, [self.receipt])
+        settler: Settler[S] = self.settler
+        return settler(kind, [self.receipt])
 
 
-@dataclass(frozen=True, slots=True)
-class Published:
-    id: str
-    published_at: float
-    deliveries: int
+Pulled = dict[str, list[Message[Any]]]  # a pull's answer, as the client reads it
 
 
-@dataclass(frozen=True, slots=True)
-class AckResult:
-    acked: list[str]
-    unknown: list[str]
+def settled_by(found: list[Message[Any]], settler: Settler[S] | None) -> list[Message[S]]:
+    """The messages, each settled through `settler`."""
+    return [msgspec.structs.replace(m, settler=settler) for m in found]
 
 
-@dataclass(frozen=True, slots=True)
-class Depth:
-    ready: int
-    leased: int
-    dead: int
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriberInfo:
-    id: str
-    created_at: float
-    queue_url: str
-    depth: Depth
-
-
-@dataclass(frozen=True, slots=True)
-class Subscription:
-    id: str
-    subscriber_id: str
-    kind: str  # topic | content | function
-    created_at: float
-    status: str  # active | suspended
-    status_reason: str | None = None
-    topics: list[str] | None = None
-    predicates: list[dict[str, Any]] | None = None
-    function: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriberRecord:
-    """A subscriber as the admin sees it."""
-
-    id: str
-    created_at: float
-    last_seen: float
-    ephemeral: bool
-    depth: Depth
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    id: int
-    publication_id: str
-    attempt: int
-    reason: str
-    dead_at: float
-    body: Any
-
-
-def message(raw: dict[str, Any], settler: Settler[S] | None = None) -> Message[S]:
-    fields = ("id", "receipt", "attempt", "publication_id", "subscription_ids", "enqueued_at")
-    return Message(**{k: raw[k] for k in fields}, body=raw["body"], settler=settler)
-
-
-def subscriber_record(raw: dict[str, Any]) -> SubscriberRecord:
-    keys = ("id", "created_at", "last_seen", "ephemeral")
-    return SubscriberRecord(**{k: raw[k] for k in keys}, depth=Depth(**raw["depth"]))
-
-
-def subscriber_info(raw: dict[str, Any]) -> SubscriberInfo:
-    return SubscriberInfo(raw["id"], raw["created_at"], raw["queue_url"], Depth(**raw["depth"]))
-
-
-def subscription(raw: dict[str, Any]) -> Subscription:
-    known = Subscription.__dataclass_fields__
-    return Subscription(**{k: v for k, v in raw.items() if k in known})
-
-
-def dead_letter(raw: dict[str, Any]) -> DeadLetter:
-    keys = ("id", "publication_id", "attempt", "reason", "dead_at", "body")
-    return DeadLetter(**{k: raw[k] for k in keys})
+def messages(raw: Any, settler: Settler[S] | None = None) -> list[Message[S]]:
+    """Messages from already decoded values (a stream frame's), settled through `settler`."""
+    return settled_by(msgspec.convert(raw, list[Message[Any]]), settler)
 
 
 def subscription_body(
@@ -181,23 +114,26 @@ def publication_body(
     return body
 
 
-def checked(response: httpx.Response) -> Any:
-    """The decoded body of a success, or TidingsClientError with the broker's code."""
-    return answered(response.status_code, response.content)
+T = TypeVar("T")
 
 
-def answered(status: int, body: bytes) -> Any:
+def checked(response: httpx.Response, parse: Callable[[bytes], T]) -> T:
+    """The parsed body of a success, or TidingsClientError with the broker's code."""
+    return answered(response.status_code, response.content, parse)
+
+
+def answered(status: int, body: bytes, parse: Callable[[bytes], T]) -> T:
     """The same from a status and a body, whatever carried them."""
     if status < 400:
-        return orjson.loads(body) if body else None
+        return parse(body)
     raise refused(status, body)
 
 
 def refused(status: int, body: bytes | bytearray | None) -> TidingsClientError:
     try:
-        err = orjson.loads(bytes(body or b""))["error"]
-        return TidingsClientError(status, err["code"], err["message"], err.get("field"))
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+        err = msgspec.json.decode(bytes(body or b""), type=ErrorAnswer).error
+        return TidingsClientError(status, err.code, err.message, err.field)
+    except msgspec.DecodeError:
         text = bytes(body or b"").decode(errors="replace")[:200]
         return TidingsClientError(status, "http_error", text or f"HTTP {status}")
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.client import AsyncClient, AsyncSubscriberHandle
-from tidings.client.calls import Call
+from tidings.client.calls import Call, decoded
+from tidings.wire.thesis import CompatRegistered
 
 ENGLISH = "The weather in Munich is sunny and warm today."
 SPANISH = "El tiempo en Madrid es soleado y cálido hoy."
@@ -192,12 +193,13 @@ class Inbox:
 
 async def _thesis_subscriber(client: AsyncClient, sub: Sub) -> AsyncSubscriberHandle:
     """The thesis's operations: RegisterSubscriber, then one Subscribe* call per kind."""
-    raw = await client.run(Call("POST", "/api/RegisterSubscriber", auth=False))
-    handle = client.subscriber(raw["subscriberId"], raw["token"])
+    register = Call("POST", "/api/RegisterSubscriber", decoded(CompatRegistered), auth=False)
+    registered = await client.run(register)
+    handle = client.subscriber(registered.subscriberId, registered.token)
 
     async def call(operation: str, body: dict[str, Any]) -> None:
         body = {"subscriberId": handle.id, **body}
-        await client.run(Call("POST", f"/api/{operation}", json=body), token=raw["token"])
+        await client.run(Call("POST", f"/api/{operation}", json=body), token=handle.token)
 
     if sub.topics:
         await call("SubscribeTopics", {"topics": sub.topics})

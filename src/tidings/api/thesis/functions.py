@@ -14,11 +14,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api import schemas as t
-from tidings.api.io import JSONResponse, body_as
-from tidings.api.schemas import Operation, described
+from tidings.api.answers import answer
+from tidings.api.io import body_as
+from tidings.api.operations import Operation, described
 from tidings.functions import call_builtin, check_builtin
 from tidings.model import check_depth
+from tidings.wire import thesis as w
 
 ROUTES = {
     "DetectLanguages": "detect_language",
@@ -32,15 +33,15 @@ LIMIT = 8 * 1024 * 1024
 
 
 def endpoint(name: str) -> Any:
-    @described(Operation(t.FunctionCallBody, answer=t.Match))
+    @described(Operation(w.FunctionCallBody, answer=w.Match))
     async def handle(request: Request) -> Response:
-        raw, call = await body_as(request, t.FunctionCallBody, LIMIT)
+        raw, call = await body_as(request, w.FunctionCallBody, LIMIT)
         limits = request.app.state.broker.settings.limits
         check_depth(raw["publication"], "publication", limits)
         check_depth(call.params, "params", limits)
         check_builtin(name, call.params, field="$")
         matched = await asyncio.to_thread(call_builtin, name, call.publication, call.params)
-        return JSONResponse({"match": matched})
+        return answer(w.Match(matched))
 
     handle.__doc__ = f"The {name} function as a URL function."
     handle.__name__ = name

@@ -5,7 +5,6 @@ is `tidings.delivery.webhooks`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -13,13 +12,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tidings.addresses import Network, denied, networks
-from tidings.api import schemas as t
-from tidings.api.io import JSONResponse, body_as
-from tidings.api.schemas import Operation, described
-from tidings.api.v1 import SMALL_BODY, owner, webhooks_of
+from tidings.api import answers
+from tidings.api.answers import answer
+from tidings.api.common import SMALL_BODY, owner, webhooks_of
+from tidings.api.io import body_as
+from tidings.api.operations import Operation, described
 from tidings.delivery.webhooks import no_webhook
 from tidings.errors import invalid
-from tidings.store.base import Endpoint
+from tidings.wire import v1 as w
 
 
 def endpoint_url(url: str, deny: Sequence[Network] = ()) -> str:
@@ -31,7 +31,7 @@ def endpoint_url(url: str, deny: Sequence[Network] = ()) -> str:
     except ValueError as exc:  # a port that is no number or out of range, a bad IPv6 host
         raise invalid("url", f"not a usable URL: {exc}") from None
     problems = [
-        (len(url) > t.MAX_URL, f"at most {t.MAX_URL} characters"),
+        (len(url) > w.MAX_URL, f"at most {w.MAX_URL} characters"),
         (not all(0x21 <= ord(c) <= 0x7E for c in url), "printable ASCII only: percent-encode"),
         (parts.scheme not in ("http", "https"), "the scheme is http or https"),
         (not parts.hostname, "the URL names no host"),
@@ -52,36 +52,25 @@ def _denied_literal(host: str | None, deny: Sequence[Network]) -> bool:
         return False
 
 
-def webhook_json(e: Endpoint) -> dict[str, Any]:
-    return {
-        "url": e.url,
-        "state": e.state,
-        "reason": e.reason,
-        "failures": e.failures,
-        "updated_at": e.updated_at,
-        "secret": e.secret,
-    }
-
-
-@described(Operation(t.WebhookBody, answer=t.Webhook, token=True))
+@described(Operation(w.WebhookBody, answer=w.Webhook, token=True))
 async def set_webhook(request: Request) -> Response:
     """Push the subscriber's messages to an HTTP endpoint; a new URL resumes delivery."""
     _, sid = await owner(request)
-    _, body = await body_as(request, t.WebhookBody, SMALL_BODY)
+    _, body = await body_as(request, w.WebhookBody, SMALL_BODY)
     webhooks = webhooks_of(request)
     deny = networks(webhooks.settings.deny_networks)
     endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny))
-    return JSONResponse(webhook_json(endpoint))
+    return answer(answers.webhook(endpoint))
 
 
-@described(Operation(answer=t.Webhook, token=True))
+@described(Operation(answer=w.Webhook, token=True))
 async def get_webhook(request: Request) -> Response:
     """The subscriber's webhook: its URL, state, failures and secret."""
     _, sid = await owner(request)
     endpoint = await webhooks_of(request).endpoint(sid)
     if endpoint is None:
         raise no_webhook(sid)
-    return JSONResponse(webhook_json(endpoint))
+    return answer(answers.webhook(endpoint))
 
 
 @described(Operation(status=204, token=True))
@@ -92,11 +81,11 @@ async def delete_webhook(request: Request) -> Response:
     return Response(status_code=204)
 
 
-@described(Operation(answer=t.Webhook, token=True))
+@described(Operation(answer=w.Webhook, token=True))
 async def resume_webhook(request: Request) -> Response:
     """Resume a webhook paused after repeated failures (takes no body)."""
     _, sid = await owner(request)
-    return JSONResponse(webhook_json(await webhooks_of(request).resume(sid)))
+    return answer(answers.webhook(await webhooks_of(request).resume(sid)))
 
 
 W = "/v1/subscribers/{subscriber_id}/webhook"

@@ -13,15 +13,16 @@ import contextlib
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-import orjson
+from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from tidings.api import answers
 from tidings.api.io import parse_json, parse_msgpack
-from tidings.api.schemas import StreamFrame
 from tidings.delivery.frames import ENCODINGS, FORMS, Encoding, Form, messages_frame, msgpack_frame
 from tidings.delivery.stream import PushStream
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts, convert
+from tidings.wire.v1 import ErrorFrame, StreamFrame
 
 if TYPE_CHECKING:
     from tidings.broker import Broker
@@ -63,8 +64,10 @@ class Framing:
         return messages_frame(batch, self.form)
 
     def error(self, exc: TidingsError) -> bytes:
-        frame = {"type": "error", **exc.to_dict()}
-        return msgspec.msgpack.encode(frame) if self.encoding == "msgpack" else orjson.dumps(frame)
+        frame = ErrorFrame(answers.error(exc).error)
+        if self.encoding == "msgpack":
+            return msgspec.msgpack.encode(frame)
+        return msgspec.json.encode(frame)
 
     def read(self, raw: Any) -> Any:
         """A frame from the subscriber: text is JSON; binary is JSON, or MessagePack on a
@@ -139,3 +142,6 @@ async def _parsed(ws: WebSocket, framing: Framing, raw: Any) -> tuple[Any, list[
     except TidingsError as exc:
         await ws.send_bytes(framing.error(exc))
         return None
+
+
+routes = [WebSocketRoute("/v1/subscribers/{subscriber_id}/stream", stream)]

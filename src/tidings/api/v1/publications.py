@@ -1,0 +1,139 @@
+"""Publishing under /v1: one publication, or a batch.
+
+`POST /v1/publications` is the hottest call a broker takes, so its endpoint is a pure ASGI
+app: no request object, exception or middleware layers (the profile is in docs/perf.md).
+The route serves it within the application, and `tidings.api.lane.PublishLane` calls the
+very same endpoint in front of the application, skipping the framework's routing."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+import msgspec
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from tidings.api import answers
+from tidings.api.answers import answer
+from tidings.api.common import settings_of
+from tidings.api.io import header, parse_body, publication_body, query_as, receive_body
+from tidings.api.operations import Operation, described
+from tidings.broker import Broker, PublicationInput
+from tidings.config import Settings
+from tidings.errors import ErrorCode, TidingsError
+from tidings.model import convert, parse_publication_body
+from tidings.wire import v1 as w
+
+log = logging.getLogger("tidings.api")
+PATH = "/v1/publications"
+HEADERS = [(b"content-type", b"application/json")]
+
+
+def publication_input(raw: Any, settings: Settings) -> PublicationInput:
+    """A publication from its decoded body. Binary `data` (MessagePack `bin`) is kept as its
+    base64 text, marked `data_encoding: base64`; binary anywhere else has no JSON form."""
+    encoding = "json"
+    if isinstance(raw, dict) and isinstance(raw.get("data"), bytes | bytearray):
+        raw = {**raw, "data": base64.b64encode(raw["data"]).decode()}
+        encoding = "base64"
+    data, topics, attributes, ftypes = parse_publication_body(raw, settings.limits)
+    try:
+        orjson.dumps(data)
+    except orjson.JSONEncodeError:
+        raise TidingsError(
+            ErrorCode.INVALID_FIELD,
+            field="data",
+            detail="binary data is taken only as the whole of data",
+        ) from None
+    return PublicationInput(data, topics, attributes, ftypes, encoding)
+
+
+class Publish:
+    """Publish one publication: its topics, attributes, function types and data."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.answer(scope["app"].state.broker, scope, receive, send)
+
+    async def answer(self, broker: Broker, scope: Scope, receive: Receive, send: Send) -> int:
+        """Answer the request; its status. Errors are answered here as the application's
+        handlers answer them (`tidings.api.errors`): a JSON error, a JSON 500 for the
+        unexpected, the connection kept."""
+        try:
+            status, body = 201, await self._publish(broker, scope, receive)
+        except TidingsError as exc:
+            status, body = exc.status, msgspec.json.encode(answers.error(exc))
+        except Exception:
+            log.exception("unhandled error on POST %s", PATH)
+            status = 500
+            body = msgspec.json.encode(answers.error(TidingsError(ErrorCode.INTERNAL)))
+        headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return status
+
+    async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
+        settings = broker.settings
+        body = await receive_body(scope, receive, settings.limits.max_publication_bytes)
+        raw = parse_body(body, header(scope, b"content-type"))
+        convert(raw, w.PublicationBody)
+        published = await broker.publish(publication_input(raw, settings))
+        return msgspec.json.encode(answers.published(published))
+
+
+publish = described(
+    Operation(
+        w.PublicationBody, answer=w.Published, status=201, body_media=("application/msgpack",)
+    )
+)(Publish())
+
+
+@described(
+    Operation(
+        w.BatchBody,
+        query=w.batch_query,
+        answer=w.BatchAnswer,
+        status=201,
+        body_media=("application/msgpack",),
+    )
+)
+async def publish_batch(request: Request) -> Response:
+    """Publish many publications in one call (one group commit)."""
+    settings = settings_of(request)
+    kind = query_as(request, w.BatchQuery).answer
+    limits = settings.limits
+    raw = await publication_body(request, limits.max_publication_bytes * 16)
+    convert(raw, w.BatchBody)
+    items = raw["publications"]
+    if len(items) > limits.max_batch:
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED,
+            field="publications",
+            detail=f"at most {limits.max_batch} publications per batch",
+        )
+    inputs = []
+    for i, item in enumerate(items):
+        try:
+            inputs.append(publication_input(item, settings))
+        except TidingsError as exc:
+            exc.field = (
+                f"publications[{i}].{exc.field}"
+                if exc.field not in (None, "$")
+                else f"publications[{i}]"
+            )
+            raise
+    results = await request.app.state.broker.publish_batch(inputs)
+    if kind == "count":
+        deliveries = sum(r.deliveries for r in results)
+        return answer(w.BatchCounts(published=len(results), deliveries=deliveries), 201)
+    return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
+
+
+routes = [
+    Route(PATH, publish, methods=["POST"], name="publish"),
+    Route(f"{PATH}/batch", publish_batch, methods=["POST"]),
+]

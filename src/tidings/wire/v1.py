@@ -1,0 +1,325 @@
+"""The native API's shapes (/v1, docs/api.md): request bodies, queries and answers. Limits
+that are settings (`max`, `wait`) are query types built from the settings."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any, Literal, cast
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType, field
+
+from tidings.config import QueueSettings
+from tidings.wire.base import (
+    ONE_OF,
+    Body,
+    Data,
+    DeadLetterId,
+    ErrorDetail,
+    Name,
+    OpName,
+    Params,
+    Receipts,
+    Scalar,
+    Seconds,
+    Text,
+    Topics,
+)
+
+# ---------------------------------------------------------------- requests
+
+
+class RegisterBody(Struct):
+    """Optional: an ephemeral subscriber is deleted once it has had no stream and made no call
+    for a while (docs/api.md). Other fields are ignored (the thesis's clients send some)."""
+
+    ephemeral: bool = False
+
+
+class Predicate(Body):
+    key: Name
+    op: OpName
+    value: Scalar | list[Scalar] | UnsetType = UNSET
+
+
+class FunctionBody(Body):
+    function_type: Name
+    code: Text | UnsetType = UNSET
+    url: Annotated[str, Meta(pattern=r"^https?://[^\s/]+")] | UnsetType = UNSET
+    builtin: Text | UnsetType = UNSET
+    params: Params = field(default_factory=dict)
+    fail_open: bool = False
+
+
+Function = Annotated[
+    FunctionBody,
+    Meta(extra_json_schema={"oneOf": [{"required": [k]} for k in ("code", "url", "builtin")]}),
+]
+
+
+class SubscriptionBody(Body):
+    """Exactly one of topics, predicates, function."""
+
+    topics: Topics | UnsetType = UNSET
+    predicates: Annotated[list[Predicate], Meta(min_length=1)] | UnsetType = UNSET
+    function: Function | UnsetType = UNSET
+
+
+Subscribe = Annotated[SubscriptionBody, Meta(extra_json_schema=ONE_OF)]
+
+
+class PublicationBody(Body):
+    data: Data = None
+    topics: list[str] = field(default_factory=list)
+    attributes: dict[str, Scalar] = field(default_factory=dict)
+    function_types: list[str] = field(default_factory=list)
+
+
+class BatchBody(Body):
+    publications: Annotated[list[PublicationBody], Meta(min_length=1)]
+
+
+class NackBody(Body):
+    receipts: Receipts
+    delay: Seconds = 0.0
+
+
+class RedriveBody(Body):
+    """Without ids, every dead letter."""
+
+    ids: list[DeadLetterId] | None = None
+
+
+MAX_URL = 2048
+EndpointURL = Annotated[
+    str,
+    Meta(
+        min_length=8,
+        max_length=MAX_URL,
+        pattern=r"^[hH][tT][tT][pP][sS]?://[\x21-\x7E]+$",
+        description="http:// or https://, printable ASCII (percent-encode the rest), a host, "
+        "no credentials",
+    ),
+]
+
+
+class WebhookBody(Body):
+    """Where the broker POSTs the subscriber's messages (docs/api.md, Webhooks)."""
+
+    url: EndpointURL
+
+
+class StreamFrame(Body):
+    """What a subscriber sends on its WebSocket stream."""
+
+    type: Literal["ack", "nack"]
+    receipts: Receipts
+
+
+class ErrorFrame(Struct, tag_field="type", tag="error"):
+    """What the broker sends on a stream for a refused frame, or before it closes the
+    stream: `{"type": "error", "error": {...}}`."""
+
+    error: ErrorDetail
+
+
+# ---------------------------------------------------------------- queries
+
+
+FORM = Annotated[
+    Literal["full", "compact"],
+    Meta(description="full, or compact: no repeated ids, no enqueueing time, attempt if not 1"),
+]
+
+
+ENCODING = Annotated[
+    Literal["json", "msgpack"],
+    Meta(description="json, or msgpack (application/msgpack; binary data as bin)"),
+]
+
+
+class PullQuery(Struct):
+    max: int = 10
+    wait: float = 0.0
+    visibility: float = 30.0
+    form: FORM = "full"
+    encoding: ENCODING = "json"
+
+
+class DeadLettersQuery(Struct):
+    limit: Annotated[int, Meta(ge=1, le=1000, description="at most this many")] = 100
+
+
+def pull_fields(q: QueueSettings) -> list[tuple[str, Any, Any]]:
+    """`max` and `wait`, bounded by the queue settings (the thesis's pull has them too)."""
+    return [
+        ("max", Annotated[int, Meta(ge=1, le=q.max_pull, description="at most this many")], 10),
+        (
+            "wait",
+            Annotated[float, Meta(ge=0, le=q.max_wait_s, description="seconds to wait")],
+            0.0,
+        ),
+    ]
+
+
+@cache
+def pull_query(q: QueueSettings) -> type[PullQuery]:
+    """The pull's query, bounded by the queue settings."""
+    visibility = Annotated[float, Meta(ge=0, le=43200, description="seconds leased")]
+    fields = [
+        *pull_fields(q),
+        ("visibility", visibility, q.visibility_timeout_s),
+        ("form", FORM, "full"),
+        ("encoding", ENCODING, "json"),
+    ]
+    return cast(type[PullQuery], msgspec.defstruct("PullQuery", fields, bases=(PullQuery,)))
+
+
+def dead_letters_query(q: QueueSettings) -> type[DeadLettersQuery]:
+    return DeadLettersQuery
+
+
+class BatchQuery(Struct):
+    answer: Annotated[
+        Literal["ids", "count"],
+        Meta(description="ids (each publication's id), or count (two numbers: a smaller answer)"),
+    ] = "ids"
+
+
+def batch_query(q: QueueSettings) -> type[BatchQuery]:
+    return BatchQuery
+
+
+# ---------------------------------------------------------------- answers
+
+
+class Registered(Struct):
+    id: str
+    token: str
+    queue_url: str
+
+
+class Depth(Struct):
+    ready: int
+    leased: int
+    dead: int
+
+
+class WebhookState(Struct):
+    url: str
+    state: Literal["active", "paused"]
+    reason: str | None
+
+
+class SubscriberInfo(Struct):
+    id: str
+    created_at: float
+    queue_url: str
+    depth: Depth
+    webhook: WebhookState | None = None
+
+
+class Webhook(Struct):
+    """A subscriber's webhook. `secret` signs every request (`Tidings-Signature`);
+    `failures` counts consecutive failed requests, `reason` says the last one's (and, when
+    paused, why)."""
+
+    url: str
+    state: Literal["active", "paused"]
+    reason: str | None
+    failures: int
+    updated_at: float
+    secret: str
+
+
+class PredicateOut(Struct):
+    key: str
+    op: str
+    value: Scalar | list[Scalar]
+
+
+class FunctionOut(Struct):
+    function_type: str
+    params: dict[str, Any]
+    fail_open: bool
+    code: str | UnsetType = UNSET
+    url: str | UnsetType = UNSET
+    builtin: str | UnsetType = UNSET
+
+
+class SubscriptionOut(Struct):
+    id: str
+    subscriber_id: str
+    kind: Literal["topic", "content", "function"]
+    created_at: float
+    status: Literal["active", "suspended"]
+    status_reason: str | None
+    topics: list[str] | UnsetType = UNSET
+    predicates: list[PredicateOut] | UnsetType = UNSET
+    function: FunctionOut | UnsetType = UNSET
+
+
+class Subscriptions(Struct):
+    subscriptions: list[SubscriptionOut]
+
+
+class Published(Struct):
+    id: str
+    published_at: float
+    deliveries: int
+
+
+class BatchCounts(Struct, omit_defaults=True):
+    """A batch's answer: every publication (the default), or with `?answer=count` how many
+    were published and delivered, without their ids (a 1,000-publication answer in ~40
+    bytes instead of ~80 KB)."""
+
+    publications: list[Published] | UnsetType = UNSET
+    published: int | UnsetType = UNSET
+    deliveries: int | UnsetType = UNSET
+
+
+BatchAnswer = Annotated[
+    BatchCounts,
+    Meta(
+        extra_json_schema={
+            "oneOf": [{"required": ["publications"]}, {"required": ["published", "deliveries"]}]
+        }
+    ),
+]
+
+
+class MessageOut(Struct):
+    """A delivered message; the compact form (`form=compact`) leaves out `id`,
+    `publication_id` and `enqueued_at`, and `attempt` when it is 1."""
+
+    receipt: str
+    subscription_ids: list[str]
+    body: Any
+    attempt: int = 1
+    id: int | UnsetType = UNSET
+    publication_id: str | UnsetType = UNSET
+    enqueued_at: float | UnsetType = UNSET
+
+
+class Messages(Struct):
+    messages: list[MessageOut]
+
+
+class DeadLetterOut(Struct):
+    id: int
+    publication_id: str
+    attempt: int
+    subscription_ids: list[str]
+    enqueued_at: float
+    reason: str
+    dead_at: float
+    body: Any
+
+
+class DeadLetters(Struct):
+    dead_letters: list[DeadLetterOut]
+
+
+class Redriven(Struct):
+    redriven: int
