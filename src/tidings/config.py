@@ -15,10 +15,6 @@ from typing import Any, Literal
 from tidings.errors import ErrorCode, TidingsError
 
 ENV_PREFIX = "TIDINGS_"
-# Networks a subscriber's URL (a webhook, a URL function) may not reach unless the operator
-# says otherwise: the cloud metadata services (link-local, and 100.100.100.200 in shared
-# address space), "this network", multicast
-DENIED_NETWORKS = "169.254.0.0/16,100.64.0.0/10,0.0.0.0/8,224.0.0.0/4,fe80::/10,ff00::/8"
 MatchingMode = Literal["local", "spark", "elastic"]
 
 
@@ -63,7 +59,10 @@ class FunctionSettings:
     memory_mib: int = 256
     url_timeout_s: float = 2.0
     url_concurrency: int = 64
-    url_deny_networks: str = DENIED_NETWORKS  # comma-separated; "" allows every address
+    # networks URL functions never reach: the defaults (tidings.addresses.DEFAULT_DENIED),
+    # unless told to drop them, and these, comma-separated, added to them
+    url_deny_networks: str = ""
+    url_deny_default_networks: bool = True
     url_retries: int = 2
     failures_to_suspend: int = 5
     # the OS boundary (docs/sandbox.md): bubblewrap, the uid/gid a root broker's workers drop
@@ -107,7 +106,9 @@ class WebhookSettings:
     backoff_base_s: float = 1.0  # a failed batch comes back after U(0, base * 2^(attempt-1))
     backoff_cap_s: float = 60.0  # ... capped at this
     failures_to_pause: int = 10  # consecutive failed requests that pause an endpoint
-    deny_networks: str = DENIED_NETWORKS  # comma-separated; "" allows every address
+    # networks webhooks never reach: the defaults, unless dropped, and these added to them
+    deny_networks: str = ""
+    deny_default_networks: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,17 @@ def test_invalid_publications_name_their_field(
             "predicates",
         ),
         ({"function": {"function_type": "t", "url": "ftp://x"}}, "invalid_field", "function.url"),
+        # refused when subscribing, not only at each call: denied addresses in any spelling
+        *(
+            ({"function": {"function_type": "t", "url": url}}, "function_invalid", "function.url")
+            for url in (
+                "http://169.254.169.254/latest/meta-data/",
+                "http://[::ffff:169.254.169.254]/",
+                "http://[::]:8080/",
+                "http://2852039166/",
+                "http://user:pw@example.com/",
+            )
+        ),
     ],
 )
 def test_invalid_subscriptions_name_their_field(

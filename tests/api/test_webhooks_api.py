@@ -67,6 +67,11 @@ def test_resuming_an_active_webhook_changes_nothing_but_its_failures(sub: Sub) -
         ({"url": "http://169.254.169.254/latest/meta-data/"}, "invalid_field", "url"),
         ({"url": "http://[::ffff:169.254.169.254]/"}, "invalid_field", "url"),
         ({"url": "http://100.100.100.200/"}, "invalid_field", "url"),
+        ({"url": "http://[::]:8080/"}, "invalid_field", "url"),  # reaches [::1] listeners
+        ({"url": "http://[::1]:8080/"}, "invalid_field", "url"),
+        ({"url": "http://[64:ff9b::a9fe:a9fe]/"}, "invalid_field", "url"),  # NAT64
+        ({"url": "http://[2002:a9fe:a9fe::]/"}, "invalid_field", "url"),  # 6to4
+        ({"url": "http://2852039166/"}, "invalid_field", "url"),  # 169.254.169.254 as a number
         ({"url": "http://x.example/" + "a" * 2048}, "invalid_field", "url"),
         ({"url": "example.org"}, "invalid_field", "url"),
         ({"url": 42}, "invalid_field", "url"),

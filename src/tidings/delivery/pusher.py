@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tidings import __version__
-from tidings.addresses import networks
+from tidings.addresses import deny_list
 from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
 from tidings.delivery.queue import Queue
@@ -109,7 +109,9 @@ class Pusher:
         self._recording = asyncio.Lock()  # state writes land in the order they were made
         self._gate = asyncio.Semaphore(settings.concurrency)  # requests in flight
         self._http = Client(
-            settings.concurrency, settings.timeout_s, deny=networks(settings.deny_networks)
+            settings.concurrency,
+            settings.timeout_s,
+            deny=deny_list(settings.deny_networks, settings.deny_default_networks),
         )
         # leased for longer than a request may take, so no batch comes back while in flight
         visibility_s = max(outlet.visibility_timeout_s, 3 * settings.timeout_s)

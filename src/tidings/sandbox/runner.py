@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from tidings.addresses import url_problem
 from tidings.config import FunctionSettings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.functions import check_builtin
@@ -64,12 +65,9 @@ class SandboxRunner:
             check(spec.source)
         elif spec.kind == "builtin":
             check_builtin(spec.source, spec.params)
-        elif not spec.source.startswith(("http://", "https://")):
-            raise TidingsError(
-                ErrorCode.FUNCTION_INVALID,
-                field="function.url",
-                detail="expected an http:// or https:// URL",
-            )
+        elif (problem := url_problem(spec.source, self.urls.deny)) is not None:
+            # refused now, not only at each call: a denied URL never becomes a subscription
+            raise TidingsError(ErrorCode.FUNCTION_INVALID, field="function.url", detail=problem)
 
     def cancel(self, subscription_id: str) -> None:
         self.lanes.cancel(subscription_id)

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from tidings.addresses import networks
+from tidings.addresses import deny_list
 from tidings.config import FunctionSettings
 from tidings.http1 import Client
 
@@ -51,11 +51,8 @@ class Breaker:
 class URLCaller:
     def __init__(self, settings: FunctionSettings) -> None:
         self.settings = settings
-        self._http = Client(
-            settings.url_concurrency,
-            settings.url_timeout_s,
-            deny=networks(settings.url_deny_networks),
-        )
+        self.deny = deny_list(settings.url_deny_networks, settings.url_deny_default_networks)
+        self._http = Client(settings.url_concurrency, settings.url_timeout_s, deny=self.deny)
         self._breakers: dict[str, Breaker] = {}
 
     async def call(self, url: str, publication: Any, params: Any) -> tuple[bool, str | None]:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, cast
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
+from tidings.addresses import MAX_URL
 from tidings.config import QueueSettings
 from tidings.wire.base import (
     ONE_OF,
@@ -90,7 +91,6 @@ class RedriveBody(Body):
     ids: list[DeadLetterId] | None = None
 
 
-MAX_URL = 2048
 EndpointURL = Annotated[
     str,
     Meta(

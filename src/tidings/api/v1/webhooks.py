@@ -5,13 +5,12 @@ is `tidings.delivery.webhooks`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.addresses import Network, denied, networks
+from tidings.addresses import Network, deny_list, url_problem
 from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.common import SMALL_BODY, owner, webhooks_of
@@ -23,33 +22,11 @@ from tidings.wire import v1 as w
 
 
 def endpoint_url(url: str, deny: Sequence[Network] = ()) -> str:
-    """The URL, or 422 naming `url` with what is wrong with it (a host given as an address
-    in a denied network among it; a name is checked as resolved, at each connection)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:  # a port that is no number or out of range, a bad IPv6 host
-        raise invalid("url", f"not a usable URL: {exc}") from None
-    problems = [
-        (len(url) > w.MAX_URL, f"at most {w.MAX_URL} characters"),
-        (not all(0x21 <= ord(c) <= 0x7E for c in url), "printable ASCII only: percent-encode"),
-        (parts.scheme not in ("http", "https"), "the scheme is http or https"),
-        (not parts.hostname, "the URL names no host"),
-        (port == 0, "port 0 cannot be reached"),
-        ("@" in parts.netloc, "no credentials in the URL: receivers verify the signature"),
-        (_denied_literal(parts.hostname, deny), "the address is in a denied network"),
-    ]
-    for wrong, rule in problems:
-        if wrong:
-            raise invalid("url", rule)
+    """The URL, or 422 naming `url` with what is wrong with it (`addresses.url_problem`)."""
+    problem = url_problem(url, deny)
+    if problem is not None:
+        raise invalid("url", problem)
     return url
-
-
-def _denied_literal(host: str | None, deny: Sequence[Network]) -> bool:
-    try:
-        return host is not None and denied(host, deny)
-    except ValueError:  # a name, not an address
-        return False
 
 
 @described(Operation(w.WebhookBody, answer=w.Webhook, token=True))
@@ -58,7 +35,7 @@ async def set_webhook(request: Request) -> Response:
     _, sid = await owner(request)
     _, body = await body_as(request, w.WebhookBody, SMALL_BODY)
     webhooks = webhooks_of(request)
-    deny = networks(webhooks.settings.deny_networks)
+    deny = deny_list(webhooks.settings.deny_networks, webhooks.settings.deny_default_networks)
     endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny))
     return answer(answers.webhook(endpoint))
 

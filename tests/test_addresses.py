@@ -1,0 +1,92 @@
+"""Which addresses outbound calls may reach: every spelling of a denied address is denied,
+the operator's networks add to the defaults, and URLs are checked strictly."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tidings.addresses import DEFAULT_DENIED, deny_list, denied, networks, url_problem
+
+METADATA = networks("169.254.0.0/16")
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "169.254.169.254",
+        "::ffff:169.254.169.254",  # IPv4-mapped
+        "::ffff:a9fe:a9fe",
+        "::a9fe:a9fe",  # IPv4-compatible
+        "64:ff9b::a9fe:a9fe",  # NAT64, the well-known prefix
+        "64:ff9b:1::a9fe:a9fe",  # NAT64, local use, /96 layout
+        "64:ff9b:1:a9fe:a9:fe00::",  # NAT64, local use, RFC 6052's /48 layout
+        "2002:a9fe:a9fe::1",  # 6to4
+        "2001:0:4136:e378:8000:63bf:5601:5601",  # Teredo: the client is 169.254.169.254
+        "2001:0:a9fe:a9fe::1",  # Teredo: the server is
+    ],
+)
+def test_every_spelling_of_a_denied_ipv4_address_is_denied(spelling: str) -> None:
+    assert denied(spelling, METADATA)
+
+
+def test_addresses_outside_the_denied_networks_are_allowed() -> None:
+    for address in ("10.0.0.1", "::1", "2001:db8::1", "64:ff9b::a00:1", "2002:a00:1::1"):
+        assert not denied(address, METADATA), address
+
+
+def test_the_defaults_hold_this_machine_s_other_names_and_the_metadata_services() -> None:
+    defaults = deny_list("")
+    for address in ("::", "::1", "0.0.0.0", "fe80::1%eth0", "169.254.169.254", "100.100.100.200"):
+        assert denied(address, defaults), address
+    assert not denied("127.0.0.1", defaults)  # local receivers stay possible unless denied
+
+
+def test_the_operator_s_networks_add_to_the_defaults() -> None:
+    both = deny_list("10.0.0.0/8")
+    assert denied("10.1.2.3", both) and denied("169.254.169.254", both)
+
+
+def test_the_defaults_go_only_when_the_operator_says_so() -> None:
+    only = deny_list("10.0.0.0/8", defaults=False)
+    assert denied("10.1.2.3", only) and not denied("169.254.169.254", only)
+    assert deny_list("", defaults=False) == ()
+    assert len(networks(DEFAULT_DENIED)) == len(deny_list(""))
+
+
+def test_a_network_list_with_a_bad_entry_names_it() -> None:
+    with pytest.raises(ValueError, match=re.escape("'10.0.0.300/8'")):
+        networks("10.0.0.0/8, 10.0.0.300/8")
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("ftp://example.com/", "the scheme is http or https"),
+        ("http://user:pw@example.com/", "no credentials"),
+        ("http://exämple.com/", "printable ASCII only"),
+        ("http://[::]:8080/", "denied network"),
+        ("http://[::1]/", "denied network"),
+        ("http://[::ffff:169.254.169.254]/", "denied network"),
+        ("http://169.254.169.254/latest/meta-data", "denied network"),
+        ("http://2852039166/", "dotted decimal"),  # 169.254.169.254 as one number
+        ("http://0xa9fe.0xa9fe/", "dotted decimal"),
+        ("http://169.254.43518/", "dotted decimal"),
+        ("http://exa_mple.com/", "neither a DNS name nor an address"),
+        ("http://example.com:0/", "port 0"),
+        ("http://example.com:99999/", "not a usable URL"),
+        ("http:///path", "names no host"),
+    ],
+)
+def test_a_url_is_checked_strictly(url: str, problem: str) -> None:
+    found = url_problem(url, deny_list(""))
+    assert found is not None and problem in found
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9000/hook", "https://hooks.example.com/a?b=c", "http://[2001:db8::1]/"],
+)
+def test_a_plain_url_passes(url: str) -> None:
+    assert url_problem(url, deny_list("")) is None
