@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from tidings.ids import new_token
+from tidings.private import private_dir
 
 FILE = "admin-token"
 
@@ -24,7 +25,7 @@ def admin_token(configured: str, data_dir: Path) -> tuple[str, bool]:
     if path.exists():
         return path.read_text().strip(), False
     token = new_token()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as file:
         file.write(token + "\n")

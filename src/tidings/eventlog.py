@@ -18,6 +18,7 @@ from typing import IO, Any
 import orjson
 
 from tidings.model import Publication
+from tidings.private import DIR_MODE, opener
 
 INPROGRESS = "_inprogress-"
 
@@ -27,7 +28,7 @@ class RotatingLog:
 
     def __init__(self, directory: Path, max_bytes: int, max_age_s: float) -> None:
         self._dir = directory
-        self._dir.mkdir(parents=True, exist_ok=True)
+        self._dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         self._max_bytes, self._max_age_s = max_bytes, max_age_s
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
@@ -63,7 +64,8 @@ class RotatingLog:
             self._seq += 1
             self._opened = time.time()
             self._name = f"{int(self._opened * 1000):013d}-{os.getpid()}-{self._seq:06d}.jsonl"
-            self._file = open(self._dir / f"{INPROGRESS}{self._name}", "ab")  # noqa: SIM115
+            path = self._dir / f"{INPROGRESS}{self._name}"
+            self._file = open(path, "ab", opener=opener)  # noqa: SIM115
         return self._file
 
     def _rotate(self) -> None:

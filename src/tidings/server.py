@@ -29,6 +29,7 @@ from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token
+from tidings.private import UMASK, tighten
 from tidings.sandbox.runner import create_runner
 from tidings.sim.background import Simulations
 from tidings.sim.config import parse_config
@@ -36,7 +37,7 @@ from tidings.store import open_store
 
 
 def build_broker(settings: Settings) -> Broker:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    tighten(settings.data_dir)  # 0700 and 0600, older deployments' files included
     store = open_store(settings.resolved_store_url)
     log = (
         EventLog(settings.log_dir, settings.log_rotate_bytes, settings.log_rotate_s)
@@ -90,6 +91,7 @@ def serve(settings: Settings) -> None:
     """Run the broker in the foreground until interrupted."""
     logs.configure(settings.logs)
     heap.widen_young_generation()
+    os.umask(UMASK)  # whatever else this process writes (the simulator's runs, Spark's work)
     listening = bind(settings.host, settings.port)  # before the store opens: fail fast
     uvicorn.Server(_config(settings, build_broker(settings))).run(sockets=[listening])
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tidings.private import DIR_MODE, create_private
 from tidings.store.database import Database
 from tidings.store.dialect import SQLITE
 from tidings.store.sql import SQLStore
@@ -25,7 +26,8 @@ class SQLiteStore(SQLStore):
     def __init__(self, path: str, synchronous: str = "NORMAL") -> None:
         self._path, self._synchronous = path, synchronous.upper()
         if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            create_private(Path(path))  # SQLite gives its WAL and -shm files the same mode
         self._conn = self._connect()
         self._guard = threading.Lock()
         self._local = threading.local()
