@@ -43,6 +43,23 @@ def _answers(port: int) -> bool:
         return False
 
 
+def _config(port: int, data: Path) -> str:
+    """Loopback only (given a port alone, ZooKeeper listens on every interface and anyone
+    who reaches the machine could rewrite the deployment's configuration), no admin server,
+    the two four-letter words the start-up check uses."""
+    return "\n".join(
+        [
+            "tickTime=2000",
+            f"dataDir={data}",
+            f"clientPort={port}",
+            "clientPortAddress=127.0.0.1",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=srvr,ruok",
+            "",
+        ]
+    )
+
+
 @contextlib.contextmanager
 def local_zookeeper(timeout_s: float = 30.0) -> Iterator[str]:
     """Start a ZooKeeper; yields its `host:port`; stops it and removes its data after."""
@@ -52,17 +69,9 @@ def local_zookeeper(timeout_s: float = 30.0) -> Iterator[str]:
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="tidings-zk-") as tmp:
         log = (Path(tmp) / "zookeeper.log").open("wb")
-        cmd = [
-            "java",
-            "-Xmx256m",
-            "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.4lw.commands.whitelist=srvr,ruok",
-            "-cp",
-            path,
-            MAIN,
-            str(port),
-            str(Path(tmp) / "data"),
-        ]
+        config = Path(tmp) / "zoo.cfg"
+        config.write_text(_config(port, Path(tmp) / "data"))
+        cmd = ["java", "-Xmx256m", "-cp", path, MAIN, str(config)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + timeout_s
