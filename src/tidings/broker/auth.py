@@ -5,6 +5,7 @@ everywhere, and so do its open streams)."""
 from __future__ import annotations
 
 import hmac
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,8 @@ from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import Change
 
 NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
+UNKNOWN_S = 5.0  # an unknown id is remembered this long: a later registration elsewhere shows
+UNKNOWN_MAX = 10_000  # unknown ids remembered at most (the oldest go first)
 
 
 class Authenticator:
@@ -32,9 +35,13 @@ class Authenticator:
         self.clock = clock
         self.admin_token_hash = admin_token_hash
         self._tokens: dict[str, str] = {}
+        # ids the store did not know, and when it said so: answered from here as known ids are
+        # from `_tokens`, so a wrong token costs the same time whether the id exists or not
+        self._unknown: OrderedDict[str, float] = OrderedDict()
         self._told = 0  # deletions and resyncs told so far: a token read across one is stale
 
     def registered(self, subscriber: Subscriber) -> None:
+        self._unknown.pop(subscriber.id, None)
         self._tokens[subscriber.id] = subscriber.token_hash
 
     async def authenticate(self, subscriber_id: str, token: str | None) -> None:
@@ -43,7 +50,9 @@ class Authenticator:
         whether an id exists."""
         if not token:
             raise TidingsError(ErrorCode.UNAUTHORIZED)
-        expected = self._tokens.get(subscriber_id) or await self._token_hash(subscriber_id)
+        expected = self._tokens.get(subscriber_id)
+        if expected is None and not self._known_unknown(subscriber_id):
+            expected = await self._token_hash(subscriber_id)
         # an unknown id costs the same comparison as a known one
         if not hmac.compare_digest(expected or NO_SUBSCRIBER, hash_token(token)) or not expected:
             raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
@@ -56,10 +65,26 @@ class Authenticator:
             told = self._told
             found = await self.store.get_subscriber(subscriber_id)
             if found is None:
+                self._remember_unknown(subscriber_id)
                 return None
             if told == self._told:
                 self._tokens[subscriber_id] = found.token_hash
                 return found.token_hash
+
+    def _known_unknown(self, subscriber_id: str) -> bool:
+        seen = self._unknown.get(subscriber_id)
+        if seen is None:
+            return False
+        if self.clock() - seen < UNKNOWN_S:
+            return True
+        del self._unknown[subscriber_id]
+        return False
+
+    def _remember_unknown(self, subscriber_id: str) -> None:
+        self._unknown[subscriber_id] = self.clock()
+        self._unknown.move_to_end(subscriber_id)
+        while len(self._unknown) > UNKNOWN_MAX:
+            self._unknown.popitem(last=False)
 
     def authenticate_admin(self, token: str | None) -> None:
         """401 without a token, 403 for any token but the admin's."""
