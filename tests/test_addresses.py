@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tidings.addresses import DEFAULT_DENIED, deny_list, denied, networks, url_problem
+from tidings.addresses import DEFAULT_DENIED, denied, deny_list, networks, url_problem
 
 METADATA = networks("169.254.0.0/16")
 

@@ -4,7 +4,6 @@ kept-alive or closing, whole or chunked, slow, or closing an idle connection."""
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 import subprocess
 from collections.abc import AsyncIterator

@@ -81,11 +81,19 @@ class FunctionSettings:
 @dataclass(frozen=True, slots=True)
 class HTTPSettings:
     """Connections: how long an idle kept-alive one stays open (uvicorn's 5 s default drops
-    clients that pause between requests), and the WebSocket keep-alive pings."""
+    clients that pause between requests), the WebSocket keep-alive pings, and the bounds no
+    client can lift (tidings.connections): header size and count, the deadlines for a
+    request's headers and body, connections at once, a client's WebSocket frame."""
 
     keep_alive_s: int = 75  # as nginx's default; longer than most clients' idle pools
     ws_ping_interval_s: float = 20.0
     ws_ping_timeout_s: float = 20.0
+    max_header_bytes: int = 64 * 1024  # a request's line and headers together
+    max_headers: int = 100
+    header_timeout_s: float = 10.0  # from a connection's opening or a request's first byte
+    body_timeout_s: float = 60.0  # from a request's headers to its body's last byte
+    max_connections: int = 2048  # connections and requests at once; past it: 503
+    ws_max_frame_bytes: int = 1024 * 1024  # a subscriber's frames are acknowledgements
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from tidings.api.lane import PublishLane
 from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
 from tidings.config import Settings
+from tidings.connections import guarded
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token
@@ -78,7 +79,10 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
         log_config=None,  # tidings.logs sets up every logger, uvicorn's included
         log_level=settings.logs.level,
         access_log=settings.logs.access_log,
+        http=guarded(settings.http),
         ws="websockets-sansio",
+        ws_max_size=settings.http.ws_max_frame_bytes,
+        limit_concurrency=settings.http.max_connections,
         lifespan="on",
         timeout_graceful_shutdown=5,
         timeout_keep_alive=settings.http.keep_alive_s,

@@ -1,0 +1,145 @@
+"""No request costs the broker more than linear work: the worst bodies each route family
+can be sent are refused with a 4xx while /healthz keeps answering, on a real `tidings serve`
+process (a liveness check with generous bounds, not a benchmark)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import msgspec
+import pytest
+from websockets.sync.client import connect
+
+from tidings.server import broker_process
+
+PUBLICATION_LIMIT = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with broker_process(tmp_path_factory.mktemp("broker")) as (_, base):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def subscriber(url: str) -> tuple[str, dict[str, str]]:
+    raw = httpx.post(f"{url}/v1/subscribers").json()
+    return raw["id"], {"Authorization": f"Bearer {raw['token']}"}
+
+
+def duplicate_keys(size: int) -> bytes:
+    """One object of as many repeated keys as fit in `size` bytes: the quadratic case."""
+    pair = b'"k":0,'
+    return b"{" + pair * ((size - 2) // len(pair) - 1) + b'"k":0}'
+
+
+def while_healthy(url: str, attack: Callable[[], httpx.Response]) -> httpx.Response:
+    """Run `attack` while /healthz is asked every 0.1 s; every ask must be answered."""
+    answered: list[float] = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=5) as client:
+            while not done.is_set():
+                started = time.monotonic()
+                try:
+                    client.get(f"{url}/healthz").raise_for_status()
+                except httpx.HTTPError as exc:
+                    failed.append(exc)
+                answered.append(time.monotonic() - started)
+                time.sleep(0.1)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        response = attack()
+    finally:
+        done.set()
+        prober.join()
+    assert failed == [] and answered, (failed, answered)
+    return response
+
+
+def post(url: str, path: str, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    return httpx.post(f"{url}{path}", content=body, headers=headers, timeout=60)
+
+
+def test_a_publication_of_duplicate_keys_is_refused_while_the_broker_answers(url: str) -> None:
+    answer = while_healthy(
+        url, lambda: post(url, "/v1/publications", duplicate_keys(PUBLICATION_LIMIT))
+    )
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_json"
+
+
+def test_a_batch_of_duplicate_keys_is_refused_while_the_broker_answers(url: str) -> None:
+    body = duplicate_keys(16 * PUBLICATION_LIMIT - 1)  # the batch route's limit: 4 MiB
+    answer = while_healthy(url, lambda: post(url, "/v1/publications/batch", body))
+    assert answer.status_code == 400 and answer.json()["error"]["field"] == "k"
+
+
+def test_a_subscriber_s_call_of_duplicate_keys_is_refused_while_the_broker_answers(
+    url: str, subscriber: tuple[str, dict[str, str]]
+) -> None:
+    sid, auth = subscriber
+    path = f"/v1/subscribers/{sid}/subscriptions"
+    answer = while_healthy(url, lambda: post(url, path, duplicate_keys(64 * 1024 - 1), auth))
+    assert answer.status_code == 400
+
+
+def test_a_thesis_call_of_duplicate_keys_is_refused_while_the_broker_answers(url: str) -> None:
+    body = duplicate_keys(PUBLICATION_LIMIT)
+    answer = while_healthy(url, lambda: post(url, "/api/PublishContent", body))
+    assert answer.status_code == 400
+
+
+def test_a_stream_frame_of_duplicate_keys_is_refused_while_the_broker_answers(
+    url: str, subscriber: tuple[str, dict[str, str]]
+) -> None:
+    sid, auth = subscriber
+    ws_url = url.replace("http://", "ws://") + f"/v1/subscribers/{sid}/stream"
+
+    def attack() -> httpx.Response:
+        with connect(ws_url, additional_headers=auth, max_size=2**24) as ws:
+            ws.send(duplicate_keys(512 * 1024).decode())
+            said = json.loads(ws.recv(timeout=60))
+        return httpx.Response(200, json=said)
+
+    said = while_healthy(url, attack).json()
+    assert said.get("type") == "error" or "error" in said
+
+
+def test_deep_messagepack_is_refused_as_deep_json_is(url: str) -> None:
+    deep: object = 1
+    for _ in range(300):
+        deep = [deep]
+    packed = post(
+        url,
+        "/v1/publications",
+        msgspec.msgpack.encode({"data": deep}),
+        {"Content-Type": "application/msgpack"},
+    )
+    as_json = post(url, "/v1/publications", json.dumps({"data": deep}).encode())
+    assert (packed.status_code, as_json.status_code) == (400, 400)  # not a 500
+    assert "nested deeper than 255" in packed.json()["error"]["message"]
+    assert "nested deeper than 255" in as_json.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (float("nan"), "NaN"),
+        (float("inf"), "infinities"),
+        (msgspec.msgpack.Ext(5, b"x"), "extension"),
+        (msgspec.msgpack.Ext(-1, b"\x00\x00\x00\x00"), "extension"),  # the timestamp
+    ],
+)
+def test_messagepack_values_json_cannot_say_are_refused(url: str, value: object, why: str) -> None:
+    packed = msgspec.msgpack.encode({"data": {"v": value}})
+    answer = post(url, "/v1/publications", packed, {"Content-Type": "application/msgpack"})
+    assert answer.status_code in (400, 422) and why in answer.json()["error"]["message"]
