@@ -78,3 +78,24 @@ def test_a_token_in_a_url_never_reaches_the_log() -> None:
         ("/v1/subscribers/s/stream?token=SECRET",), None,
     )  # fmt: skip
     assert "SECRET" not in TextFormatter(TEXT).format(accepted)
+
+
+def test_untrusted_text_cannot_forge_a_line_of_its_own() -> None:
+    error = "boom\n2026-11-27 03:00:00,000 ERROR tidings.broker forged\r\x1b[31m\u2028x"
+    record = logging.LogRecord(
+        "tidings.broker", logging.WARNING, __file__, 1, "suspended: %s", (error,), None
+    )
+    line = TextFormatter(TEXT).format(record)
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u2028" not in line
+    assert "boom\\n2026-11-27" in line
+    as_json = orjson.loads(JSONFormatter().format(record))
+    assert as_json["message"] == f"suspended: {error}"  # JSON escapes it on its own
+
+
+def test_a_traceback_still_follows_its_line() -> None:
+    try:
+        raise ValueError("inner")
+    except ValueError:
+        record = logging.LogRecord("t", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    lines = TextFormatter(TEXT).format(record).splitlines()
+    assert lines[0].endswith("failed") and lines[-1] == "ValueError: inner"

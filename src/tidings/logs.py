@@ -23,7 +23,22 @@ def redacted(text: str) -> str:
     return SECRET.sub(r"\1***", text)
 
 
+# control characters in a message (a function's error text, a URL a subscriber chose) would
+# start a line of their own: a reader could not tell a forged line from the broker's
+CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u2028\u2029]")
+
+
+def escaped(text: str) -> str:
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 class TextFormatter(logging.Formatter):
+    """One record, one line: the message's control characters escaped (`\\n`); a
+    traceback's own lines follow it, as they always have."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return redacted(escaped(super().formatMessage(record)))
+
     def format(self, record: logging.LogRecord) -> str:
         return redacted(super().format(record))
 
