@@ -9,6 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from tests.api.conftest import Sub
 
+from tidings.admin import admin_token
 from tidings.config import load_settings
 from tidings.metrics import COUNTERS
 from tidings.server import EmbeddedServer
@@ -16,9 +17,10 @@ from tidings.server import EmbeddedServer
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(http: httpx.Client) -> tuple[dict[str, str], Samples]:
+def scrape(http: httpx.Client, token: str | None = None) -> tuple[dict[str, str], Samples]:
     """The families' types, and every sample by (name, sorted labels)."""
-    response = http.get("/metrics")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = http.get("/metrics", headers=headers)
     assert response.headers["content-type"].startswith("text/plain")
     families = list(text_string_to_metric_families(response.text))
     types = {f.name: f.type for f in families}
@@ -69,16 +71,21 @@ def test_publishing_delivering_and_acknowledging_move_the_counters(
     assert grew(after, "tidings_queued_messages", state="ready") == 0
 
 
-def test_a_waiting_queue_shows_its_depth_and_age_per_subscriber(
-    http: httpx.Client, sub: Sub
+def test_a_waiting_queue_shows_its_depth_and_age_per_subscriber_to_the_admin(
+    http: httpx.Client, sub: Sub, server: EmbeddedServer
 ) -> None:
     sub.subscribe(topics=["waiting"])
     http.post("/v1/publications", json={"topics": ["waiting"]})
-    _, samples = scrape(http)
+    token, _ = admin_token("", server.settings.data_dir)
+    _, samples = scrape(http, token)
     ready = (("state", "ready"), ("subscriber", sub.id))
     assert samples[("tidings_subscriber_queued_messages", ready)] == 1
     age = ("tidings_subscriber_oldest_message_age_seconds", (("subscriber", sub.id),))
     assert samples[age] >= 0
+    for anyone in (None, sub.token):  # without the admin's token: aggregates only
+        _, seen = scrape(http, anyone)
+        assert not any(sub.id in str(labels) for _, labels in seen)
+        assert seen[("tidings_queued_messages", (("state", "ready"),))] >= 1
     sub.drain()
 
 

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tidings.api.io import bearer
 from tidings.api.operations import Operation, described
 from tidings.broker import Broker
 from tidings.metrics import Metrics
@@ -19,9 +20,11 @@ UNMATCHED = "unmatched"  # requests no route took (404s): one label, whatever th
 
 @described(Operation(media=CONTENT_TYPE_LATEST.split(";", 1)[0]))
 async def metrics(request: Request) -> Response:
-    """Prometheus metrics: publications, deliveries, queues, latencies, HTTP, process."""
+    """Prometheus metrics: publications, deliveries, queues, latencies, HTTP, process; the
+    deepest queues by subscriber id only with the admin token (ids are not for everyone)."""
     broker: Broker = request.app.state.broker
-    body = broker.metrics.render(await broker.gauges())
+    admin = broker.auth.is_admin(bearer(request))
+    body = broker.metrics.render(await broker.gauges(per_subscriber=admin))
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

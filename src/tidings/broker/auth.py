@@ -86,6 +86,14 @@ class Authenticator:
         while len(self._unknown) > UNKNOWN_MAX:
             self._unknown.popitem(last=False)
 
+    def is_admin(self, token: str | None) -> bool:
+        """Whether `token` is the admin's (for answers that only show more to the admin)."""
+        try:
+            self.authenticate_admin(token)
+        except TidingsError:
+            return False
+        return True
+
     def authenticate_admin(self, token: str | None) -> None:
         """401 without a token, 403 for any token but the admin's."""
         if not token:

@@ -391,12 +391,13 @@ class Broker:
                 ErrorCode.UNAVAILABLE, detail=f"the store does not answer: {exc!r}"[:300]
             ) from None
 
-    async def gauges(self) -> Snapshot:
-        """The gauges for a metrics scrape: the subscriptions held here, and the queues."""
+    async def gauges(self, per_subscriber: bool = False) -> Snapshot:
+        """The gauges for a metrics scrape: the subscriptions held here, and the queues
+        (the deepest ones by subscriber id only when asked: the admin's scrape)."""
         now = self.clock()
         cap = self.metrics.per_subscriber_cap
         totals, oldest = await self.store.queue_totals(now)
-        deepest = await self.store.deepest_queues(now, cap)
+        deepest = await self.store.deepest_queues(now, cap) if per_subscriber else []
         return Snapshot(
             subscribers=await self.store.count_subscribers(),
             subscriptions=self.subscription_counts(),

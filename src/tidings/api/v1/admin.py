@@ -68,7 +68,7 @@ def admin(request: Request) -> Broker:
 async def overview(request: Request) -> Response:
     """The broker at a glance: subscribers, subscriptions, queues, suspended functions."""
     broker = admin(request)
-    snapshot = await broker.gauges()
+    snapshot = await broker.gauges(per_subscriber=True)  # the admin sees whose queues
     counters = ("publications", "deliveries_leased", "deliveries_acked", "function_calls")
     totals = {name: broker.metrics.value(name) for name in counters}
     totals["deliveries_enqueued"] = sum(
