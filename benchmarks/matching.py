@@ -49,7 +49,7 @@ from common import emit, machine, percentile, versions
 
 from tidings.heap import settle_heap
 from tidings.matching import owners
-from tidings.matching import workload as wl
+from tidings.matching import synthetic as wl
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event as MatcherEvent
 from tidings.matching.engine import Matcher

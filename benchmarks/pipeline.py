@@ -31,7 +31,7 @@ from common import emit, machine, percentile, versions
 from tidings.heap import settle_heap
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
-from tidings.matching.workload import (
+from tidings.matching.synthetic import (
     event_arrays,
     events_of,
     named,

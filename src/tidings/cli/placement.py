@@ -60,7 +60,7 @@ def experiment(
 ) -> None:
     """Reproduce one of the paper's experiments on the model data: CSV/JSON and PNG plots."""
     from tidings.placement.experiments import EXPERIMENTS, FULL, REDUCED, savings
-    from tidings.placement.report import write
+    from tidings.placement.results import write
     from tidings.sim import rundir
 
     if number not in EXPERIMENTS:

@@ -35,7 +35,7 @@ def sim(
 
     from tidings.sim import rundir
     from tidings.sim.config import check, load_config
-    from tidings.sim.runner import Options, run
+    from tidings.sim.simulation import Options, run
 
     if processes < 1:
         raise invalid("--processes", "must be at least 1")

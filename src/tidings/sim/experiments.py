@@ -22,8 +22,8 @@ import orjson
 from tidings.errors import invalid
 from tidings.sim import events, rundir
 from tidings.sim.config import PublisherGroup, SimConfig, SubscriberGroup, check
-from tidings.sim.runner import Options, broker, run
 from tidings.sim.scenarios import EN_TEXT, ENGLISH
+from tidings.sim.simulation import Options, broker, run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

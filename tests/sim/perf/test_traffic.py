@@ -1,7 +1,7 @@
 import pytest
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, decode, encode
+from tidings.sim.perf.traffic import X_DOMAIN, Header, Workload, decode, encode
 
 
 def test_a_body_is_exactly_the_requested_size_and_decodes_to_its_header() -> None:

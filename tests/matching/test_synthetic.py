@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tidings.matching import workload as wl
+from tidings.matching import synthetic as wl
 from tidings.matching.semantics import conjunction_holds
 
 

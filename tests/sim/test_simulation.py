@@ -13,7 +13,7 @@ import orjson
 from tidings.server import free_port
 from tidings.sim.config import parse_config
 from tidings.sim.events import read
-from tidings.sim.runner import Options, run
+from tidings.sim.simulation import Options, run
 
 
 def simulate(raw: dict[str, Any], tmp_path: Path, url: str, processes: int = 1) -> Any:
