@@ -103,7 +103,7 @@ def solver_case(
     })  # fmt: skip
 
 
-def many_subscribers(subscribers: int) -> scenarios.Scenario:
+def many_subscribers(subscribers: int) -> scenarios.PlacementScenario:
     """10 publishers and `subscribers` subscribers at cities anywhere, by population."""
     groups: list[tuple[int, scenarios.cities.Where]] = [(10, lambda t: t.population > 0)]
     subs: list[tuple[int, scenarios.cities.Where]] = [(subscribers, lambda t: t.population > 0)]

@@ -15,7 +15,7 @@ import orjson
 
 from tidings.config import FunctionSettings, Settings
 from tidings.pipeline import DRIVER_LINES, index, logs, transforms
-from tidings.pipeline.health import Call, FunctionHealth, StatusStore
+from tidings.pipeline.health import FunctionCall, FunctionHealth, StatusStore
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
 
@@ -143,10 +143,10 @@ class Matching:
         packed = self.subscriptions.packed(self.subscriber_id)
         few = few_lines(lines, self.driver_lines)
         if few is not None:
-            options = index.Options(packed.token, None, self.functions, self.since)
+            options = index.MatchOptions(packed.token, None, self.functions, self.since)
             return index.match_here(few, packed, options)
         shared = self.subscriptions.share(packed)
-        options = index.Options(packed.token, shared, self.functions, self.since)
+        options = index.MatchOptions(packed.token, shared, self.functions, self.since)
         return index.match_lines(lines, options).toLocalIterator(prefetchPartitions=True)
 
     def _run_sql(self, parsed: DataFrame, batch: str) -> BatchResult:
@@ -171,7 +171,7 @@ class Matching:
             if outcomes is not None:
                 outcomes.unpersist()
 
-    def _count(self, calls: Iterable[Call]) -> None:
+    def _count(self, calls: Iterable[FunctionCall]) -> None:
         """Function failures, by the broker's rule (see `health`); kept across batches."""
         if self.functions is None:
             return
@@ -190,10 +190,10 @@ def few_lines(lines: DataFrame, most: int) -> list[str | None] | None:
     return None if len(rows) > most else [row[0] for row in rows]
 
 
-def calls_of(outcomes: Iterable[Row]) -> Iterator[Call]:
+def calls_of(outcomes: Iterable[Row]) -> Iterator[FunctionCall]:
     """Function call outcomes (transforms.OUTCOME_SCHEMA) as calls to count."""
     for r in outcomes:
-        yield Call(r["published_at"], r["pub_id"], r["sub_id"], r["error"])
+        yield FunctionCall(r["published_at"], r["pub_id"], r["sub_id"], r["error"])
 
 
 class Tally:
@@ -202,7 +202,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.malformed: list[tuple[str, str]] = []
-        self.calls: list[Call] = []
+        self.calls: list[FunctionCall] = []
         self.valid = 0
 
     def deliveries(self, rows: Iterable[Row]) -> Iterator[Row]:
@@ -211,7 +211,7 @@ class Tally:
                 yield row
             elif row["publication_id"] is not None:
                 sid = row["subscription_ids"][0]
-                call = Call(row["published_at"], row["publication_id"], sid, row["error"])
+                call = FunctionCall(row["published_at"], row["publication_id"], sid, row["error"])
                 self.calls.append(call)
             elif row["error"] is not None:
                 self.malformed.append((row["line"], row["error"]))
