@@ -93,7 +93,7 @@ def solve_topics(
     """Solve many topics in parallel on Spark, with the same solver as `solve`."""
     from tidings.pipeline.session import build_session
     from tidings.placement.files import load_world
-    from tidings.placement.topics import read_topics, solve_topics, write_answers
+    from tidings.placement.many_topics import read_topics, solve_topics, write_answers
 
     if output_format not in ("parquet", "json"):
         raise invalid("--format", "expected parquet or json")

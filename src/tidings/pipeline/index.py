@@ -27,7 +27,7 @@ from tidings import heap
 from tidings.config import FunctionSettings
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
-from tidings.pipeline import logs
+from tidings.pipeline import eventlog
 from tidings.pipeline.columnar import Columns, ColumnsBuilder, eligible
 from tidings.pipeline.health import FunctionCall
 from tidings.sandbox import FunctionRunner
@@ -236,7 +236,7 @@ def match_lines_batch(
     (`valid`)."""
     import pyarrow as pa
 
-    parsed = [logs.parse_line(text) for text in lines if text is not None and text.strip()]
+    parsed = [eventlog.parse_line(text) for text in lines if text is not None and text.strip()]
     bad = [(None, None, None, row[0], None, row[6], None) for row in parsed if row[6] is not None]
     good = [row for row in parsed if row[6] is None]
     if options.since is not None:

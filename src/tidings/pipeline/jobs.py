@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from tidings.config import FunctionSettings, Settings
-from tidings.pipeline import DRIVER_LINES, index, logs, transforms
+from tidings.pipeline import DRIVER_LINES, eventlog, index, transforms
 from tidings.pipeline.health import FunctionCall, FunctionHealth, StatusStore
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
@@ -130,7 +130,7 @@ class Matching:
         """Match one batch of raw log lines (column `value`) into the queues."""
         self.subscriptions.refresh()  # one snapshot for the whole batch
         if self.algorithm == "sql":
-            return self._run_sql(logs.parse_publications(lines), batch)
+            return self._run_sql(eventlog.parse_publications(lines), batch)
         tally = Tally()
         added = self.sink.write_rows(tally.deliveries(self._index_pass(lines)))
         quarantined = write_quarantine(self.quarantine, batch, tally.malformed)
@@ -153,9 +153,9 @@ class Matching:
         parsed = parsed.cache()
         outcomes = None
         try:
-            bad = [(r["line"], r["error"]) for r in logs.malformed(parsed).collect()]
+            bad = [(r["line"], r["error"]) for r in eventlog.malformed(parsed).collect()]
             quarantined = write_quarantine(self.quarantine, batch, bad)
-            pubs = transforms.since(logs.valid(parsed), self.since)
+            pubs = transforms.since(eventlog.valid(parsed), self.since)
             frames = self.subscriptions.frames(self.subscriber_id)
             if self.functions is not None:  # cached: each call runs once, for both uses
                 outcomes = transforms.function_outcomes(pubs, frames.functions, self.functions)
@@ -242,7 +242,7 @@ def start_stream(
 ) -> StreamingQuery:
     """The streaming matcher over the publication log. `trigger_s` None processes what is
     there now and stops (availableNow); otherwise a micro-batch every `trigger_s` seconds."""
-    lines = logs.stream_publication_lines(spark, paths.publications, max_files)
+    lines = eventlog.stream_publication_lines(spark, paths.publications, max_files)
 
     cores = spark.sparkContext.defaultParallelism
 
@@ -285,6 +285,6 @@ def match_available(spark: SparkSession, matching: Matching, paths: Paths) -> li
 def replay(spark: SparkSession, matching: Matching, paths: Paths) -> BatchResult:
     """Re-match the whole log (from `matching.since`) against the current subscriptions and
     enqueue what is missing; what was delivered already is not delivered again."""
-    lines = logs.read_publication_lines(spark, paths.publications)
+    lines = eventlog.read_publication_lines(spark, paths.publications)
     batch = f"replay-{int(time.time() * 1000)}"
     return matching.run(lines, batch)
