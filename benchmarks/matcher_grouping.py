@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import emit, machine, versions
 
 from tidings.heap import settle_heap
-from tidings.matching import workload as wl
+from tidings.matching import synthetic as wl
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher, Matches
 from tidings.matching.owners import grouped

@@ -49,7 +49,7 @@ from common import emit, machine, percentile, versions
 
 from tidings.heap import settle_heap
 from tidings.matching import owners
-from tidings.matching import workload as wl
+from tidings.matching import synthetic as wl
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event as MatcherEvent
 from tidings.matching.engine import Matcher
@@ -82,7 +82,7 @@ def owner_of(i: int) -> str:
 
 
 def build(
-    w: wl.Workload, attrs: np.ndarray, lows: np.ndarray, threads: int
+    w: wl.SyntheticWorkload, attrs: np.ndarray, lows: np.ndarray, threads: int
 ) -> tuple[Matcher, ContentIndex, list[str], float]:
     ids = [f"s{i}" for i in range(len(attrs))]
     subscribers = [owner_of(i) for i in range(len(attrs))]
@@ -129,7 +129,7 @@ def or_floor_ms(attributes: int, subscriptions: int, events: int, seed: int) -> 
 
 
 def baseline(
-    w: wl.Workload, attrs: np.ndarray, lows: np.ndarray, values: np.ndarray
+    w: wl.SyntheticWorkload, attrs: np.ndarray, lows: np.ndarray, values: np.ndarray
 ) -> tuple[float, list[np.ndarray]]:
     start = time.perf_counter()
     answers = [wl.brute_force(w, attrs, lows, v) for v in values]
@@ -137,7 +137,7 @@ def baseline(
 
 
 def insert_delete_us(
-    matcher: Matcher, index: ContentIndex, w: wl.Workload, rng: np.random.Generator
+    matcher: Matcher, index: ContentIndex, w: wl.SyntheticWorkload, rng: np.random.Generator
 ) -> tuple[float, float, float]:
     """(insert wall µs, insert CPU µs, delete wall µs) per subscription through the Matcher
     (the broker's path), merges included."""

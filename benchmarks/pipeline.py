@@ -31,7 +31,7 @@ from common import emit, machine, percentile, versions
 from tidings.heap import settle_heap
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import Event, Matcher
-from tidings.matching.workload import (
+from tidings.matching.synthetic import (
     event_arrays,
     events_of,
     named,
@@ -113,7 +113,7 @@ def spark_batch(spark: Any, packed: Any, shared: Any, lines: Any) -> tuple[float
     from tidings.pipeline import index
 
     started = time.perf_counter()
-    rows = index.match_lines(lines, index.Options(packed.token, shared))
+    rows = index.match_lines(lines, index.MatchOptions(packed.token, shared))
     found = rows.where("subscriber_id IS NOT NULL")
     total = found.agg(F.sum(F.size("subscription_ids"))).collect()[0][0] or 0
     return time.perf_counter() - started, int(total)

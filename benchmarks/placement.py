@@ -103,7 +103,7 @@ def solver_case(
     })  # fmt: skip
 
 
-def many_subscribers(subscribers: int) -> scenarios.Scenario:
+def many_subscribers(subscribers: int) -> scenarios.PlacementScenario:
     """10 publishers and `subscribers` subscribers at cities anywhere, by population."""
     groups: list[tuple[int, scenarios.cities.Where]] = [(10, lambda t: t.population > 0)]
     subs: list[tuple[int, scenarios.cities.Where]] = [(subscribers, lambda t: t.population > 0)]
@@ -112,7 +112,7 @@ def many_subscribers(subscribers: int) -> scenarios.Scenario:
 
 def spark_case(topics: int, clients: int) -> None:
     from tidings.pipeline.session import build_session
-    from tidings.placement.topics import read_topics, solve_topics
+    from tidings.placement.many_topics import read_topics, solve_topics
 
     world = scenarios.world_of_cities(clients, seed=5)
     rows = scenarios.random_topics(clients, topics, 20, 20, seed=6, messages=10)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidings.matching import workload as wl
+from tidings.matching import synthetic as wl
 from tidings.matching.bitset import IntervalIndex, _without, event_number
 from tidings.matching.content import ContentIndex
 from tidings.model import Op, Predicate, Scalar

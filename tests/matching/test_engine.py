@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidings.matching import bitset, workload
+from tidings.matching import bitset, synthetic
 from tidings.matching.content import ContentIndex
 from tidings.matching.engine import ContentMatcher, Event, Matcher, Matches, ScanContentIndex
 from tidings.matching.semantics import any_topic_matches, conjunction_holds
@@ -305,15 +305,17 @@ def test_a_subscription_moving_between_subscribers_is_answered_for_its_new_owner
 
 
 def test_content_added_as_columns_matches_as_the_same_predicates_do() -> None:
-    w = workload.named("W-B", domain=1000)
+    w = synthetic.named("W-B", domain=1000)
     rng = np.random.default_rng(7)
-    attrs, lows = workload.subscription_arrays(w, 300, rng)
+    attrs, lows = synthetic.subscription_arrays(w, 300, rng)
     ids = [f"s{i}" for i in range(300)]
     owners = [f"u{i % 40}" for i in range(300)]
     columns, objects = Matcher(), Matcher()
-    columns.add_content_arrays(ids, owners, workload.columns_of(w, attrs, lows))
-    objects.add_contents(zip(ids, owners, workload.predicates_of(w, attrs, lows), strict=True))
-    probes = [Event(attributes=e) for e in workload.events_of(w, workload.event_arrays(w, 40, rng))]
+    columns.add_content_arrays(ids, owners, synthetic.columns_of(w, attrs, lows))
+    objects.add_contents(zip(ids, owners, synthetic.predicates_of(w, attrs, lows), strict=True))
+    probes = [
+        Event(attributes=e) for e in synthetic.events_of(w, synthetic.event_arrays(w, 40, rng))
+    ]
     answers = columns.match_batch(probes)
     assert answers == objects.match_batch(probes)
     assert sum(map(len, answers)) > 0
@@ -322,16 +324,16 @@ def test_content_added_as_columns_matches_as_the_same_predicates_do() -> None:
 
 
 def test_columns_with_a_repeated_id_are_refused() -> None:
-    w = workload.named("W-B", domain=1000)
-    attrs, lows = workload.subscription_arrays(w, 2, np.random.default_rng(1))
+    w = synthetic.named("W-B", domain=1000)
+    attrs, lows = synthetic.subscription_arrays(w, 2, np.random.default_rng(1))
     with pytest.raises(ValueError, match="repeats"):
-        Matcher().add_content_arrays(["s", "s"], ["u", "u"], workload.columns_of(w, attrs, lows))
+        Matcher().add_content_arrays(["s", "s"], ["u", "u"], synthetic.columns_of(w, attrs, lows))
 
 
 def test_columns_that_do_not_fit_are_refused_and_change_nothing() -> None:
-    w = workload.named("W-B", domain=1000)
-    attrs, lows = workload.subscription_arrays(w, 2, np.random.default_rng(1))
-    columns = workload.columns_of(w, attrs, lows)
+    w = synthetic.named("W-B", domain=1000)
+    attrs, lows = synthetic.subscription_arrays(w, 2, np.random.default_rng(1))
+    columns = synthetic.columns_of(w, attrs, lows)
     matcher = Matcher()
     matcher.add_content("a", "alice", [Predicate("n", Op.GT, 1)])
     with pytest.raises(ValueError, match="differ"):
@@ -343,11 +345,11 @@ def test_columns_that_do_not_fit_are_refused_and_change_nothing() -> None:
 
 
 def test_a_scanning_content_index_takes_no_columns() -> None:
-    w = workload.named("W-B", domain=1000)
-    attrs, lows = workload.subscription_arrays(w, 1, np.random.default_rng(1))
+    w = synthetic.named("W-B", domain=1000)
+    attrs, lows = synthetic.subscription_arrays(w, 1, np.random.default_rng(1))
     matcher = Matcher(content=ScanContentIndex())
     with pytest.raises(TypeError):
-        matcher.add_content_arrays(["s"], ["u"], workload.columns_of(w, attrs, lows))
+        matcher.add_content_arrays(["s"], ["u"], synthetic.columns_of(w, attrs, lows))
 
 
 def test_many_subscriptions_through_rebuilds_and_reused_slots_agree_with_the_oracle() -> None:
@@ -398,21 +400,21 @@ def test_many_subscriptions_through_rebuilds_and_reused_slots_agree_with_the_ora
 
 
 def test_columns_replace_the_subscriptions_whose_ids_they_hold_of_either_kind() -> None:
-    w = workload.named("W-B", domain=1000)
-    attrs, lows = workload.subscription_arrays(w, 3, np.random.default_rng(1))
-    predicates = workload.predicates_of(w, attrs, lows)
+    w = synthetic.named("W-B", domain=1000)
+    attrs, lows = synthetic.subscription_arrays(w, 3, np.random.default_rng(1))
+    predicates = synthetic.predicates_of(w, attrs, lows)
     matcher = Matcher()
     matcher.add_topic("s0", "old", ["news"])
     matcher.add_content("s1", "old", [Predicate("n", Op.GT, 1)])
     matcher.add_content_arrays(
-        ["s0", "s1", "s2"], ["u0", "u1", "u2"], workload.columns_of(w, attrs, lows)
+        ["s0", "s1", "s2"], ["u0", "u1", "u2"], synthetic.columns_of(w, attrs, lows)
     )
     assert matcher.match(Event(("news",), {"n": 2})) == {}
     objects = Matcher()
     objects.add_contents(zip(["s0", "s1", "s2"], ["u0", "u1", "u2"], predicates, strict=True))
     probes = [
         Event(attributes=e)
-        for e in workload.events_of(w, workload.event_arrays(w, 200, np.random.default_rng(2)))
+        for e in synthetic.events_of(w, synthetic.event_arrays(w, 200, np.random.default_rng(2)))
     ]
     assert matcher.match_batch(probes) == objects.match_batch(probes)
     assert len(matcher) == 3

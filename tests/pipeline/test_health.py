@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from tidings.model import FunctionSpec, Subscriber, Subscription
-from tidings.pipeline.health import Call, FunctionHealth
+from tidings.pipeline.health import FunctionCall, FunctionHealth
 from tidings.store import open_store
 from tidings.store.base import Store
 
@@ -17,10 +17,10 @@ def store_with(*ids: str) -> Store:
     return store
 
 
-def calls(sid: str, outcomes: str, start: int = 0) -> list[Call]:
+def calls(sid: str, outcomes: str, start: int = 0) -> list[FunctionCall]:
     """One call per character, in publication order: `x` failed, `.` answered."""
     return [
-        Call(float(start + i), f"p{start + i:03d}", sid, "boom" if o == "x" else None)
+        FunctionCall(float(start + i), f"p{start + i:03d}", sid, "boom" if o == "x" else None)
         for i, o in enumerate(outcomes)
     ]
 

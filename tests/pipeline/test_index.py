@@ -59,7 +59,7 @@ def test_one_pass_gives_deliveries_the_malformed_lines_with_reasons_and_the_coun
     snapshot = index.SnapshotIndex(index.pack(1, subs))
     pubs = [Publication("p1", 1.0, None, ("a",)), Publication("p2", 2.0, None, ("b",))]
     lines = [line(pubs[0]), '{"id": 3}', "", line(pubs[1]), "{torn"]
-    options = index.Options("t", None)  # type: ignore[arg-type]  # the snapshot is given
+    options = index.MatchOptions("t", None)  # type: ignore[arg-type]  # the snapshot is given
     rows = index.match_lines_batch(lines, snapshot, options).to_pylist()
     assert [(r["publication_id"], r["subscriber_id"], r["subscription_ids"]) for r in rows[:1]] == [
         ("p1", "alice", ["t1"])
@@ -78,7 +78,7 @@ def test_a_worker_matches_a_new_snapshot_with_a_new_index_even_at_the_same_versi
 
     def delivered(subs: list[Subscription]) -> set[tuple[str, tuple[str, ...]]]:
         packed = index.pack(7, subs)
-        options = index.Options(packed.token, broadcaster.share(packed))
+        options = index.MatchOptions(packed.token, broadcaster.share(packed))
         rows = index.match_lines(lines, options).where("subscriber_id IS NOT NULL").collect()
         return {(r.subscriber_id, tuple(r.subscription_ids)) for r in rows}
 

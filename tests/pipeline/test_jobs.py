@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscriber, Subscription
-from tidings.pipeline import DRIVER_LINES, index, logs
+from tidings.pipeline import DRIVER_LINES, eventlog, index
 from tidings.pipeline.jobs import (
     Algorithm,
     Matching,
@@ -204,7 +204,7 @@ class RecordingSink(QueueSink):
 def log_frame(spark: SparkSession, directory: Path, lines: list[str]) -> DataFrame:
     """Lines as the jobs read them: from a log file, in two partitions."""
     write_log(directory, "0000000000001-1-000001", lines)
-    return logs.read_publication_lines(spark, directory).coalesce(2)
+    return eventlog.read_publication_lines(spark, directory).coalesce(2)
 
 
 @every_way

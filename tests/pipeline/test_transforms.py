@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tidings.matching.semantics import any_topic_matches, conjunction_holds
 from tidings.model import Op, Predicate, Publication, Subscription
-from tidings.pipeline import logs, transforms
+from tidings.pipeline import eventlog, transforms
 from tidings.pipeline.snapshot import to_frames
 
 from .workloads import Triple, line, matcher_triples, publications, subscriptions
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 
 def pubs_frame(spark: SparkSession, pubs: list[Publication]) -> DataFrame:
     lines = spark.createDataFrame([(line(p),) for p in pubs], "value string")
-    return logs.valid(logs.parse_publications(lines)).cache()
+    return eventlog.valid(eventlog.parse_publications(lines)).cache()
 
 
 def spark_triples(

@@ -10,14 +10,14 @@ import pytest
 
 from tidings.config import FunctionSettings
 from tidings.sandbox.compile import code_hash
-from tidings.sandbox.pool import Call, WorkerPool
+from tidings.sandbox.pool import WorkerCall, WorkerPool
 
 PUB = {"id": "p", "data": "hello", "topics": [], "attributes": {}, "function_types": ["t"]}
 
 
-def code(sid: str, body: str) -> Call:
+def code(sid: str, body: str) -> WorkerCall:
     source = f"def match(publication):\n{body}\n"
-    return Call(sid, "code", code_hash(source), source)
+    return WorkerCall(sid, "code", code_hash(source), source)
 
 
 OK = code("ok", "    return publication['data'] == 'hello'")
@@ -139,7 +139,7 @@ async def test_library_code_that_compiles_strings_is_refused_inside_a_call(
         "def match(publication):\n"
         "    return namedtuple('P', 'x y')(1, 2).x == 1\n"
     )
-    results = await pool.run(PUB, [Call("nt", "code", code_hash(source), source)])
+    results = await pool.run(PUB, [WorkerCall("nt", "code", code_hash(source), source)])
     assert results["nt"][0] is False
     assert "not allowed in a matching function" in (results["nt"][1] or "")
 
@@ -156,7 +156,7 @@ async def test_subscriber_code_may_call_vision_functions_under_the_audit_hook() 
     )
     photo = {**PUB, "data": {"image": encoded(WITH_FACE)}}
     try:
-        results = await pool.run(photo, [Call("faces", "code", code_hash(source), source)])
+        results = await pool.run(photo, [WorkerCall("faces", "code", code_hash(source), source)])
     finally:
         await pool.aclose()
     assert results["faces"] == (True, None)

@@ -8,13 +8,15 @@ from typing import Any
 import orjson
 import pytest
 
-from tidings.sim.experiments import Settings, experiment, run_experiment
+from tidings.sim.experiments import ExperimentSettings, experiment, run_experiment
 
 
 @pytest.fixture(scope="module")
 def quick_rate(broker_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     out = tmp_path_factory.mktemp("experiment")
-    settings = Settings(["topic"], quick=True, url=broker_url, progress=False, analytics="numpy")
+    settings = ExperimentSettings(
+        ["topic"], quick=True, url=broker_url, progress=False, analytics="numpy"
+    )
     rows = run_experiment(experiment("publication-rate"), settings, out)
     return out, rows
 

@@ -14,11 +14,11 @@ import orjson
 import typer
 import uvloop
 
-from tidings.sim.perf.report import second_line, summary_lines, summary_record
-from tidings.sim.perf.runner import Summary, run
+from tidings.sim.perf.printout import second_line, summary_lines, summary_record
 from tidings.sim.perf.stats import Second
 from tidings.sim.perf.targets import TARGETS, make_target
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
+from tidings.sim.perf.trial import Summary, run
 
 TargetName = Annotated[str, typer.Option("--target", "-t", help=f"One of: {', '.join(TARGETS)}.")]
 Url = Annotated[

@@ -60,7 +60,7 @@ def experiment(
 ) -> None:
     """Reproduce one of the paper's experiments on the model data: CSV/JSON and PNG plots."""
     from tidings.placement.experiments import EXPERIMENTS, FULL, REDUCED, savings
-    from tidings.placement.report import write
+    from tidings.placement.results import write
     from tidings.sim import rundir
 
     if number not in EXPERIMENTS:
@@ -93,7 +93,7 @@ def solve_topics(
     """Solve many topics in parallel on Spark, with the same solver as `solve`."""
     from tidings.pipeline.session import build_session
     from tidings.placement.files import load_world
-    from tidings.placement.topics import read_topics, solve_topics, write_answers
+    from tidings.placement.many_topics import read_topics, solve_topics, write_answers
 
     if output_format not in ("parquet", "json"):
         raise invalid("--format", "expected parquet or json")

@@ -35,7 +35,7 @@ def sim(
 
     from tidings.sim import rundir
     from tidings.sim.config import check, load_config
-    from tidings.sim.runner import Options, run
+    from tidings.sim.simulation import RunOptions, run
 
     if processes < 1:
         raise invalid("--processes", "must be at least 1")
@@ -43,7 +43,7 @@ def sim(
     if duration is not None:
         settings = check(msgspec.structs.replace(settings, duration=duration))
     run_dir = rundir.create(runs, settings.name)
-    outcome = run(settings, run_dir, Options(url, processes, not no_progress, progress_file))
+    outcome = run(settings, run_dir, RunOptions(url, processes, not no_progress, progress_file))
     print_summary(outcome.summary, run_dir)
 
 
@@ -157,7 +157,7 @@ def experiment(
 ) -> None:
     """One of the thesis's end-to-end experiments: CSV/JSON tables and PNG plots."""
     from tidings.sim import rundir
-    from tidings.sim.experiments import KINDS, Settings, run_experiment
+    from tidings.sim.experiments import KINDS, ExperimentSettings, run_experiment
     from tidings.sim.experiments import experiment as find
 
     spec, kinds = find(name), matching or list(KINDS)
@@ -167,7 +167,7 @@ def experiment(
     if analytics not in ("auto", "spark", "numpy"):
         raise invalid("--analytics", "expected auto, spark or numpy")
     out = rundir.create(runs, f"experiment-{name}")
-    settings = Settings(kinds, quick, url, processes, not no_progress, analytics)  # type: ignore[arg-type]
+    settings = ExperimentSettings(kinds, quick, url, processes, not no_progress, analytics)  # type: ignore[arg-type]
     rows = run_experiment(spec, settings, out, lambda p: typer.echo(f"point: {p}", err=True))
     print_latency(rows, spec.x)
     typer.echo(f"tables and plots: {out}")

@@ -41,7 +41,9 @@ class ServerlessPrices:
 
 
 @dataclass(frozen=True, slots=True)
-class Instance:
+class InstanceType:
+    """One row of the instance price table (a VM type; placement's `Instance` is a problem)."""
+
     name: str
     platform: str
     monthly: float
@@ -51,9 +53,9 @@ class Instance:
 @dataclass(frozen=True, slots=True)
 class InstancePrices:
     header: Header
-    instances: dict[str, Instance]
+    instances: dict[str, InstanceType]
 
-    def get(self, name: str, field: str) -> Instance:
+    def get(self, name: str, field: str) -> InstanceType:
         """The instance called `name`; an unknown name is refused under `field`."""
         if name not in self.instances:
             known = ", ".join(self.instances)
@@ -114,7 +116,7 @@ def load_instances(path: Path | None = None) -> InstancePrices:
     )
 
 
-def _instance(doc: Doc, name: str, table: object) -> Instance:
+def _instance(doc: Doc, name: str, table: object) -> InstanceType:
     where = f"instances.{name}"
     if not isinstance(table, dict):
         raise invalid(doc.where(where), "must be a table")
@@ -124,4 +126,4 @@ def _instance(doc: Doc, name: str, table: object) -> Instance:
     vcpus = table.get("vcpus")
     if vcpus is not None and (isinstance(vcpus, bool) or not isinstance(vcpus, int) or vcpus < 1):
         raise invalid(doc.where(f"{where}.vcpus"), "must be a whole number >= 1")
-    return Instance(name, text(doc, table, "platform", f"{where}.platform"), monthly, vcpus)
+    return InstanceType(name, text(doc, table, "platform", f"{where}.platform"), monthly, vcpus)

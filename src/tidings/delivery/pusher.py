@@ -41,7 +41,7 @@ def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class PostOutcome:
     kind: Literal["ok", "status", "error"]  # a 2xx; another answer; no answer
     detail: str = ""
 
@@ -160,16 +160,16 @@ class Pusher:
         finally:
             self._gate.release()
 
-    async def _post(self, batch: list[Message], attempt: int) -> Outcome:
+    async def _post(self, batch: list[Message], attempt: int) -> PostOutcome:
         body = messages_answer(batch)  # a pull's answer: {"messages": [...]}, bodies as stored
         try:
             answer = await self._http.post(self.endpoint.url, body, self._headers(body, attempt))
         except Exception as exc:  # the endpoint's fault (refused, timed out, garbled): a failure
             said = f": {exc}" if str(exc) else ""
-            return Outcome("error", f"{type(exc).__name__}{said}"[:300])
+            return PostOutcome("error", f"{type(exc).__name__}{said}"[:300])
         if 200 <= answer.status < 300:
-            return Outcome("ok")
-        return Outcome("status", f"HTTP {answer.status}")
+            return PostOutcome("ok")
+        return PostOutcome("status", f"HTTP {answer.status}")
 
     def _headers(self, body: bytes, attempt: int) -> dict[str, str]:
         return {
@@ -180,7 +180,7 @@ class Pusher:
             "Tidings-Delivery-Attempt": str(attempt),
         }
 
-    async def _settle(self, receipts: list[str], outcome: Outcome, attempt: int) -> None:
+    async def _settle(self, receipts: list[str], outcome: PostOutcome, attempt: int) -> None:
         self.outlet.metrics.inc("webhook_requests", outcome=outcome.kind)
         if outcome.kind == "ok":
             await self.outlet.queue.ack(self.sid, receipts)

@@ -26,7 +26,7 @@ class StatusStore(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class FunctionCall:
     """One function call's outcome: `error` None when the function answered."""
 
     published_at: float
@@ -40,7 +40,7 @@ class FunctionHealth:
         self.store = store
         self.rule = FailureRule(failures_to_suspend)
 
-    def record(self, calls: Iterable[Call]) -> list[str]:
+    def record(self, calls: Iterable[FunctionCall]) -> list[str]:
         """Count the calls of one batch; returns the subscriptions suspended."""
         suspended: list[str] = []
         for call in sorted(calls, key=lambda c: (c.published_at, c.publication_id)):

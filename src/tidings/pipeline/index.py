@@ -27,9 +27,9 @@ from tidings import heap
 from tidings.config import FunctionSettings
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Op, Predicate, Publication, Subscription, subscription_from_json
-from tidings.pipeline import logs
+from tidings.pipeline import eventlog
 from tidings.pipeline.columnar import Columns, ColumnsBuilder, eligible
-from tidings.pipeline.health import Call
+from tidings.pipeline.health import FunctionCall
 from tidings.sandbox import FunctionRunner
 from tidings.sandbox.index import FunctionIndex
 
@@ -177,7 +177,7 @@ async def add_function_matches(
     index: SnapshotIndex,
     pubs: Sequence[Publication],
     found: list[Found],
-) -> list[Call]:
+) -> list[FunctionCall]:
     """Run the function subscriptions each publication meets in the sandbox; a call that
     failed matches only when its subscription fails open (the runner's rule). Returns
     every call's outcome, for the driver to count failures by."""
@@ -189,7 +189,7 @@ async def add_function_matches(
         owner = {s.id: s.subscriber_id for s in subs}
         for outcome in results:
             sid = outcome.subscription_id
-            calls.append(Call(pubs[i].published_at, pubs[i].id, sid, outcome.error))
+            calls.append(FunctionCall(pubs[i].published_at, pubs[i].id, sid, outcome.error))
             if outcome.matched:
                 found[i].setdefault(owner[sid], set()).add(sid)
     return calls
@@ -218,7 +218,7 @@ def _arrow_schema() -> pa.Schema:
 
 
 @dataclass(frozen=True, slots=True)
-class Options:
+class MatchOptions:
     """What every partition needs besides the lines: the snapshot and the batch's options."""
 
     token: str
@@ -228,7 +228,7 @@ class Options:
 
 
 def match_lines_batch(
-    lines: Sequence[str | None], index: SnapshotIndex, options: Options
+    lines: Sequence[str | None], index: SnapshotIndex, options: MatchOptions
 ) -> pa.RecordBatch:
     """Log lines -> one row per delivery (`subscriber_id` set), one per function call
     (`publication_id` and `subscription_ids` set, no subscriber; `error` when it failed),
@@ -236,14 +236,14 @@ def match_lines_batch(
     (`valid`)."""
     import pyarrow as pa
 
-    parsed = [logs.parse_line(text) for text in lines if text is not None and text.strip()]
+    parsed = [eventlog.parse_line(text) for text in lines if text is not None and text.strip()]
     bad = [(None, None, None, row[0], None, row[6], None) for row in parsed if row[6] is not None]
     good = [row for row in parsed if row[6] is None]
     if options.since is not None:
         good = [row for row in good if row[2] >= options.since]
     pubs = [Publication.from_json(orjson.loads(row[0])) for row in good]
     found = index.match(pubs)
-    calls: list[Call] = []
+    calls: list[FunctionCall] = []
     if options.functions is not None and any(index.function_subscriptions(p) for p in pubs):
         host = runner_host(options.functions)
         calls = host.call(add_function_matches(host.runner, index, pubs, found))
@@ -264,7 +264,7 @@ def match_lines_batch(
 
 
 def match_values(
-    lines: Sequence[str | None], index: SnapshotIndex, options: Options
+    lines: Sequence[str | None], index: SnapshotIndex, options: MatchOptions
 ) -> Iterator[pa.RecordBatch]:
     """`match_lines_batch` over LINES_PER_PASS lines at a time."""
     for start in range(0, len(lines), LINES_PER_PASS):
@@ -272,7 +272,7 @@ def match_values(
 
 
 def match_here(
-    lines: Sequence[str | None], packed: Packed, options: Options
+    lines: Sequence[str | None], packed: Packed, options: MatchOptions
 ) -> Iterator[dict[str, Any]]:
     """The same pass in this process: the rows of PASS_SCHEMA as dicts. The driver uses it
     for a batch so small that a Spark job would cost more than the matching."""
@@ -281,13 +281,15 @@ def match_here(
         yield from batch.to_pylist()
 
 
-def _shared(options: Options) -> Packed:
+def _shared(options: MatchOptions) -> Packed:
     if options.snapshot is None:
         raise ValueError("a batch matched in the workers needs the snapshot broadcast")
     return options.snapshot.value
 
 
-def _matcher(options: Options) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _matcher(
+    options: MatchOptions,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def match_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             index = cached_index(options.token, lambda: _shared(options))
@@ -313,7 +315,7 @@ class Broadcaster:
         return shared
 
 
-def match_lines(lines: DataFrame, options: Options) -> DataFrame:
+def match_lines(lines: DataFrame, options: MatchOptions) -> DataFrame:
     """Parse, quarantine and match raw log lines (column `value`) in one narrow pass: the
     rows of PASS_SCHEMA. Deliveries are one row per (publication, subscriber), with the
     matched subscription ids sorted and the publication's log line and time."""

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from tidings.config import FunctionSettings, Settings
-from tidings.pipeline import DRIVER_LINES, index, logs, transforms
-from tidings.pipeline.health import Call, FunctionHealth, StatusStore
+from tidings.pipeline import DRIVER_LINES, eventlog, index, transforms
+from tidings.pipeline.health import FunctionCall, FunctionHealth, StatusStore
 from tidings.pipeline.sink import QueueSink
 from tidings.pipeline.snapshot import SnapshotFrames, SubscriptionSource, take_snapshot, to_frames
 
@@ -130,7 +130,7 @@ class Matching:
         """Match one batch of raw log lines (column `value`) into the queues."""
         self.subscriptions.refresh()  # one snapshot for the whole batch
         if self.algorithm == "sql":
-            return self._run_sql(logs.parse_publications(lines), batch)
+            return self._run_sql(eventlog.parse_publications(lines), batch)
         tally = Tally()
         added = self.sink.write_rows(tally.deliveries(self._index_pass(lines)))
         quarantined = write_quarantine(self.quarantine, batch, tally.malformed)
@@ -143,19 +143,19 @@ class Matching:
         packed = self.subscriptions.packed(self.subscriber_id)
         few = few_lines(lines, self.driver_lines)
         if few is not None:
-            options = index.Options(packed.token, None, self.functions, self.since)
+            options = index.MatchOptions(packed.token, None, self.functions, self.since)
             return index.match_here(few, packed, options)
         shared = self.subscriptions.share(packed)
-        options = index.Options(packed.token, shared, self.functions, self.since)
+        options = index.MatchOptions(packed.token, shared, self.functions, self.since)
         return index.match_lines(lines, options).toLocalIterator(prefetchPartitions=True)
 
     def _run_sql(self, parsed: DataFrame, batch: str) -> BatchResult:
         parsed = parsed.cache()
         outcomes = None
         try:
-            bad = [(r["line"], r["error"]) for r in logs.malformed(parsed).collect()]
+            bad = [(r["line"], r["error"]) for r in eventlog.malformed(parsed).collect()]
             quarantined = write_quarantine(self.quarantine, batch, bad)
-            pubs = transforms.since(logs.valid(parsed), self.since)
+            pubs = transforms.since(eventlog.valid(parsed), self.since)
             frames = self.subscriptions.frames(self.subscriber_id)
             if self.functions is not None:  # cached: each call runs once, for both uses
                 outcomes = transforms.function_outcomes(pubs, frames.functions, self.functions)
@@ -171,7 +171,7 @@ class Matching:
             if outcomes is not None:
                 outcomes.unpersist()
 
-    def _count(self, calls: Iterable[Call]) -> None:
+    def _count(self, calls: Iterable[FunctionCall]) -> None:
         """Function failures, by the broker's rule (see `health`); kept across batches."""
         if self.functions is None:
             return
@@ -190,10 +190,10 @@ def few_lines(lines: DataFrame, most: int) -> list[str | None] | None:
     return None if len(rows) > most else [row[0] for row in rows]
 
 
-def calls_of(outcomes: Iterable[Row]) -> Iterator[Call]:
+def calls_of(outcomes: Iterable[Row]) -> Iterator[FunctionCall]:
     """Function call outcomes (transforms.OUTCOME_SCHEMA) as calls to count."""
     for r in outcomes:
-        yield Call(r["published_at"], r["pub_id"], r["sub_id"], r["error"])
+        yield FunctionCall(r["published_at"], r["pub_id"], r["sub_id"], r["error"])
 
 
 class Tally:
@@ -202,7 +202,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.malformed: list[tuple[str, str]] = []
-        self.calls: list[Call] = []
+        self.calls: list[FunctionCall] = []
         self.valid = 0
 
     def deliveries(self, rows: Iterable[Row]) -> Iterator[Row]:
@@ -211,7 +211,7 @@ class Tally:
                 yield row
             elif row["publication_id"] is not None:
                 sid = row["subscription_ids"][0]
-                call = Call(row["published_at"], row["publication_id"], sid, row["error"])
+                call = FunctionCall(row["published_at"], row["publication_id"], sid, row["error"])
                 self.calls.append(call)
             elif row["error"] is not None:
                 self.malformed.append((row["line"], row["error"]))
@@ -242,7 +242,7 @@ def start_stream(
 ) -> StreamingQuery:
     """The streaming matcher over the publication log. `trigger_s` None processes what is
     there now and stops (availableNow); otherwise a micro-batch every `trigger_s` seconds."""
-    lines = logs.stream_publication_lines(spark, paths.publications, max_files)
+    lines = eventlog.stream_publication_lines(spark, paths.publications, max_files)
 
     cores = spark.sparkContext.defaultParallelism
 
@@ -285,6 +285,6 @@ def match_available(spark: SparkSession, matching: Matching, paths: Paths) -> li
 def replay(spark: SparkSession, matching: Matching, paths: Paths) -> BatchResult:
     """Re-match the whole log (from `matching.since`) against the current subscriptions and
     enqueue what is missing; what was delivered already is not delivered again."""
-    lines = logs.read_publication_lines(spark, paths.publications)
+    lines = eventlog.read_publication_lines(spark, paths.publications)
     batch = f"replay-{int(time.time() * 1000)}"
     return matching.run(lines, batch)

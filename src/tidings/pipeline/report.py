@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.pipeline import logs
+from tidings.pipeline import eventlog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,9 +95,9 @@ def latencies(spark: SparkSession, run: Run) -> DataFrame:
     matching kind comes from the delivery's `enqueued` event."""
     from pyspark.sql import functions as F
 
-    events = logs.read_deliveries(spark, run.log("deliveries")).where("_corrupt IS NULL")
-    lines = logs.read_publication_lines(spark, run.log("publications"))
-    pubs = logs.valid(logs.parse_publications(lines)).select(
+    events = eventlog.read_deliveries(spark, run.log("deliveries")).where("_corrupt IS NULL")
+    lines = eventlog.read_publication_lines(spark, run.log("publications"))
+    pubs = eventlog.valid(eventlog.parse_publications(lines)).select(
         F.col("id").alias("publication_id"), "published_at"
     )
     kinds = (

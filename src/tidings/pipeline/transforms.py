@@ -1,7 +1,7 @@
 """Pure DataFrame -> DataFrame transforms: the matching semantics of
 `tidings.matching.semantics`, expressed in Spark.
 
-`pubs` is the valid part of `logs.parse_publications` (id, line, published_at, topics,
+`pubs` is the valid part of `eventlog.parse_publications` (id, line, published_at, topics,
 attributes, function_types); the subscription frames come from `snapshot.to_frames`.
 Every matcher answers (pub_id, sub_id, subscriber_id); `deliveries` folds them into one
 delivery per (publication, subscriber).

@@ -22,7 +22,7 @@ SECONDS_PER_DAY = 86_400
 
 
 @dataclass(frozen=True, slots=True)
-class Scenario:
+class PlacementScenario:
     """Publishers are clients 0..P-1 of the world, subscribers P..P+S-1."""
 
     name: str
@@ -82,27 +82,27 @@ def build(
     ratio: float,
     seed: int,
     messages: int = 1,
-) -> Scenario:
+) -> PlacementScenario:
     rng = np.random.default_rng(seed)
     p_lat, p_lon = _positions(rng, publishers)
     s_lat, s_lon = _positions(rng, subscribers)
     world = data.world(np.concatenate((p_lat, s_lat)), np.concatenate((p_lon, s_lon)))
-    return Scenario(name, world, len(p_lat), len(s_lat), ratio, messages)
+    return PlacementScenario(name, world, len(p_lat), len(s_lat), ratio, messages)
 
 
-def global_spread(per_region: int, seed: int, messages: int = 1) -> Scenario:
+def global_spread(per_region: int, seed: int, messages: int = 1) -> PlacementScenario:
     """Experiment 1: `per_region` publishers and subscribers close to each region; 75 %."""
     groups = [(per_region, near_region(r)) for r in range(len(data.ec2_regions().names))]
     return build("global", groups, groups, 75.0, seed, messages)
 
 
-def asia_and_usa(publishers: int, per_side: int, seed: int) -> Scenario:
+def asia_and_usa(publishers: int, per_side: int, seed: int) -> PlacementScenario:
     """Experiment 2: publishers and `per_side` subscribers in Asia, `per_side` in the USA; 75 %."""
     asia, usa = cities.in_continent("AS"), cities.in_country("US")
     return build("asia-usa", [(publishers, asia)], [(per_side, asia), (per_side, usa)], 75.0, seed)
 
 
-def localised(region_name: str, clients: int, seed: int) -> Scenario:
+def localised(region_name: str, clients: int, seed: int) -> PlacementScenario:
     """Experiment 3: `clients` publishers and subscribers closest to one region; 95 %."""
     region = data.ec2_regions().names.index(region_name)
     near = [(clients, near_region(region))]

@@ -22,7 +22,9 @@ from tidings.sandbox.boundary import command, worker_env
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class WorkerCall:
+    """One subscription's function as a worker is asked to call it (the source only once)."""
+
     sid: str
     kind: str  # "code" or "builtin"
     key: str  # the code's hash, or the builtin's name
@@ -43,18 +45,20 @@ class Call:
 
 
 Result = tuple[bool, str | None]  # matched, error
-Keep = Callable[[Call], bool]
+Keep = Callable[[WorkerCall], bool]
 BUILTIN_BUDGET_S = 15.0  # wall clock for one of the library's functions (vision is slow)
 START_BUDGET_S = 60.0  # a new worker loads the library and its models first
 
 
-class Worker:
+class WorkerProcess:
+    """The pool's handle on one worker process (`sandbox/worker.py` is what runs inside)."""
+
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
         self.known: set[str] = set()
 
     @classmethod
-    async def start(cls, argv: Sequence[str]) -> Worker:
+    async def start(cls, argv: Sequence[str]) -> WorkerProcess:
         """`argv`: the worker's command line, normally `boundary.command(...)`."""
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -77,7 +81,7 @@ class Worker:
     async def run(
         self,
         publication: Any,
-        calls: Sequence[Call],
+        calls: Sequence[WorkerCall],
         budget_s: float,
         results: dict[str, Result],
         ms: dict[str, float] | None = None,
@@ -116,29 +120,29 @@ class WorkerPool:
         self.argv = list(argv or command(settings, "code", bounded=True))
         self.size = size or settings.workers
         self.budget_s = max(0.5, settings.cpu_ms / 1000 * 5)  # wall clock per call
-        self._idle: asyncio.Queue[Worker] | None = None
-        self._workers: list[Worker] = []
+        self._idle: asyncio.Queue[WorkerProcess] | None = None
+        self._workers: list[WorkerProcess] = []
         self.killed = 0
         self.ms: dict[str, float] = {}  # subscription id -> its last call's wall time
 
-    async def _take(self) -> Worker:
+    async def _take(self) -> WorkerProcess:
         if self._idle is None:
             self._idle = asyncio.Queue()
             for _ in range(self.size):
-                self._workers.append(await Worker.start(self.argv))
+                self._workers.append(await WorkerProcess.start(self.argv))
                 self._idle.put_nowait(self._workers[-1])
         return await self._idle.get()
 
-    async def _replace(self, worker: Worker) -> None:
+    async def _replace(self, worker: WorkerProcess) -> None:
         await worker.kill()
         self.killed += 1
-        fresh = await Worker.start(self.argv)
+        fresh = await WorkerProcess.start(self.argv)
         self._workers[self._workers.index(worker)] = fresh
         assert self._idle is not None
         self._idle.put_nowait(fresh)
 
     async def run(
-        self, publication: Any, calls: Sequence[Call], keep: Keep | None = None
+        self, publication: Any, calls: Sequence[WorkerCall], keep: Keep | None = None
     ) -> dict[str, Result]:
         """Evaluate every call; a call that brings its worker down is that call's failure.
         `keep`, asked once a worker is free, drops calls cancelled while they waited."""
@@ -162,7 +166,7 @@ class WorkerPool:
         return results
 
     async def run_many(
-        self, publication: Any, calls: Sequence[Call], keep: Keep | None = None
+        self, publication: Any, calls: Sequence[WorkerCall], keep: Keep | None = None
     ) -> dict[str, Result]:
         """Spread the calls over the workers."""
         if not calls:

@@ -19,7 +19,7 @@ from tidings.sandbox import FunctionOutcome
 from tidings.sandbox.boundary import command, probe
 from tidings.sandbox.compile import check, code_hash
 from tidings.sandbox.lanes import Lanes
-from tidings.sandbox.pool import Call, Result, WorkerPool
+from tidings.sandbox.pool import Result, WorkerCall, WorkerPool
 from tidings.sandbox.urlcall import URLCaller
 
 log = logging.getLogger("tidings.sandbox")
@@ -184,7 +184,7 @@ class SandboxRunner:
             asyncio.get_running_loop().call_later(pause, gate.running.release)
 
     async def _pooled(
-        self, pool: WorkerPool, pub: Any, calls: list[Call], ticket: int
+        self, pool: WorkerPool, pub: Any, calls: list[WorkerCall], ticket: int
     ) -> dict[str, Result]:
         if not calls:
             return {}
@@ -217,12 +217,12 @@ def _outcome(sub: Subscription, matched: bool, error: str | None) -> FunctionOut
     return FunctionOutcome(sub.id, matched or (error is not None and fail_open), error)
 
 
-def _call(sub: Subscription) -> Call:
+def _call(sub: Subscription) -> WorkerCall:
     spec = sub.function
     assert spec is not None
     if spec.kind == "code":
-        return Call(sub.id, "code", code_hash(spec.source), spec.source)
-    return Call(sub.id, "builtin", spec.source, params=dict(spec.params))
+        return WorkerCall(sub.id, "code", code_hash(spec.source), spec.source)
+    return WorkerCall(sub.id, "builtin", spec.source, params=dict(spec.params))
 
 
 def create_runner(settings: FunctionSettings) -> SandboxRunner:

@@ -22,8 +22,8 @@ import orjson
 from tidings.errors import invalid
 from tidings.sim import events, rundir
 from tidings.sim.config import PublisherGroup, SimConfig, SubscriberGroup, check
-from tidings.sim.runner import Options, broker, run
 from tidings.sim.scenarios import EN_TEXT, ENGLISH
+from tidings.sim.simulation import RunOptions, broker, run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,7 +121,7 @@ def point_config(kind: str, point: Point, quick: bool, seed: int = 0) -> SimConf
 
 
 @dataclass
-class Settings:
+class ExperimentSettings:
     kinds: list[str]
     quick: bool = False
     url: str | None = None
@@ -132,7 +132,10 @@ class Settings:
 
 
 def run_experiment(
-    spec: Experiment, settings: Settings, out: Path, on_point: Callable[[str], None] | None = None
+    spec: Experiment,
+    settings: ExperimentSettings,
+    out: Path,
+    on_point: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every point for every kind under `out/<kind>/<point>/`, then the analysis; returns
     the latency rows (also in `out/latency.{csv,json}`)."""
@@ -150,10 +153,10 @@ def run_experiment(
     return rows
 
 
-def _run_point(kind: str, point: Point, settings: Settings, run_dir: Path) -> None:
+def _run_point(kind: str, point: Point, settings: ExperimentSettings, run_dir: Path) -> None:
     run_dir.mkdir(parents=True)
     config = point_config(kind, point, settings.quick)
-    run(config, run_dir, Options(settings.url, settings.processes, settings.progress))
+    run(config, run_dir, RunOptions(settings.url, settings.processes, settings.progress))
     meta = orjson.loads((run_dir / "run.json").read_bytes())
     meta |= {"payload_kib": point.payload_kib, "matching": kind}
     rundir.write_json(run_dir / "run.json", meta)
@@ -163,7 +166,7 @@ def spark_available() -> bool:
     return importlib.util.find_spec("pyspark") is not None and shutil.which("java") is not None
 
 
-def analyse(kind_dir: Path, spec: Experiment, settings: Settings) -> list[dict[str, Any]]:
+def analyse(kind_dir: Path, spec: Experiment, settings: ExperimentSettings) -> list[dict[str, Any]]:
     use_spark = settings.analytics == "spark" or (
         settings.analytics == "auto" and (settings.spark is not None or spark_available())
     )
@@ -176,7 +179,7 @@ def _meta(run_dir: Path) -> dict[str, Any]:
     return dict(orjson.loads((run_dir / "run.json").read_bytes()))
 
 
-def _spark_rows(kind_dir: Path, settings: Settings) -> list[dict[str, Any]]:
+def _spark_rows(kind_dir: Path, settings: ExperimentSettings) -> list[dict[str, Any]]:
     from tidings.pipeline.report import report
 
     spark = settings.spark

@@ -20,7 +20,7 @@ from rich.progress import (
 )
 
 
-class Line:
+class ProgressLine:
     """A rich progress line on stderr; silent when `show` is false."""
 
     def __init__(self, planned: int, show: bool) -> None:
@@ -40,7 +40,7 @@ class Line:
             )
             self._task = self._progress.add_task("publishing", total=planned, delivered=0, rate=0)
 
-    def __enter__(self) -> Line:
+    def __enter__(self) -> ProgressLine:
         if self._progress is not None:
             self._progress.start()
         return self

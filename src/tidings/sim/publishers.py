@@ -11,7 +11,7 @@ from tidings.client import AsyncClient, TidingsClientError
 from tidings.sim.config import PublisherGroup, SimConfig
 from tidings.sim.control import Control
 from tidings.sim.events import EventWriter
-from tidings.sim.workload import Publications, planned, schedule
+from tidings.sim.schedules import Publications, planned, schedule
 
 
 @dataclass

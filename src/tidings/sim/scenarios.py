@@ -160,7 +160,9 @@ def suite() -> list[Scenario]:
 
 
 @dataclass
-class Row:
+class SubscriberResult:
+    """One subscriber in one scenario: what it should receive (ours, the thesis's) and did."""
+
     scenario: str
     subscriber: str
     subscriptions: str
@@ -176,7 +178,7 @@ class Row:
 APIS = ("native", "thesis")
 
 
-class Inbox:
+class SubscriberInbox:
     """One subscriber's stream: publication ids received, acknowledged as they come."""
 
     def __init__(self, handle: AsyncSubscriberHandle) -> None:
@@ -246,13 +248,15 @@ async def _subscriber(client: AsyncClient, sub: Sub) -> AsyncSubscriberHandle:
     return handle
 
 
-async def _open(inboxes: list[Inbox], tasks: list[asyncio.Task[None]]) -> None:
+async def _open(inboxes: list[SubscriberInbox], tasks: list[asyncio.Task[None]]) -> None:
     for inbox in inboxes:
         tasks.append(asyncio.create_task(inbox.listen()))
     await asyncio.gather(*(i.connected.wait() for i in inboxes))
 
 
-async def _until(boxes: list[tuple[Sub, Inbox]], which: list[Sub], timeout: float) -> None:
+async def _until(
+    boxes: list[tuple[Sub, SubscriberInbox]], which: list[Sub], timeout: float
+) -> None:
     """Until each of `which` has at least its expected count, or the time is up."""
 
     async def wait() -> None:
@@ -265,7 +269,7 @@ async def _until(boxes: list[tuple[Sub, Inbox]], which: list[Sub], timeout: floa
 
 async def run_scenario(
     client: AsyncClient, scenario: Scenario, timeout: float, api: str = "native"
-) -> list[Row]:
+) -> list[SubscriberResult]:
     if api == "thesis":
         scenario = Scenario(scenario.name, scenario.source, [
             Sub(**{**s.__dict__, "expected": s.thesis}) for s in scenario.subscribers
@@ -273,7 +277,7 @@ async def run_scenario(
     subscribe = _thesis_subscriber if api == "thesis" else _subscriber
     publish = _thesis_publish if api == "thesis" else _native_publish
     handles = [await subscribe(client, s) for s in scenario.subscribers]
-    boxes = list(zip(scenario.subscribers, map(Inbox, handles), strict=True))
+    boxes = list(zip(scenario.subscribers, map(SubscriberInbox, handles), strict=True))
     online = [s for s in scenario.subscribers if not s.offline]
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -290,19 +294,19 @@ async def run_scenario(
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(h.unregister() for h in handles), return_exceptions=True)
     return [
-        Row(scenario.name, s.name, s.describe(), s.expected, s.thesis, len(i.received))
+        SubscriberResult(scenario.name, s.name, s.describe(), s.expected, s.thesis, len(i.received))
         for s, i in boxes
     ]
 
 
 async def run_suite(
     url: str, scenarios: list[Scenario], timeout: float = 30.0, api: str = "native"
-) -> list[Row]:
+) -> list[SubscriberResult]:
     from tidings.sim.control import check_broker
 
     async with AsyncClient(url) as client:
         await check_broker(client, url)
-        rows: list[Row] = []
+        rows: list[SubscriberResult] = []
         for scenario in scenarios:
             rows += await run_scenario(client, scenario, timeout, api)
         return rows

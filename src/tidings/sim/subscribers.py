@@ -70,7 +70,7 @@ async def setup(client: AsyncClient, parts: list[Spec]) -> list[Sim]:
     return list(await asyncio.gather(*(one(s) for s in parts)))
 
 
-class Recorder:
+class DeliveryRecorder:
     """Writes each delivery with its receive time and counts it for the coordinator."""
 
     def __init__(self, writer: EventWriter, control: Control) -> None:
@@ -98,7 +98,7 @@ class Recorder:
         self.writer.write({"event": event, "subscriber_id": sim.handle.id, "at": time.time()})
 
 
-async def _stream(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
+async def _stream(sim: Sim, config: SimConfig, recorder: DeliveryRecorder) -> None:
     """Receive over the push stream until cancelled. When it ends or breaks (a broker that
     restarts; a keep-alive missed under overload), reconnect: what was in flight comes back
     from the durable queue."""
@@ -112,7 +112,7 @@ async def _stream(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
         await asyncio.sleep(RECONNECT_S)
 
 
-async def _stream_once(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
+async def _stream_once(sim: Sim, config: SimConfig, recorder: DeliveryRecorder) -> None:
     # the simulator reconnects itself, to record each reconnection as a presence event
     async with sim.handle.stream(prefetch=config.prefetch, reconnect=False) as stream:
         sim.connected.set()
@@ -121,7 +121,7 @@ async def _stream_once(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
             await stream.ack([message.receipt])
 
 
-async def _pull(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
+async def _pull(sim: Sim, config: SimConfig, recorder: DeliveryRecorder) -> None:
     sim.connected.set()
     while True:
         messages = await sim.handle.pull(max_messages=config.prefetch, wait=1.0)
@@ -139,7 +139,9 @@ async def _until_offline(window: Offline | None, control: Control) -> None:
     await control.sleep_until(start + window.at)
 
 
-async def _online(sim: Sim, window: Offline | None, config: SimConfig, rec: Recorder) -> None:
+async def _online(
+    sim: Sim, window: Offline | None, config: SimConfig, rec: DeliveryRecorder
+) -> None:
     """Receive until the next offline period begins or the run stops."""
     receive = _stream if config.delivery == "stream" else _pull
     reading = asyncio.create_task(receive(sim, config, rec))
@@ -154,7 +156,7 @@ async def _online(sim: Sim, window: Offline | None, config: SimConfig, rec: Reco
         reading.result()
 
 
-async def consume(sim: Sim, config: SimConfig, recorder: Recorder) -> None:
+async def consume(sim: Sim, config: SimConfig, recorder: DeliveryRecorder) -> None:
     control = recorder.control
     for window in [*sorted(sim.offline, key=lambda w: w.at), None]:
         await _online(sim, window, config, recorder)
@@ -186,7 +188,7 @@ async def run_part(
     writer = EventWriter(run_dir, name)
     async with AsyncClient(url) as client:
         sims = await setup(client, parts)
-        recorder = Recorder(writer, control)
+        recorder = DeliveryRecorder(writer, control)
         tasks = [asyncio.create_task(consume(s, config, recorder)) for s in sims]
         try:
             await _connected(sims, tasks)

@@ -51,7 +51,7 @@ def test_a_qos1_publish_round_trips_its_topic_packet_id_and_payload() -> None:
     raw = m.publish_qos1(m.string("perf/1/0"), 513, b"hello")
     assert raw[:2] == b"\x32\x11"  # PUBLISH, QoS 1; 2 + 8 + 2 + 5 bytes
     (packet,) = m.PacketReader().feed(raw)
-    assert m.publish_of(packet) == m.Publish("perf/1/0", 513, b"hello")
+    assert m.publish_of(packet) == m.PublishPacket("perf/1/0", 513, b"hello")
 
 
 def test_packets_split_across_reads_come_out_whole_and_in_order() -> None:

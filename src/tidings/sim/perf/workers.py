@@ -15,7 +15,7 @@ import uvloop
 from tidings.errors import ErrorCode, TidingsError
 from tidings.sim.perf.stats import Recorder
 from tidings.sim.perf.targets import make_target
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 FLUSH_S = 0.1
 
@@ -102,7 +102,7 @@ def _main(
 async def _consume(
     name: str, url: str | None, workload: Workload, consumers: list[int], pipe: Connection
 ) -> None:
-    from tidings.sim.perf.runner import Audience, deliverer
+    from tidings.sim.perf.trial import Audience, deliverer
 
     target, audience, recorder = make_target(name, url, workload), Audience(workload), Recorder()
     deliver = deliverer(recorder, audience)

@@ -6,7 +6,7 @@ import importlib
 
 from tidings.errors import invalid
 from tidings.sim.perf.targets.base import Target
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 # name -> (module, class, default URL). Tidings without a URL gets an embedded broker.
 TARGETS: dict[str, tuple[str, str, str | None]] = {

@@ -89,7 +89,7 @@ def _future() -> asyncio.Future[None]:
 
 
 @dataclass
-class Delivery:
+class BasicDeliver:
     """The content of a basic.deliver as its frames arrive."""
 
     tag: int = 0
@@ -110,7 +110,7 @@ class AmqpConnection:
         self.error: Exception | None = None
         self._ready: deque[w.Frame] = deque()
         self._replies: asyncio.Queue[bytes | Exception] = asyncio.Queue()
-        self._delivery: Delivery | None = None
+        self._delivery: BasicDeliver | None = None
         self._reading: asyncio.Task[None] | None = None
 
     @classmethod
@@ -212,7 +212,7 @@ class AmqpConnection:
     def _on_method(self, payload: bytes) -> None:
         ids = w.method_ids(payload)
         if ids == w.BASIC_DELIVER:
-            self._delivery = Delivery(tag=w.deliver_tag(payload))
+            self._delivery = BasicDeliver(tag=w.deliver_tag(payload))
         elif ids in (w.BASIC_ACK, w.BASIC_NACK) and self.confirms is not None:
             tag, multiple = w.ack_of(payload)
             self.confirms.settle(tag, multiple, ids == w.BASIC_NACK)

@@ -8,7 +8,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 # consumer index, body, receive time (time.time_ns)
 Deliver = Callable[[int, bytes | str, int], None]

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from tidings.sim.perf.targets import mqtt_wire as m
 from tidings.sim.perf.targets.acks import OrderedAcks
 from tidings.sim.perf.targets.base import Deliver, refuse, unreachable
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 READ_CHUNK = 256 * 1024
 OnMessage = Callable[[bytes, int], None]  # payload, receive time (time.time_ns)

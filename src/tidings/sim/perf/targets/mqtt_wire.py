@@ -83,20 +83,22 @@ def _id(packet_id: int) -> bytes:
     return struct.pack(">H", packet_id)
 
 
-class Publish(NamedTuple):
+class PublishPacket(NamedTuple):
+    """An incoming MQTT PUBLISH, decoded."""
+
     topic: str
     packet_id: int  # 0 at QoS 0
     payload: bytes
 
 
-def publish_of(incoming: Packet) -> Publish:
+def publish_of(incoming: Packet) -> PublishPacket:
     (size,) = struct.unpack_from(">H", incoming.body)
     topic = incoming.body[2 : 2 + size].decode()
     at, qos = 2 + size, (incoming.flags >> 1) & 0x03
     if not qos:
-        return Publish(topic, 0, incoming.body[at:])
+        return PublishPacket(topic, 0, incoming.body[at:])
     (packet_id,) = struct.unpack_from(">H", incoming.body, at)
-    return Publish(topic, packet_id, incoming.body[at + 2 :])
+    return PublishPacket(topic, packet_id, incoming.body[at + 2 :])
 
 
 def connack_code(incoming: Packet) -> int:

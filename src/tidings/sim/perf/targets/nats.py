@@ -17,7 +17,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, S
 
 from tidings.sim.perf.targets.acks import OrderedAcks
 from tidings.sim.perf.targets.base import Deliver, probe, refuse, stop_tasks, unreachable
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 PENDING_MSGS = 10_000_000  # nats-py drops messages beyond its per-subscription limits
 PENDING_BYTES = 4 * 1024**3

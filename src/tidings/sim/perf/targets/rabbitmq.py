@@ -11,7 +11,7 @@ import struct
 from tidings.sim.perf.targets import amqp_wire as w
 from tidings.sim.perf.targets.amqp import AmqpConnection, AmqpError
 from tidings.sim.perf.targets.base import Deliver, probe, unreachable
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 PREFETCH = 2000
 

@@ -18,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tidings.sim.perf.targets.acks import OrderedAcks
 from tidings.sim.perf.targets.base import Deliver, refuse, stop_tasks, unreachable
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
 
 
 class RedisTarget:

@@ -16,8 +16,8 @@ import orjson
 from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
 from tidings.client.types import TidingsClientError
 from tidings.sim.perf.targets.base import Deliver, refuse, stop_tasks, unreachable
-from tidings.sim.perf.targets.http1 import Lanes
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.targets.publish_lanes import PublishLanes
+from tidings.sim.perf.traffic import Workload
 
 LANES = 64  # publishing connections for one publication per request
 PREFETCH = 2000
@@ -34,7 +34,7 @@ class TidingsTarget:
         self.url = url.rstrip("/")
         self.workload = workload
         self._client = AsyncClient(self.url)
-        self._lanes = Lanes(self.url, min(workload.inflight, LANES))
+        self._lanes = PublishLanes(self.url, min(workload.inflight, LANES))
         self._handles: dict[int, AsyncSubscriberHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._streams: list[Stream] = []

@@ -24,7 +24,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.sim import events, rundir
 from tidings.sim.config import SimConfig
 from tidings.sim.control import SPAWN, Control, check_broker
-from tidings.sim.progress import Line, ProgressFile
+from tidings.sim.progress import ProgressFile, ProgressLine
 from tidings.sim.publishers import Counter, publish_all, total_planned, warm_up
 from tidings.sim.subscribers import Spec, run_part, specs
 
@@ -32,20 +32,20 @@ READY_TIMEOUT_S = 120.0
 
 
 @dataclass
-class Outcome:
+class RunOutcome:
     run_dir: Path
     summary: dict[str, Any]
 
 
 @dataclass
-class Options:
+class RunOptions:
     url: str | None = None
     processes: int = 1
     progress: bool = True
     progress_file: Path | None = None  # rewritten as the run goes (sim.progress.ProgressFile)
 
 
-def run(config: SimConfig, run_dir: Path, options: Options) -> Outcome:
+def run(config: SimConfig, run_dir: Path, options: RunOptions) -> RunOutcome:
     """Run `config` into the (new, empty) `run_dir`; an embedded broker when no URL is given."""
     rundir.write_json(run_dir / "config.json", msgspec.to_builtins(config))
     rundir.write_json(run_dir / "environment.json", rundir.environment())
@@ -67,7 +67,7 @@ def broker(url: str | None, run_dir: Path) -> Iterator[str]:
         yield server.url
 
 
-def _run(config: SimConfig, run_dir: Path, url: str, options: Options) -> Outcome:
+def _run(config: SimConfig, run_dir: Path, url: str, options: RunOptions) -> RunOutcome:
     control, state = Control(), State()
     try:
         asyncio.run(_coordinate(config, run_dir, url, options, control, state))
@@ -75,7 +75,7 @@ def _run(config: SimConfig, run_dir: Path, url: str, options: Options) -> Outcom
         raise TidingsError(ErrorCode.UNAVAILABLE, detail=f"{exc.message} ({url})") from None
     finally:
         summary = _finish(config, run_dir, url, state)
-    return Outcome(run_dir, summary)
+    return RunOutcome(run_dir, summary)
 
 
 @dataclass
@@ -103,7 +103,7 @@ def _finish(config: SimConfig, run_dir: Path, url: str, state: State) -> dict[st
 
 
 async def _coordinate(
-    config: SimConfig, run_dir: Path, url: str, options: Options, control: Control, state: State
+    config: SimConfig, run_dir: Path, url: str, options: RunOptions, control: Control, state: State
 ) -> None:
     with _interrupts(control, state):
         async with AsyncClient(url) as client:
@@ -136,7 +136,7 @@ async def _publish_and_drain(
     client: AsyncClient,
     config: SimConfig,
     run_dir: Path,
-    options: Options,
+    options: RunOptions,
     control: Control,
     state: State,
 ) -> None:
@@ -156,7 +156,7 @@ async def _publish_and_drain(
         progress.update(counter.published, delivered, phase, recent, final)
 
     try:
-        with Line(planned, options.progress) as line:
+        with ProgressLine(planned, options.progress) as line:
             await _watch(publishing, control, report)
             await _drain(config, control, report)
     finally:

@@ -85,7 +85,7 @@ def solve_topics(frame: DataFrame, world: World, partitions: int) -> DataFrame:
     def per_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        from tidings.placement.topics import output_schema, solve_row
+        from tidings.placement.many_topics import output_schema, solve_row
 
         here = msgspec.json.decode(broadcast.value, type=World)
         for batch in batches:

@@ -77,18 +77,20 @@ def _at_least(name: str, value: float, least: float) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Header:
+class BodyHeader:
+    """The fixed-width head of every message body: when, by whom, which one, its attribute x."""
+
     send_ns: int
     producer: int
     seq: int
     x: int
 
 
-def encode(header: Header, size: int) -> bytes:
+def encode(header: BodyHeader, size: int) -> bytes:
     head = HEADER.format(header.send_ns, header.producer, header.seq, header.x).encode()
     return head + b"x" * (size - len(head))
 
 
-def decode(body: bytes | str) -> Header:
+def decode(body: bytes | str) -> BodyHeader:
     """The header of a body, read by position (int() takes ASCII bytes as well as text)."""
-    return Header(int(body[0:19]), int(body[20:25]), int(body[26:36]), int(body[37:42]))
+    return BodyHeader(int(body[0:19]), int(body[20:25]), int(body[26:36]), int(body[37:42]))

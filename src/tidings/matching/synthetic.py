@@ -22,7 +22,7 @@ Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
-class Workload:
+class SyntheticWorkload:
     name: str = "custom"
     domain: int = 1_000_000
     attributes: int = 20
@@ -36,23 +36,25 @@ class Workload:
 
 
 NAMED = {
-    "W-A": Workload("W-A", attributes=20, predicates=10, width=0.5),
-    "W-B": Workload("W-B", attributes=50, predicates=5, width=0.3),
+    "W-A": SyntheticWorkload("W-A", attributes=20, predicates=10, width=0.5),
+    "W-B": SyntheticWorkload("W-B", attributes=50, predicates=5, width=0.3),
 }
 
 
-def named(name: str, **changes: object) -> Workload:
+def named(name: str, **changes: object) -> SyntheticWorkload:
     return replace(NAMED[name], **changes)  # type: ignore[arg-type]
 
 
-def _attribute_weights(w: Workload) -> npt.NDArray[np.float64]:
+def _attribute_weights(w: SyntheticWorkload) -> npt.NDArray[np.float64]:
     ranks = np.arange(1, w.attributes + 1, dtype=np.float64)
     weights = ranks**-w.zipf if w.zipf else np.ones(w.attributes)
     normed: npt.NDArray[np.float64] = weights / weights.sum()
     return normed
 
 
-def subscription_arrays(w: Workload, n: int, rng: np.random.Generator) -> tuple[Ints, Ints]:
+def subscription_arrays(
+    w: SyntheticWorkload, n: int, rng: np.random.Generator
+) -> tuple[Ints, Ints]:
     """(attributes, lows), both (n, k): k distinct attributes per row; high = low + wD."""
     p = _attribute_weights(w)
     # Distinct attributes per row, weighted: the k smallest of Exp(1)/p (Efraimidis-Spirakis).
@@ -63,7 +65,7 @@ def subscription_arrays(w: Workload, n: int, rng: np.random.Generator) -> tuple[
     return attrs, lows
 
 
-def predicates_of(w: Workload, attrs: Ints, lows: Ints) -> Iterator[tuple[Predicate, ...]]:
+def predicates_of(w: SyntheticWorkload, attrs: Ints, lows: Ints) -> Iterator[tuple[Predicate, ...]]:
     """Each row as `>=` low and `<=` low + wD per attribute."""
     span = int(w.width * w.domain)
     for row_a, row_l in zip(attrs.tolist(), lows.tolist(), strict=True):
@@ -74,7 +76,7 @@ def predicates_of(w: Workload, attrs: Ints, lows: Ints) -> Iterator[tuple[Predic
         )
 
 
-def columns_of(w: Workload, attrs: Ints, lows: Ints) -> IntervalRows:
+def columns_of(w: SyntheticWorkload, attrs: Ints, lows: Ints) -> IntervalRows:
     """The same subscriptions as `predicates_of`, as the columns the bulk paths take."""
     n, k = attrs.shape
     ops = np.tile(np.array([GE, LE], np.int8), (n, k))
@@ -84,7 +86,7 @@ def columns_of(w: Workload, attrs: Ints, lows: Ints) -> IntervalRows:
     return IntervalRows(keys, np.repeat(attrs, 2, axis=1), ops, vals)
 
 
-def event_arrays(w: Workload, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+def event_arrays(w: SyntheticWorkload, n: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
     """(n, d) values; NaN where a sparse event leaves the attribute out."""
     values = rng.integers(0, w.domain, size=(n, w.attributes)).astype(np.float64)
     if w.event_attributes and w.event_attributes < w.attributes:
@@ -95,14 +97,16 @@ def event_arrays(w: Workload, n: int, rng: np.random.Generator) -> npt.NDArray[n
     return values
 
 
-def events_of(w: Workload, values: npt.NDArray[np.float64]) -> list[dict[str, Scalar]]:
+def events_of(w: SyntheticWorkload, values: npt.NDArray[np.float64]) -> list[dict[str, Scalar]]:
     return [
         {w.key(a): int(v) for a, v in enumerate(row) if v == v}  # v != v: NaN, left out
         for row in values.tolist()
     ]
 
 
-def brute_force(w: Workload, attrs: Ints, lows: Ints, values: npt.NDArray[np.float64]) -> Ints:
+def brute_force(
+    w: SyntheticWorkload, attrs: Ints, lows: Ints, values: npt.NDArray[np.float64]
+) -> Ints:
     """The matching rows for one event (d values): every predicate compared, vectorised."""
     x = values[attrs]
     span = int(w.width * w.domain)

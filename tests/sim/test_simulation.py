@@ -13,13 +13,13 @@ import orjson
 from tidings.server import free_port
 from tidings.sim.config import parse_config
 from tidings.sim.events import read
-from tidings.sim.runner import Options, run
+from tidings.sim.simulation import RunOptions, run
 
 
 def simulate(raw: dict[str, Any], tmp_path: Path, url: str, processes: int = 1) -> Any:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    return run(parse_config(raw), run_dir, Options(url, processes, progress=False))
+    return run(parse_config(raw), run_dir, RunOptions(url, processes, progress=False))
 
 
 def test_a_thesis_format_config_runs_and_every_topic_subscriber_gets_every_publication(

@@ -21,7 +21,7 @@ class HttpError(Exception):
         self.status = status
 
 
-class Lanes:
+class PublishLanes:
     """Up to `size` kept-alive connections to one broker; a request waits for a free one."""
 
     def __init__(self, url: str, size: int) -> None:

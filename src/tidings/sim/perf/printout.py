@@ -6,9 +6,9 @@ import dataclasses
 from typing import Any
 
 from tidings.environment import machine, versions
-from tidings.sim.perf.runner import Summary
 from tidings.sim.perf.stats import Second
-from tidings.sim.perf.workload import Workload
+from tidings.sim.perf.traffic import Workload
+from tidings.sim.perf.trial import Summary
 
 
 def _latency(values: tuple[float, ...]) -> str:

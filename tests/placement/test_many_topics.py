@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from tidings.cli import main
 from tidings.placement import scenarios, solver
 from tidings.placement.files import Topic, to_instance
-from tidings.placement.topics import read_topics, solve_row, solve_topics
+from tidings.placement.many_topics import read_topics, solve_row, solve_topics
 
 WORLD = scenarios.world_of_cities(60, seed=4)
 

@@ -7,7 +7,7 @@ import pytest
 
 from tidings.config import load_settings
 from tidings.server import EmbeddedServer
-from tidings.sim.perf.targets.http1 import HttpError, Lanes
+from tidings.sim.perf.targets.publish_lanes import HttpError, PublishLanes
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 async def publish_many(url: str, count: int, lanes: int) -> list[dict[str, object]]:
-    pool = Lanes(url, lanes)
+    pool = PublishLanes(url, lanes)
     body = orjson.dumps({"data": "hello", "topics": ["t"]})
     try:
         answers = await asyncio.gather(*(pool.post("/v1/publications", body) for _ in range(count)))
@@ -36,7 +36,7 @@ def test_concurrent_posts_share_a_few_kept_alive_connections_and_get_their_own_a
 
 def test_a_refused_request_raises_with_the_status_and_the_lane_recovers(url: str) -> None:
     async def refused_then_accepted() -> tuple[int, bytes]:
-        pool = Lanes(url, 1)
+        pool = PublishLanes(url, 1)
         try:
             with pytest.raises(HttpError) as caught:
                 await pool.post("/v1/publications", b'{"topics": "not a list"}')
@@ -53,7 +53,7 @@ def test_a_broker_that_is_not_there_is_a_connection_error(tmp_path: Path) -> Non
     from tidings.server import free_port
 
     async def post() -> None:
-        pool = Lanes(f"http://127.0.0.1:{free_port()}", 1)
+        pool = PublishLanes(f"http://127.0.0.1:{free_port()}", 1)
         await pool.post("/v1/publications", b"{}")
 
     with pytest.raises(OSError):

@@ -15,8 +15,8 @@ import numpy as np
 
 from tidings.sim.perf.stats import Recorder, Second, percentiles
 from tidings.sim.perf.targets.base import Deliver, Target
+from tidings.sim.perf.traffic import X_DOMAIN, BodyHeader, Workload, encode
 from tidings.sim.perf.workers import Crew
-from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, encode
 
 STALL_S = 2.0  # while draining, give up once nothing has arrived for this long
 
@@ -68,7 +68,7 @@ class Audience:
 
 def deliverer(recorder: Recorder, audience: Audience) -> Deliver:
     """Receipts into the recorder; what a consumer did not want is counted as waste. The
-    header is read by position (`workload.decode`, inlined: this runs for every receipt)."""
+    header is read by position (`traffic.decode`, inlined: this runs for every receipt)."""
     wanted, received = audience.wanted, recorder.on_received
 
     def deliver(consumer: int, body: bytes | str, at_ns: int) -> None:
@@ -116,7 +116,9 @@ class Producer:
         topic = (seq // count) % self.workload.topics
         xs = [self.random.randrange(X_DOMAIN) for _ in range(count)]
         send_ns = time.time_ns()
-        bodies = [encode(Header(send_ns, self.index, seq + i, x), size) for i, x in enumerate(xs)]
+        bodies = [
+            encode(BodyHeader(send_ns, self.index, seq + i, x), size) for i, x in enumerate(xs)
+        ]
         try:
             await self.target.publish_batch(self.index, topic, bodies, xs)
             wanted = self.audience.receivers(topic, xs)

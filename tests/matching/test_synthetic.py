@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tidings.matching import workload as wl
+from tidings.matching import synthetic as wl
 from tidings.matching.semantics import conjunction_holds
 
 
@@ -40,7 +40,7 @@ def test_a_sparse_event_carries_exactly_m_attributes() -> None:
 
 
 def test_the_brute_force_baseline_agrees_with_the_reference_semantics() -> None:
-    w = wl.Workload(attributes=6, predicates=3, width=0.5, domain=100)
+    w = wl.SyntheticWorkload(attributes=6, predicates=3, width=0.5, domain=100)
     attrs, lows = wl.subscription_arrays(w, 300, rng())
     subs = list(wl.predicates_of(w, attrs, lows))
     values = wl.event_arrays(w, 20, rng())

@@ -1,11 +1,11 @@
 import pytest
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.sim.perf.workload import X_DOMAIN, Header, Workload, decode, encode
+from tidings.sim.perf.traffic import X_DOMAIN, BodyHeader, Workload, decode, encode
 
 
 def test_a_body_is_exactly_the_requested_size_and_decodes_to_its_header() -> None:
-    header = Header(send_ns=1_700_000_000_123_456_789, producer=3, seq=42, x=9_999)
+    header = BodyHeader(send_ns=1_700_000_000_123_456_789, producer=3, seq=42, x=9_999)
     body = encode(header, 150)
     assert len(body) == 150
     assert decode(body) == header
@@ -50,9 +50,9 @@ def test_consumers_are_spread_over_the_topics_round_robin() -> None:
 
 
 def test_the_header_has_fixed_widths_so_that_a_consumer_reads_it_by_position() -> None:
-    body = encode(Header(send_ns=12, producer=3, seq=42, x=7), 48)
+    body = encode(BodyHeader(send_ns=12, producer=3, seq=42, x=7), 48)
     assert body == b"0000000000000000012:00003:0000000042:00007:xxxxx"
-    assert decode(body) == Header(12, 3, 42, 7)
+    assert decode(body) == BodyHeader(12, 3, 42, 7)
 
 
 def test_batches_and_message_counts_out_of_bounds_are_refused_naming_the_option() -> None:
