@@ -19,7 +19,8 @@ from pathlib import Path
 
 from tidings.balancer import haproxy
 from tidings.ids import new_token
-from tidings.server import broker_processes, free_port
+from tidings.ports import free_port
+from tidings.server import broker_processes
 
 
 def main() -> int:

@@ -18,7 +18,8 @@ from tests.conftest import PG
 
 from tidings.balancer import haproxy, haproxy_config
 from tidings.client import AsyncClient
-from tidings.server import broker_processes, free_port, stop
+from tidings.ports import free_port
+from tidings.server import broker_processes, stop
 
 PUBLICATIONS = 1_500
 KILL_AFTER = 400

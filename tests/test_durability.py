@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tidings.server import broker_process, broker_processes, free_port
+from tidings.ports import free_port
+from tidings.server import broker_process, broker_processes
 
 
 class Load:

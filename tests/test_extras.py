@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from tidings.extras import EXTRAS
-from tidings.server import free_port
+from tidings.ports import free_port
 
 WITHOUT = r"""
 import importlib.abc, sys

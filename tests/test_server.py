@@ -12,7 +12,8 @@ import pytest
 
 from tidings.config import HTTPSettings, Settings, load_settings
 from tidings.errors import TidingsError
-from tidings.server import EmbeddedServer, bind, free_port
+from tidings.ports import free_port
+from tidings.server import EmbeddedServer, bind
 
 
 def settings_in(directory: Path) -> Settings:

@@ -17,7 +17,8 @@ from tests.conftest import PG
 from websockets.asyncio.client import connect
 
 from tidings.config import load_settings
-from tidings.server import EmbeddedServer, broker_processes, free_port
+from tidings.ports import free_port
+from tidings.server import EmbeddedServer, broker_processes
 from tidings.store import open_store
 
 

@@ -94,6 +94,10 @@ class HTTPSettings:
     body_timeout_s: float = 60.0  # from a request's headers to its body's last byte
     max_connections: int = 2048  # connections and requests at once; past it: 503
     ws_max_frame_bytes: int = 1024 * 1024  # a subscriber's frames are acknowledgements
+    # names the broker answers to besides addresses, localhost and public_url's host ("*":
+    # any, as behind a proxy that checks them), and web origins allowed to change state
+    allowed_hosts: str = ""
+    allowed_origins: str = ""
 
 
 @dataclass(frozen=True, slots=True)

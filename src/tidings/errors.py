@@ -24,6 +24,8 @@ class ErrorCode(StrEnum):
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
+    MISDIRECTED = "misdirected"
     SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
     SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
     NOT_FOUND = "not_found"
@@ -53,6 +55,16 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.PAYLOAD_TOO_LARGE: (413, "the body is {size} bytes; the limit is {limit} bytes"),
     ErrorCode.UNAUTHORIZED: (401, "a bearer token is required: Authorization: Bearer <token>"),
     ErrorCode.FORBIDDEN: (403, "this token does not grant access to {resource}"),
+    ErrorCode.FORBIDDEN_ORIGIN: (
+        403,
+        "requests from {origin} are refused (a web page's): the broker's own origin and "
+        "http.allowed_origins are accepted",
+    ),
+    ErrorCode.MISDIRECTED: (
+        421,
+        "this broker does not answer to the name {host!r}: an address, localhost, public_url's "
+        "host or a name in http.allowed_hosts",
+    ),
     ErrorCode.SUBSCRIBER_NOT_FOUND: (404, "no subscriber {id!r}"),
     ErrorCode.SUBSCRIPTION_NOT_FOUND: (404, "no subscription {id!r}"),
     ErrorCode.NOT_FOUND: (404, "{detail}"),

@@ -22,6 +22,7 @@ import uvicorn
 from tidings import heap, logs
 from tidings.admin import admin_token
 from tidings.api.app import create_app
+from tidings.api.guards import WebGuard
 from tidings.api.lane import PublishLane
 from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
@@ -30,6 +31,7 @@ from tidings.connections import guarded
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token
+from tidings.ports import free_port
 from tidings.private import UMASK, tighten
 from tidings.sandbox.runner import create_runner
 from tidings.sim.background import Simulations
@@ -64,11 +66,12 @@ def build_broker(settings: Settings) -> Broker:
     return broker
 
 
-def build_app(broker: Broker) -> PublishLane:
-    """The application, with the simulations the console runs, behind the publish lane."""
+def build_app(broker: Broker) -> WebGuard:
+    """The application, with the simulations the console runs, behind the publish lane,
+    behind the guard against web pages (which the lane must not bypass)."""
     simulations = Simulations(broker.settings.data_dir / "simulations")
     app = create_app(broker, Simulator(simulations, parse_config))
-    return PublishLane(app, broker)
+    return WebGuard(PublishLane(app, broker), broker.settings)
 
 
 def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
@@ -118,12 +121,6 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class EmbeddedServer:
     """`with EmbeddedServer(settings) as server: httpx.get(server.url + "/healthz")`."""
 
@@ -160,6 +157,16 @@ class EmbeddedServer:
         self._server.should_exit = True
         self._thread.join(timeout=15)
         self.broker.store.sync.close()
+
+
+@contextlib.contextmanager
+def embedded_broker(data_dir: Path) -> Iterator[str]:
+    """A broker of its own for a simulation given no URL (`tidings.sim.simulation.Embedded`):
+    its data in `data_dir`, no event log; yields its URL."""
+    from tidings.config import load_settings
+
+    with EmbeddedServer(load_settings({"data_dir": data_dir, "event_log": False})) as server:
+        yield server.url
 
 
 @contextlib.contextmanager

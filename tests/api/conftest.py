@@ -29,7 +29,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]
 
 @pytest.fixture
 def http(server: EmbeddedServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    # raw bodies (`content=`) are declared JSON, as every client of the broker must
+    json_type = {"Content-Type": "application/json"}
+    with httpx.Client(base_url=server.url, timeout=30, headers=json_type) as client:
         yield client
 
 

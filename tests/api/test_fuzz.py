@@ -139,5 +139,6 @@ def test_a_streamed_oversize_body_is_refused_before_it_is_read_whole(
             yield b"x" * 8192
         yield b'"}'
 
-    response = client.post("/v1/publications", content=chunks())
+    json_type = {"Content-Type": "application/json"}
+    response = client.post("/v1/publications", content=chunks(), headers=json_type)
     assert (response.status_code, response.json()["error"]["code"]) == (413, "payload_too_large")

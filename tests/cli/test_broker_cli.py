@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tidings.cli.broker import _pretty, predicate
 from tidings.client import Client, Message
 from tidings.config import load_settings
-from tidings.server import EmbeddedServer, broker_process, free_port
+from tidings.ports import free_port
+from tidings.server import EmbeddedServer, broker_process
 
 
 @pytest.fixture(scope="module")

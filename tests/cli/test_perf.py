@@ -9,7 +9,7 @@ import sys
 import orjson
 from tests.conftest import require_service
 
-from tidings.server import free_port
+from tidings.ports import free_port
 
 SUMMARY_FIELDS = {"target", "sent_per_s", "received_per_s", "p50_ms", "p99_ms", "lost"}
 

@@ -16,7 +16,8 @@ import pytest
 from tidings.client import AsyncClient, Client, Depth, Message, TidingsClientError
 from tidings.client.asyncio import AsyncMessage
 from tidings.config import load_settings
-from tidings.server import EmbeddedServer, broker_process, free_port
+from tidings.ports import free_port
+from tidings.server import EmbeddedServer, broker_process
 
 
 @pytest.fixture(scope="module")

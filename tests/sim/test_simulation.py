@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from tidings.server import free_port
+from tidings.ports import free_port
 from tidings.sim.config import parse_config
 from tidings.sim.events import read
 from tidings.sim.simulation import RunOptions, run

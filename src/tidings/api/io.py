@@ -18,7 +18,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.model import convert
 
 T = TypeVar("T")
-MAX_DEPTH = 255  # nesting a body may have: what the store's JSON encoder writes back
+MAX_DEPTH = 1024  # nesting a body may have, as orjson reads JSON (fields allow far less)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -84,20 +84,15 @@ def _keys_written(body: bytes) -> int:
 
 
 def _keys_kept(value: Any) -> int:
-    """Keys of every object in the decoded value (orjson keeps the last of duplicates);
-    refused when nested past `MAX_DEPTH` (orjson reads 1,024 levels, writes 255)."""
-    count, stack = 0, [(value, 1)]
+    """Keys of every object in the decoded value (orjson keeps the last of duplicates)."""
+    count, stack = 0, [value]
     while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise TidingsError(
-                ErrorCode.INVALID_JSON, detail=f"nested deeper than {MAX_DEPTH} levels"
-            )
+        item = stack.pop()
         if isinstance(item, dict):
             count += len(item)
-            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
         elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+            stack.extend(v for v in item if isinstance(v, dict | list))
     return count
 
 
@@ -135,6 +130,8 @@ def parse_msgpack(body: bytes) -> Any:
         value = msgspec.msgpack.decode(body)
     except msgspec.DecodeError as exc:
         raise TidingsError(ErrorCode.INVALID_MSGPACK, detail=str(exc)) from None
+    except RecursionError:  # the decoder's own bound, below orjson's 1,024 levels
+        raise TidingsError(ErrorCode.INVALID_MSGPACK, detail="nested too deeply") from None
     problem = _msgpack_problem(value)
     if problem is not None:
         raise TidingsError(ErrorCode.INVALID_MSGPACK, detail=problem)

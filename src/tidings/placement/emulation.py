@@ -43,7 +43,7 @@ from tidings.placement.model import (
 )
 from tidings.placement.regions import RegionManager
 from tidings.placement.relay import DelayRelay
-from tidings.server import free_port
+from tidings.ports import free_port
 
 REGIONS = ("us-east-1", "eu-central-1", "ap-northeast-1")
 TOPIC = "game/lobby"

@@ -50,7 +50,7 @@ def test_a_refused_request_raises_with_the_status_and_the_lane_recovers(url: str
 
 
 def test_a_broker_that_is_not_there_is_a_connection_error(tmp_path: Path) -> None:
-    from tidings.server import free_port
+    from tidings.ports import free_port
 
     async def post() -> None:
         pool = PublishLanes(f"http://127.0.0.1:{free_port()}", 1)

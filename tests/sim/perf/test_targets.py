@@ -11,7 +11,8 @@ from tests.conftest import require_service
 
 from tidings.config import load_settings
 from tidings.errors import ErrorCode, TidingsError
-from tidings.server import EmbeddedServer, free_port
+from tidings.ports import free_port
+from tidings.server import EmbeddedServer
 from tidings.sim.perf.targets import TARGETS, make_target
 from tidings.sim.perf.traffic import X_DOMAIN, Workload
 from tidings.sim.perf.trial import Summary, run

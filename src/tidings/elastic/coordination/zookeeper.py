@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tidings.errors import ErrorCode, TidingsError
+from tidings.ports import free_port
 
 JARS = Path("/usr/share/java")
 MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -26,12 +27,6 @@ def classpath() -> str | None:
     if not jar.exists() or shutil.which("java") is None:
         return None
     return f"/etc/zookeeper/conf:{jar}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(port: int) -> bool:
@@ -66,7 +61,7 @@ def local_zookeeper(timeout_s: float = 30.0) -> Iterator[str]:
     path = classpath()
     if path is None:
         raise TidingsError(ErrorCode.UNAVAILABLE, field="zookeeper", detail=INSTALL)
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="tidings-zk-") as tmp:
         log = (Path(tmp) / "zookeeper.log").open("wb")
         config = Path(tmp) / "zoo.cfg"

@@ -1,0 +1,115 @@
+"""What a web page in a browser cannot make a broker on loopback do.
+
+A page on another site can send a `text/plain` POST to `http://127.0.0.1:8080` without a
+preflight, and with DNS rebinding (its own name pointed at 127.0.0.1) it can read the
+answers. So, before any route runs (the publish lane included):
+- a request that carries a body must declare it as JSON or MessagePack (415 otherwise): no
+  browser sends those cross-site without a CORS preflight, which the broker never grants;
+- the `Host` must be an address literal, `localhost`, or a name the operator configured
+  (`http.allowed_hosts`, `public_url`'s host): a rebound name is answered 421;
+- a state-changing request or a WebSocket handshake that says where it comes from (`Origin`)
+  must come from the broker's own origin or one configured (`http.allowed_origins`): 403.
+Clients that are not browsers (the CLI, the Python client, curl) send no `Origin`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tidings.api.answers import answer, error
+from tidings.api.io import header, is_msgpack
+from tidings.config import Settings
+from tidings.errors import ErrorCode, TidingsError
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+JSON_TYPES = frozenset({"application/json"})
+
+
+class WebGuard:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.hosts = allowed_hosts(settings)
+        self.origins = frozenset(
+            o.strip().rstrip("/") for o in _split(settings.http.allowed_origins)
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            problem = self._problem(scope)
+            if problem is not None:
+                await self._refuse(scope, receive, send, problem)
+                return
+        await self.app(scope, receive, send)
+
+    def _problem(self, scope: Scope) -> TidingsError | None:
+        host = header(scope, b"host")
+        if not self._host_allowed(host):
+            return TidingsError(ErrorCode.MISDIRECTED, field="Host", host=host[:100])
+        websocket = scope["type"] == "websocket"
+        origin = header(scope, b"origin")
+        changing = websocket or scope["method"] in STATE_CHANGING
+        if origin and changing and not self._origin_allowed(origin, scope, host):
+            return TidingsError(ErrorCode.FORBIDDEN_ORIGIN, field="Origin", origin=origin[:100])
+        if not websocket and _has_body(scope) and not _declared(header(scope, b"content-type")):
+            said = "a body is sent with Content-Type application/json or application/msgpack"
+            return TidingsError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, field="Content-Type", detail=said)
+        return None
+
+    def _host_allowed(self, host: str) -> bool:
+        name = hostname(host)
+        if not name:
+            return not host  # HTTP/1.0 without a Host: nothing to rebind
+        if name in self.hosts or "*" in self.hosts:
+            return True
+        try:
+            ipaddress.ip_address(name)  # an address cannot be rebound: it is the address
+        except ValueError:
+            return False
+        return True
+
+    def _origin_allowed(self, origin: str, scope: Scope, host: str) -> bool:
+        scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+        return origin.rstrip("/") in self.origins or origin == f"{scheme}://{host}"
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, exc: TidingsError) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": exc.message[:120]})
+            return
+        await answer(error(exc), exc.status)(scope, receive, send)
+
+
+def allowed_hosts(settings: Settings) -> frozenset[str]:
+    """`localhost`, the configured names, and `public_url`'s host (address literals are
+    always allowed)."""
+    names = {
+        "localhost",
+        *(hostname(h.strip()) or h.strip() for h in _split(settings.http.allowed_hosts)),
+    }
+    if settings.public_url:
+        names.add(urlsplit(settings.public_url).hostname or "")
+    return frozenset(n.lower() for n in names if n)
+
+
+def hostname(host: str) -> str:
+    """`Host`'s name without its port or an IPv6 literal's brackets, lowercase."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else ""
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _split(text: str) -> list[str]:
+    return [part for part in text.split(",") if part.strip()]
+
+
+def _has_body(scope: Scope) -> bool:
+    length = header(scope, b"content-length")
+    return (length.isdigit() and int(length) > 0) or bool(header(scope, b"transfer-encoding"))
+
+
+def _declared(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in JSON_TYPES or is_msgpack(media)
