@@ -21,9 +21,11 @@ FUZZ_EXAMPLES ?= 200
 fuzz: $(STAMP)
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/api/test_schemathesis.py
 
+# ruff, and the house's import rules (docs/architecture.md; contracts in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src/tidings

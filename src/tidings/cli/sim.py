@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -43,7 +43,10 @@ def sim(
     if duration is not None:
         settings = check(msgspec.structs.replace(settings, duration=duration))
     run_dir = rundir.create(runs, settings.name)
-    outcome = run(settings, run_dir, RunOptions(url, processes, not no_progress, progress_file))
+    from tidings.server import embedded_broker
+
+    options = RunOptions(url, processes, not no_progress, progress_file, embedded_broker)
+    outcome = run(settings, run_dir, options)
     print_summary(outcome.summary, run_dir)
 
 
@@ -157,7 +160,7 @@ def experiment(
 ) -> None:
     """One of the thesis's end-to-end experiments: CSV/JSON tables and PNG plots."""
     from tidings.sim import rundir
-    from tidings.sim.experiments import KINDS, ExperimentSettings, run_experiment
+    from tidings.sim.experiments import KINDS, Analytics, ExperimentSettings, run_experiment
     from tidings.sim.experiments import experiment as find
 
     spec, kinds = find(name), matching or list(KINDS)
@@ -167,7 +170,12 @@ def experiment(
     if analytics not in ("auto", "spark", "numpy"):
         raise invalid("--analytics", "expected auto, spark or numpy")
     out = rundir.create(runs, f"experiment-{name}")
-    settings = ExperimentSettings(kinds, quick, url, processes, not no_progress, analytics)  # type: ignore[arg-type]
+    from tidings.server import embedded_broker
+
+    chosen = cast(Analytics, analytics)  # one of the three: checked above
+    settings = ExperimentSettings(
+        kinds, quick, url, processes, not no_progress, chosen, embedded=embedded_broker
+    )
     rows = run_experiment(spec, settings, out, lambda p: typer.echo(f"point: {p}", err=True))
     print_latency(rows, spec.x)
     typer.echo(f"tables and plots: {out}")

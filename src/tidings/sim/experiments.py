@@ -23,7 +23,7 @@ from tidings.errors import invalid
 from tidings.sim import events, rundir
 from tidings.sim.config import PublisherGroup, SimConfig, SubscriberGroup, check
 from tidings.sim.scenarios import EN_TEXT, ENGLISH
-from tidings.sim.simulation import RunOptions, broker, run
+from tidings.sim.simulation import Embedded, RunOptions, broker, run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -129,6 +129,7 @@ class ExperimentSettings:
     progress: bool = True
     analytics: Analytics = "auto"
     spark: SparkSession | None = None
+    embedded: Embedded | None = None  # a broker of its own when no URL is given
 
 
 def run_experiment(
@@ -140,7 +141,9 @@ def run_experiment(
     """Every point for every kind under `out/<kind>/<point>/`, then the analysis; returns
     the latency rows (also in `out/latency.{csv,json}`)."""
     rows: list[dict[str, Any]] = []
-    with broker(settings.url, out) as url:  # one broker for every point: warm, comparable
+    with broker(
+        settings.url, out, settings.embedded
+    ) as url:  # one broker for every point: warm, comparable
         live = dataclasses.replace(settings, url=url)
         for kind in settings.kinds:
             for point in spec.quick if settings.quick else spec.full:

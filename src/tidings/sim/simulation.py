@@ -12,6 +12,7 @@ import queue as queue_module
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,6 @@ from typing import Any
 import msgspec
 
 from tidings.client import AsyncClient, TidingsClientError
-from tidings.config import load_settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.sim import events, rundir
 from tidings.sim.config import SimConfig
@@ -37,12 +37,19 @@ class RunOutcome:
     summary: dict[str, Any]
 
 
+# A broker of its own for a run given no URL: its data directory in, its URL out. The
+# composition root (tidings.server.embedded_broker) is passed in by the CLI: the simulator
+# sits below the server and never imports it.
+Embedded = Callable[[Path], AbstractContextManager[str]]
+
+
 @dataclass
 class RunOptions:
     url: str | None = None
     processes: int = 1
     progress: bool = True
     progress_file: Path | None = None  # rewritten as the run goes (sim.progress.ProgressFile)
+    embedded: Embedded | None = None
 
 
 def run(config: SimConfig, run_dir: Path, options: RunOptions) -> RunOutcome:
@@ -50,21 +57,20 @@ def run(config: SimConfig, run_dir: Path, options: RunOptions) -> RunOutcome:
     rundir.write_json(run_dir / "config.json", msgspec.to_builtins(config))
     rundir.write_json(run_dir / "environment.json", rundir.environment())
     url = options.url or config.url
-    with broker(url, run_dir) as live_url:
+    with broker(url, run_dir, options.embedded) as live_url:
         return _run(config, run_dir, live_url, options)
 
 
 @contextlib.contextmanager
-def broker(url: str | None, run_dir: Path) -> Iterator[str]:
+def broker(url: str | None, run_dir: Path, embedded: Embedded | None) -> Iterator[str]:
     """`url` itself, or the URL of an embedded broker keeping its data in `run_dir/broker`."""
     if url is not None:
         yield url.rstrip("/")
         return
-    from tidings.server import EmbeddedServer
-
-    settings = load_settings({"data_dir": run_dir / "broker", "event_log": False})
-    with EmbeddedServer(settings) as server:
-        yield server.url
+    if embedded is None:
+        raise TidingsError(ErrorCode.UNAVAILABLE, field="url", detail="no broker URL given")
+    with embedded(run_dir / "broker") as started:
+        yield started
 
 
 def _run(config: SimConfig, run_dir: Path, url: str, options: RunOptions) -> RunOutcome:
