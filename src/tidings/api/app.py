@@ -32,7 +32,7 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """Readiness: the broker answers and its store answers within a second (503 if not)."""
     broker: Broker = request.app.state.broker
-    await broker.check_store(timeout_s=1.0)
+    await broker.overview.check_store(timeout_s=1.0)
     return answer(Ready("ready"))
 
 

@@ -24,7 +24,7 @@ async def metrics(request: Request) -> Response:
     deepest queues by subscriber id only with the admin token (ids are not for everyone)."""
     broker: Broker = request.app.state.broker
     admin = broker.auth.is_admin(bearer(request))
-    body = broker.metrics.render(await broker.gauges(per_subscriber=admin))
+    body = broker.metrics.render(await broker.overview.gauges(per_subscriber=admin))
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -11,6 +11,7 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | quotas.py        | what one subscriber may hold                                           |
 | housekeeping.py  | the background cadence: retention, presence, other brokers' changes    |
 | alarms.py        | warnings for operators (dead letters in bursts)                        |
+| overview.py      | the operator's view: subscriber pages, metrics gauges, readiness       |
 | telemetry.py     | one observer for metrics and the event logs                            |
 
 Below the broker: `tidings.delivery` (queues, group commit, push channels), `tidings.store`

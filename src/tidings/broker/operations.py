@@ -19,6 +19,7 @@ from tidings.broker.auth import Authenticator
 from tidings.broker.functions import FunctionMatching
 from tidings.broker.housekeeping import Housekeeping
 from tidings.broker.index import SubscriptionIndex
+from tidings.broker.overview import Overview
 from tidings.broker.quotas import Quotas
 from tidings.broker.routing import routing_for
 from tidings.broker.telemetry import Telemetry
@@ -32,7 +33,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token, new_id, new_token
 from tidings.matching import kernels
-from tidings.metrics import Metrics, QueueGauge, Snapshot
+from tidings.metrics import Metrics
 from tidings.model import (
     JSON,
     FunctionSpec,
@@ -55,7 +56,6 @@ from tidings.store.base import (
     Message,
     QueueDepth,
     Store,
-    SubscriberRecord,
 )
 
 if TYPE_CHECKING:
@@ -119,6 +119,7 @@ class Broker:
             clock,
         )
         self.quotas = Quotas(settings.limits, self.store)
+        self.overview = Overview(self.store, self.index, self.metrics, clock)
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
         )
@@ -368,45 +369,3 @@ class Broker:
         moved = await self.store.redrive(subscriber_id, ids, self.clock())
         self.signals.notify([subscriber_id])
         return moved
-
-    # ---------------------------------------------------------------- the operator's view
-
-    async def subscribers_page(
-        self, after: str, limit: int
-    ) -> list[tuple[SubscriberRecord, QueueDepth]]:
-        """For the admin: a page of subscribers, each with its queue's depth."""
-        page = await self.store.subscribers_page(after, limit)
-        now = self.clock()
-        depths = [await self.store.depth(r.id, now) for r in page]
-        return list(zip(page, depths, strict=True))
-
-    async def check_store(self, timeout_s: float) -> None:
-        """UNAVAILABLE unless the store answers a read within `timeout_s`."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self.store.subscriptions_version()
-        except Exception as exc:  # any failure to answer means: not ready
-            log.warning("the store did not answer the readiness check: %r", exc)
-            raise TidingsError(
-                ErrorCode.UNAVAILABLE, detail=f"the store does not answer: {exc!r}"[:300]
-            ) from None
-
-    async def gauges(self, per_subscriber: bool = False) -> Snapshot:
-        """The gauges for a metrics scrape: the subscriptions held here, and the queues
-        (the deepest ones by subscriber id only when asked: the admin's scrape)."""
-        now = self.clock()
-        cap = self.metrics.per_subscriber_cap
-        totals, oldest = await self.store.queue_totals(now)
-        deepest = await self.store.deepest_queues(now, cap) if per_subscriber else []
-        return Snapshot(
-            subscribers=await self.store.count_subscribers(),
-            subscriptions=self.subscription_counts(),
-            ready=totals.ready,
-            leased=totals.leased,
-            dead=totals.dead,
-            oldest_age_s=0.0 if oldest is None else max(0.0, now - oldest),
-            queues=[
-                QueueGauge(q.subscriber_id, q.ready, q.leased, max(0.0, now - q.oldest_enqueued_at))
-                for q in deepest
-            ],
-        )

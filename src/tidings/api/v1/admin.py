@@ -68,7 +68,7 @@ def admin(request: Request) -> Broker:
 async def overview(request: Request) -> Response:
     """The broker at a glance: subscribers, subscriptions, queues, suspended functions."""
     broker = admin(request)
-    snapshot = await broker.gauges(per_subscriber=True)  # the admin sees whose queues
+    snapshot = await broker.overview.gauges(per_subscriber=True)  # the admin sees whose queues
     counters = ("publications", "deliveries_leased", "deliveries_acked", "function_calls")
     totals = {name: broker.metrics.value(name) for name in counters}
     totals["deliveries_enqueued"] = sum(
@@ -121,7 +121,7 @@ async def subscribers(request: Request) -> Response:
     """Subscribers in id order, a page at a time, with their queues and last activity."""
     broker = admin(request)
     q = query_as(request, w.SubscribersQuery)
-    page = await broker.subscribers_page(q.after, q.limit)
+    page = await broker.overview.subscribers_page(q.after, q.limit)
     records = [
         w.SubscriberRecord(
             record.id, record.created_at, record.last_seen, record.ephemeral, answers.depth(depth)
