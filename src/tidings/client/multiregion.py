@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -24,6 +25,8 @@ from typing import Any
 
 from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
 from tidings.client.types import Message, TidingsClientError
+
+log = logging.getLogger("tidings.client")
 
 ATTEMPTS = 3  # a pooled connection the broker closed meanwhile fails once: try again
 CONFIG_TOPIC = "placement/config"
@@ -157,10 +160,16 @@ class MultiRegionClient:
         home.closing = True
         if home.task is not None:
             home.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await home.task
-        with contextlib.suppress(Exception):
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("the home region's stream failed before it was stopped")
+        try:
             await home.handle.unregister()
+        except TidingsClientError as exc:  # the region is gone: it expires the id itself
+            log.info("subscriber not unregistered from the home region: %s", exc.message)
         await home.client.aclose()
 
     async def _presence(self, home: _Home, event: str) -> None:

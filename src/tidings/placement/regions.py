@@ -10,7 +10,6 @@ publications its publishers send it to the other selected regions, over its link
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import orjson
 
 from tidings.client.asyncio import AsyncClient, AsyncSubscriberHandle, Stream
 from tidings.client.multiregion import CONFIG_TOPIC, PRESENCE_TOPIC, Placement, retrying_batch
-from tidings.client.types import Message, publication_body
+from tidings.client.types import Message, TidingsClientError, publication_body
 
 log = logging.getLogger("tidings.placement")
 FORWARD_BATCH = 500  # forwards in one request at most (the broker takes 1,000 by default)
@@ -64,11 +63,17 @@ class RegionManager:
         for task in [self._task, *self._senders]:
             if task is not None:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
+                try:
                     await task
+                except asyncio.CancelledError:
+                    pass
+                except Exception:
+                    log.exception("a region manager's task failed before it was stopped")
         if self._handle is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self._handle.unregister()
+            except TidingsClientError as exc:  # the broker is going too: it expires the id
+                log.info("region manager's subscriber not unregistered: %s", exc.message)
         for c in (self._client, *self.links.values()):
             await c.aclose()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from tidings.broker import Broker
 
 CLOSE_CODES = {401: 4401, 403: 4403, 404: 4404}
+log = logging.getLogger("tidings.api")
 T = TypeVar("T", bound=str)
 
 
@@ -108,12 +110,23 @@ async def stream(ws: WebSocket) -> None:
             for task in tasks:
                 task.cancel()
             for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await _ended(task, sid)
             await push.close()
         if revoked.is_set():  # deleted, on this broker or another: say so, then close
-            with contextlib.suppress(Exception):
+            # the client may be gone already: nothing more to tell it then
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
                 await _refuse(ws, TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=sid), framing)
+
+
+async def _ended(task: asyncio.Task[Any], sid: str) -> None:
+    """Wait for a cancelled half of the stream; its own end (the client leaving) is normal,
+    anything else is logged with whose stream it was."""
+    try:
+        await task
+    except (asyncio.CancelledError, WebSocketDisconnect, ConnectionError):
+        pass
+    except Exception:
+        log.exception("the stream of subscriber %s failed", sid)
 
 
 async def _send(ws: WebSocket, push: PushStream, framing: Framing) -> None:
