@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
 
-from tidings.eventlog import EventLog, RotatingLog
+from tidings.eventlog import INPROGRESS, EventLog, Retention, RotatingLog, prune
 from tidings.model import Publication
 
 
@@ -56,3 +57,23 @@ def test_publications_are_logged_as_their_json(tmp_path: Path) -> None:
     log.close()
     assert lines(tmp_path / "publications") == [pub.to_json()]
     assert lines(tmp_path / "deliveries")[0]["event"] == "enqueued"
+
+
+def test_finished_files_past_the_retention_are_deleted_oldest_first(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path, max_bytes=10, max_age_s=3600, retention=Retention(3600, 25))
+    for i in range(5):  # each write passes 10 bytes: one finished file each
+        log.write([{"i": i, "pad": "x" * 8}])
+    kept = sorted(p.name for p in tmp_path.glob("*.jsonl"))
+    assert len(kept) == 1  # 23 bytes each: only the newest fits in 25
+    assert b'"i":4' in (tmp_path / kept[0]).read_bytes()
+
+
+def test_finished_files_older_than_the_retention_go_whatever_their_size(tmp_path: Path) -> None:
+    old = tmp_path / "0000000000001-1-000001.jsonl"
+    old.write_bytes(b"{}\n")
+    os.utime(old, (1.0, 1.0))
+    fresh = tmp_path / f"{INPROGRESS}0000000000002-1-000002.jsonl"
+    fresh.write_bytes(b"{}\n")
+    os.utime(fresh, (1.0, 1.0))  # a file being written is never pruned
+    assert prune(tmp_path, Retention(max_age_s=60, max_bytes=10**9), now=1000.0) == [old]
+    assert fresh.exists()

@@ -176,3 +176,17 @@ def test_a_typed_conversion_names_the_path_of_the_mistake() -> None:
         with pytest.raises(TidingsError) as caught:
             convert(raw, list[Item])
         assert (caught.value.code.value, caught.value.field) == (code, field), raw
+
+
+def test_an_in_list_and_a_predicate_string_are_bounded() -> None:
+    limits = Limits(max_in_values=3, max_predicate_string=5)
+    many = [{"key": "k", "op": "in", "value": [1, 2, 3, 4]}]
+    long = [{"key": "k", "op": "=", "value": "sixsix"}]
+    for raw in (many, long):
+        with pytest.raises(TidingsError) as caught:
+            parse_predicates(raw, limits)
+        assert (caught.value.code, caught.value.field) == (
+            ErrorCode.LIMIT_EXCEEDED,
+            "predicates[0].value",
+        )
+    assert parse_predicates([{"key": "k", "op": "in", "value": ["12345", 2, 3]}], limits)

@@ -28,6 +28,12 @@ class Limits:
     max_topic_segments: int = 32
     max_attributes: int = 64
     max_predicates: int = 32
+    # an `in` list's values, and a predicate's string value: a subscription's memory in the
+    # index grows with both (12,000 values cost 46 MB per 100 subscriptions)
+    max_in_values: int = 256
+    # below this much free disk under data_dir publishing answers 507 (RabbitMQ's disk alarm)
+    min_free_disk_bytes: int = 64 * 1024 * 1024
+    max_predicate_string: int = 1024
     max_topics_per_subscription: int = 256
     max_subscriptions_per_subscriber: int = 1000
     max_function_types: int = 16
@@ -163,6 +169,9 @@ class Settings:
     event_log: bool = True
     log_rotate_bytes: int = 16 * 1024 * 1024
     log_rotate_s: float = 60.0
+    # finished event-log files kept (the pipeline reads them): the newest, within both
+    log_retention_s: float = 7 * 24 * 3600.0
+    log_retention_bytes: int = 1024**3
     public_url: str = ""  # base URL used in queue URLs; empty: derived from the request
     admin_token: str = ""  # empty: made at the first start, kept in data_dir (tidings.admin)
     limits: Limits = field(default_factory=Limits)

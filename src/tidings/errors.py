@@ -26,6 +26,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     FORBIDDEN_ORIGIN = "forbidden_origin"
     MISDIRECTED = "misdirected"
+    INSUFFICIENT_STORAGE = "insufficient_storage"
     SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
     SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
     NOT_FOUND = "not_found"
@@ -59,6 +60,11 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
         403,
         "requests from {origin} are refused (a web page's): the broker's own origin and "
         "http.allowed_origins are accepted",
+    ),
+    ErrorCode.INSUFFICIENT_STORAGE: (
+        507,
+        "the broker's disk is nearly full ({free} bytes free, below limits.min_free_disk_bytes):"
+        " publishing resumes once there is room",
     ),
     ErrorCode.MISDIRECTED: (
         421,

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,13 +24,29 @@ from tidings.private import DIR_MODE, opener
 INPROGRESS = "_inprogress-"
 
 
-class RotatingLog:
-    """JSON Lines appended to one directory, rotated by size and age."""
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much of a log's finished files is kept: the newest, within both bounds."""
 
-    def __init__(self, directory: Path, max_bytes: int, max_age_s: float) -> None:
+    max_age_s: float = 7 * 24 * 3600.0
+    max_bytes: int = 1024**3
+
+
+class RotatingLog:
+    """JSON Lines appended to one directory, rotated by size and age; finished files beyond
+    the retention are deleted at each rotation (the oldest first)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int,
+        max_age_s: float,
+        retention: Retention | None = None,
+    ) -> None:
         self._dir = directory
         self._dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         self._max_bytes, self._max_age_s = max_bytes, max_age_s
+        self._retention = retention or Retention()
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
         self._name = ""
@@ -73,6 +90,22 @@ class RotatingLog:
         self._file.close()
         os.replace(self._dir / f"{INPROGRESS}{self._name}", self._dir / self._name)
         self._file = None
+        prune(self._dir, self._retention, time.time())
+
+
+def prune(directory: Path, retention: Retention, now: float) -> list[Path]:
+    """Delete the finished files older than the retention's age, then the oldest while the
+    rest is larger than its size; the files deleted."""
+    finished = sorted(p for p in directory.glob("*.jsonl") if not p.name.startswith(INPROGRESS))
+    sizes = {p: p.stat().st_size for p in finished}
+    total, gone = sum(sizes.values()), []
+    for path in finished:  # names begin with their opening time: oldest first
+        if now - path.stat().st_mtime <= retention.max_age_s and total <= retention.max_bytes:
+            break
+        path.unlink(missing_ok=True)
+        total -= sizes[path]
+        gone.append(path)
+    return gone
 
 
 def finish_leftovers(directory: Path) -> None:
@@ -84,9 +117,15 @@ def finish_leftovers(directory: Path) -> None:
 class EventLog:
     """Both logs of one broker process."""
 
-    def __init__(self, directory: Path, max_bytes: int, max_age_s: float) -> None:
-        self.publications = RotatingLog(directory / "publications", max_bytes, max_age_s)
-        self.deliveries = RotatingLog(directory / "deliveries", max_bytes, max_age_s)
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int,
+        max_age_s: float,
+        retention: Retention | None = None,
+    ) -> None:
+        self.publications = RotatingLog(directory / "publications", max_bytes, max_age_s, retention)
+        self.deliveries = RotatingLog(directory / "deliveries", max_bytes, max_age_s, retention)
 
     def published(self, publications: Iterable[Publication]) -> None:
         self.publications.write(p.to_json() for p in publications)

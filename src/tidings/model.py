@@ -413,7 +413,7 @@ def parse_op(raw: JSON, field_name: str) -> Op:
     raise TidingsError(ErrorCode.UNKNOWN_OPERATOR, field=field_name, op=raw, allowed=allowed)
 
 
-def parse_predicate(raw: JSON, field_name: str) -> Predicate:
+def parse_predicate(raw: JSON, field_name: str, limits: Limits | None = None) -> Predicate:
     obj = _object(raw, field_name)
     key = _string(required(obj, "key", f"{field_name}."), f"{field_name}.key", max_len=255)
     op = parse_op(required(obj, "op", f"{field_name}."), f"{field_name}.op")
@@ -422,11 +422,25 @@ def parse_predicate(raw: JSON, field_name: str) -> Predicate:
         if not isinstance(value, bool):
             raise invalid(f"{field_name}.value", "exists takes true or false")
         return Predicate(key, op, value)
-    return Predicate(
-        key,
-        op,
-        _predicate_value(op, required(obj, "value", f"{field_name}."), f"{field_name}.value"),
-    )
+    value = _predicate_value(op, required(obj, "value", f"{field_name}."), f"{field_name}.value")
+    _check_size(value, f"{field_name}.value", limits or Limits())
+    return Predicate(key, op, value)
+
+
+def _check_size(value: Scalar | tuple[Scalar, ...], field_name: str, limits: Limits) -> None:
+    values = value if isinstance(value, tuple) else (value,)
+    if len(values) > limits.max_in_values:
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED,
+            field=field_name,
+            detail=f"at most {limits.max_in_values} values in an in list",
+        )
+    if any(isinstance(v, str) and len(v) > limits.max_predicate_string for v in values):
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED,
+            field=field_name,
+            detail=f"a predicate's strings are at most {limits.max_predicate_string} characters",
+        )
 
 
 def _predicate_value(op: Op, value: JSON, field_name: str) -> Scalar | tuple[Scalar, ...]:
@@ -485,7 +499,7 @@ def parse_predicates(
             field=field_name,
             detail=f"at most {limits.max_predicates} predicates per subscription",
         )
-    return tuple(parse_predicate(p, f"{field_name}[{i}]") for i, p in enumerate(raw))
+    return tuple(parse_predicate(p, f"{field_name}[{i}]", limits) for i, p in enumerate(raw))
 
 
 def parse_function_spec(raw: JSON, field_name: str, limits: Limits) -> FunctionSpec:

@@ -29,7 +29,7 @@ from tidings.broker import Broker
 from tidings.config import Settings
 from tidings.connections import guarded
 from tidings.errors import ErrorCode, TidingsError
-from tidings.eventlog import EventLog
+from tidings.eventlog import EventLog, Retention
 from tidings.ids import hash_token
 from tidings.ports import free_port
 from tidings.private import UMASK, tighten
@@ -43,7 +43,12 @@ def build_broker(settings: Settings) -> Broker:
     tighten(settings.data_dir)  # 0700 and 0600, older deployments' files included
     store = open_store(settings.resolved_store_url)
     log = (
-        EventLog(settings.log_dir, settings.log_rotate_bytes, settings.log_rotate_s)
+        EventLog(
+            settings.log_dir,
+            settings.log_rotate_bytes,
+            settings.log_rotate_s,
+            Retention(settings.log_retention_s, settings.log_retention_bytes),
+        )
         if settings.event_log
         else None
     )

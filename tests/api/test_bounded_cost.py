@@ -4,17 +4,21 @@ process (a liveness check with generous bounds, not a benchmark)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import msgspec
 import pytest
 from websockets.sync.client import connect
 
-from tidings.server import broker_process
+from tidings.config import Limits, load_settings
+from tidings.server import EmbeddedServer, broker_process
 
 PUBLICATION_LIMIT = 256 * 1024
 
@@ -140,3 +144,23 @@ def test_messagepack_values_json_cannot_say_are_refused(url: str, value: object,
     packed = msgspec.msgpack.encode({"data": {"v": value}})
     answer = post(url, "/v1/publications", packed, {"Content-Type": "application/msgpack"})
     assert answer.status_code in (400, 422) and why in answer.json()["error"]["message"]
+
+
+def test_a_nearly_full_disk_stops_publishing_but_not_draining(tmp_path: Path) -> None:
+    settings = load_settings({"data_dir": tmp_path}, env={})
+    with EmbeddedServer(settings) as server:  # room: a subscriber gets a message queued
+        raw = httpx.post(f"{server.url}/v1/subscribers").json()
+        auth = {"Authorization": f"Bearer {raw['token']}"}
+        mine = f"/v1/subscribers/{raw['id']}"
+        httpx.post(f"{server.url}{mine}/subscriptions", json={"topics": ["a"]}, headers=auth)
+        assert (
+            httpx.post(f"{server.url}/v1/publications", json={"topics": ["a"]}).status_code == 201
+        )
+    full = Limits(min_free_disk_bytes=shutil.disk_usage(tmp_path).free + 10**15)
+    with EmbeddedServer(dataclasses.replace(settings, limits=full)) as server:
+        refused = httpx.post(f"{server.url}/v1/publications", json={"topics": ["a"]})
+        thesis = httpx.post(f"{server.url}/api/PublishTopics", json={"topics": ["a"], "message": 1})
+        pulled = httpx.get(f"{server.url}{mine}/messages", headers=auth)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (507, "insufficient_storage")
+    assert thesis.status_code == 507
+    assert len(pulled.json()["messages"]) == 1  # what was accepted is still delivered

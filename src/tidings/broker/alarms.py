@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import logging
+import shutil
+import time
+from pathlib import Path
+
+from tidings.errors import ErrorCode, TidingsError
 
 log = logging.getLogger("tidings.broker")
 DEAD_LETTER_BURST = 10  # dead letters since the last look worth a warning
@@ -28,3 +33,34 @@ class DeadLetterAlarm:
             )
         self._seen = dead
         return grew
+
+
+class DiskAlarm:
+    """Publishing stops while the data directory's disk has less than `min_free` bytes free
+    (as RabbitMQ's disk alarm): a full disk would fail every commit, acknowledgements
+    included. Looked at most every `every_s`; subscribers keep draining meanwhile."""
+
+    def __init__(self, directory: Path, min_free: int, every_s: float = 0.5) -> None:
+        self.directory, self.min_free, self.every_s = directory, min_free, every_s
+        self._looked, self._free = -every_s, min_free
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now - self._looked >= self.every_s:
+            self._looked, was = now, self._free
+            self._free = _free_bytes(self.directory)
+            if self._free < self.min_free <= was:
+                log.warning(
+                    "disk alarm: %d bytes free under %s: publishing refused",
+                    self._free,
+                    self.directory,
+                )
+        if self._free < self.min_free:
+            raise TidingsError(ErrorCode.INSUFFICIENT_STORAGE, free=self._free)
+
+
+def _free_bytes(directory: Path) -> int:
+    path = directory
+    while not path.exists() and path != path.parent:  # not made yet: its nearest parent
+        path = path.parent
+    return shutil.disk_usage(path).free

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidings.broker.alarms import DiskAlarm
 from tidings.broker.auth import Authenticator
 from tidings.broker.functions import FunctionMatching
 from tidings.broker.housekeeping import Housekeeping
@@ -118,7 +119,8 @@ class Broker:
             rule,
             clock,
         )
-        self.quotas = Quotas(settings.limits, self.store)
+        disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
+        self.quotas = Quotas(settings.limits, self.store, disk)
         self.overview = Overview(self.store, self.index, self.metrics, clock)
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
@@ -296,6 +298,7 @@ class Broker:
         return (await self.publish_batch([item]))[0]
 
     async def publish_batch(self, items: Sequence[PublicationInput]) -> list[Published]:
+        self.quotas.check_publish()
         now = self.clock()
         pubs = [
             Publication(
@@ -317,6 +320,7 @@ class Broker:
 
     async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""
+        self.quotas.check_publish()
         pub = Publication(new_id(), self.clock(), data, topics, {}, ())
         deliveries = await self.routing.route_per_topic(pub)
         self.telemetry.published([pub])
