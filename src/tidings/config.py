@@ -31,6 +31,13 @@ class Limits:
     # an `in` list's values, and a predicate's string value: a subscription's memory in the
     # index grows with both (12,000 values cost 46 MB per 100 subscriptions)
     max_in_values: int = 256
+    # registrations a client address may make a minute (the bucket holds as many; loopback
+    # clients, this machine's tools and simulator, only when `rate_limit_loopback`), and open
+    # push streams: in all, and per subscriber
+    registrations_per_minute: int = 60
+    rate_limit_loopback: bool = False
+    max_streams: int = 2048
+    max_streams_per_subscriber: int = 16
     # below this much free disk under data_dir publishing answers 507 (RabbitMQ's disk alarm)
     min_free_disk_bytes: int = 64 * 1024 * 1024
     max_predicate_string: int = 1024

@@ -27,6 +27,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN_ORIGIN = "forbidden_origin"
     MISDIRECTED = "misdirected"
     INSUFFICIENT_STORAGE = "insufficient_storage"
+    RATE_LIMITED = "rate_limited"
     SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
     SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
     NOT_FOUND = "not_found"
@@ -61,6 +62,7 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
         "requests from {origin} are refused (a web page's): the broker's own origin and "
         "http.allowed_origins are accepted",
     ),
+    ErrorCode.RATE_LIMITED: (429, "{detail}; try again in {retry_s} s"),
     ErrorCode.INSUFFICIENT_STORAGE: (
         507,
         "the broker's disk is nearly full ({free} bytes free, below limits.min_free_disk_bytes):"

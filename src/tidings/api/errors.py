@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -20,7 +21,9 @@ HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
 
 async def tidings_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TidingsError)
-    return answer(error(exc), exc.status)
+    retry = exc.params.get("retry_s") if exc.code == ErrorCode.RATE_LIMITED else None
+    headers = {"Retry-After": str(max(1, math.ceil(float(retry))))} if retry else None
+    return answer(error(exc), exc.status, headers)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -120,7 +120,7 @@ class Broker:
             clock,
         )
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
-        self.quotas = Quotas(settings.limits, self.store, disk)
+        self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
         self.overview = Overview(self.store, self.index, self.metrics, clock)
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
@@ -211,7 +211,9 @@ class Broker:
 
     # ---------------------------------------------------------------- subscribers
 
-    async def register(self, ephemeral: bool = False) -> tuple[Subscriber, str]:
+    async def register(self, ephemeral: bool = False, client: str = "") -> tuple[Subscriber, str]:
+        """A new subscriber and its token; `client`, the caller's address, is rate-limited."""
+        self.quotas.check_register(client)
         token = new_token()
         subscriber = Subscriber(new_id(), hash_token(token), self.clock())
         await self.store.add_subscriber(subscriber, ephemeral)

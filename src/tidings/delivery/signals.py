@@ -49,6 +49,12 @@ class Revocations:
         """The subscribers with a stream open here."""
         return set(self._streams)
 
+    def open_streams(self, subscriber_id: str | None = None) -> int:
+        """Streams open here: of one subscriber, or in all."""
+        if subscriber_id is not None:
+            return len(self._streams.get(subscriber_id, ()))
+        return sum(map(len, self._streams.values()))
+
     def revoke(self, subscriber_id: str) -> None:
         for event in self._streams.get(subscriber_id, ()):
             event.set()

@@ -17,7 +17,8 @@ from tidings.wire import thesis as w
 @described(Operation(answer=w.CompatRegistered))
 async def register_subscriber(request: Request) -> Response:
     """Register a subscriber (takes no body): its id, queue and token."""
-    subscriber, token = await broker_of(request).register()
+    client = request.client.host if request.client else ""
+    subscriber, token = await broker_of(request).register(client=client)
     url = queue_url(request, subscriber.id)
     connection = f"Endpoint={url};Token={token}"
     return answer(w.CompatRegistered(subscriber.id, subscriber.id, url, connection, token))

@@ -94,6 +94,7 @@ async def stream(ws: WebSocket) -> None:
     with broker.revocations.watch(sid) as revoked:
         try:
             await broker.authenticate(sid, _token(ws))
+            broker.quotas.check_stream(sid)
             framing = Framing(_choice(ws, "form", FORMS), _choice(ws, "encoding", ENCODINGS))
         except TidingsError as exc:
             await _refuse(ws, exc)

@@ -25,7 +25,8 @@ def queue_url(request: Request, subscriber_id: str) -> str:
 async def register(request: Request) -> Response:
     """Register a subscriber: its id, its bearer token (shown once) and its queue's URL."""
     _, body = await body_as(request, w.RegisterBody, SMALL_BODY, allow_empty=True)
-    subscriber, token = await broker_of(request).register(body.ephemeral)
+    client = request.client.host if request.client else ""
+    subscriber, token = await broker_of(request).register(body.ephemeral, client)
     return answer(w.Registered(subscriber.id, token, queue_url(request, subscriber.id)), 201)
 
 
