@@ -8,7 +8,8 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | routing.py       | the matching mode behind one seam: local, elastic or Spark              |
 | functions.py     | function subscriptions: evaluation after the answer, suspension         |
 | auth.py          | subscribers' and the admin's tokens, the token cache, revocations       |
-| quotas.py        | what one subscriber may hold                                           |
+| quotas.py        | what one subscriber may hold, registrations, streams, the disk alarm   |
+| rates.py         | token buckets by key (a client's address)                              |
 | housekeeping.py  | the background cadence: retention, presence, other brokers' changes    |
 | alarms.py        | warnings for operators (dead letters in bursts)                        |
 | overview.py      | the operator's view: subscriber pages, metrics gauges, readiness       |
