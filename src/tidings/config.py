@@ -146,8 +146,10 @@ class ElasticSettings:
     exit_points: int = 1
     autoscale: bool = False  # the autoscaler (tidings.elastic.hosting.autoscaler), off by default
     # the operators' inboxes (with a named ZooKeeper: TCP); 0.0.0.0 lets other machines'
-    # matchers and exit points reach them (ZeroMQ channels carry no authentication)
+    # matchers and exit points reach them, over CURVE with the cluster key: `key_file`, or
+    # data_dir/elastic-cluster.key made at the first start (tidings.elastic.protocol.curve)
     host: str = "127.0.0.1"
+    key_file: str = ""
     # an operator of another process unreachable this long (its connection lost, not back)
     # is evicted and replaced: seconds, 0 leaves it to its ZooKeeper session's expiry
     unreachable_s: float = 1.0

@@ -57,7 +57,9 @@ def build_broker(settings: Settings) -> Broker:
     if settings.matching == "elastic":
         from tidings.elastic.hosting.seam import ElasticMatching
 
-        elastic = ElasticMatching(settings.elastic, store)
+        elastic = ElasticMatching(
+            settings.elastic, store, settings.data_dir / "elastic-cluster.key"
+        )
     broker = Broker(
         settings,
         store,

@@ -31,6 +31,12 @@ SESSION = typer.Option(
     "processes watch their peers' connections).",
 )
 
+KEY_FILE = typer.Option(
+    "--key-file",
+    help="The deployment's cluster key (a copy of the broker's data_dir/elastic-cluster.key): "
+    "its channels are then CURVE. Needed to bind beyond loopback.",
+)
+
 cluster_app = typer.Typer(help="An elastic deployment: status and scaling.", no_args_is_help=True)
 
 
@@ -55,19 +61,29 @@ def _operator(
     name: str | None,
     store: str,
     session_timeout_s: float,
+    key_file: str,
 ) -> None:
     from tidings.elastic.coordination.coordinator import parse_hosts
     from tidings.elastic.hosting.process import run_operator
+    from tidings.elastic.protocol.channels import beyond_loopback
 
     parse_hosts(zookeeper)
     _check_bind(bind)
+    if beyond_loopback(bind) and not key_file:
+        detail = (
+            f"--bind {bind} is reachable from other machines: give --key-file (a copy of the "
+            "broker's data_dir/elastic-cluster.key) so the channels are CURVE, or bind loopback"
+        )
+        raise TidingsError(ErrorCode.CONFIG_INVALID, field="bind", detail=detail)
 
     def started(op: Any) -> None:
         address = op.inbox.address if op.inbox is not None else ""
         _say({"operator": op.id, "role": role, "cluster": cluster, "address": address})
 
     asyncio.run(
-        run_operator(role, zookeeper, cluster, bind, name, store, started, session_timeout_s)
+        run_operator(
+            role, zookeeper, cluster, bind, name, store, started, session_timeout_s, key_file
+        )
     )
 
 
@@ -77,9 +93,10 @@ def matcher(
     bind: Annotated[str, BIND] = "tcp://127.0.0.1:*",
     name: Annotated[str | None, typer.Option("--name", help="Its id (default: a new one).")] = None,
     session_timeout: Annotated[float, SESSION] = 10.0,
+    key_file: Annotated[str, KEY_FILE] = "",
 ) -> None:
     """Run a matcher that joins a running elastic deployment (unassigned until a scale)."""
-    _operator("matcher", zookeeper, cluster, bind, name, "", session_timeout)
+    _operator("matcher", zookeeper, cluster, bind, name, "", session_timeout, key_file)
 
 
 def exit_point(
@@ -89,9 +106,10 @@ def exit_point(
     bind: Annotated[str, BIND] = "tcp://127.0.0.1:*",
     name: Annotated[str | None, typer.Option("--name", help="Its id (default: a new one).")] = None,
     session_timeout: Annotated[float, SESSION] = 10.0,
+    key_file: Annotated[str, KEY_FILE] = "",
 ) -> None:
     """Run an exit point that joins a running elastic deployment and enqueues into `--store`."""
-    _operator("exit_point", zookeeper, cluster, bind, name, store, session_timeout)
+    _operator("exit_point", zookeeper, cluster, bind, name, store, session_timeout, key_file)
 
 
 @cluster_app.command("status")

@@ -27,6 +27,8 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
+from tidings.elastic.protocol.channels import Security
+
 log = logging.getLogger("tidings.elastic")
 
 _UP = zmq.EVENT_HANDSHAKE_SUCCEEDED
@@ -83,6 +85,7 @@ class PeerWatch:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * self._heartbeat_ms)
+        Security.client(sock)  # a CURVE inbox hangs up on a connection that is not
         monitor = sock.get_monitor_socket(_UP | _DOWN)
         state = self._peers[peer] = _Peer(address, sock, monitor)
         state.task = asyncio.get_running_loop().create_task(

@@ -20,13 +20,15 @@ import logging
 import signal
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from tidings import heap
 from tidings.elastic.coordination.coordinator import Coordinator
 from tidings.elastic.operators.exit_point import ExitPointOperator, StoreSink
 from tidings.elastic.operators.matcher import MatcherOperator
 from tidings.elastic.operators.operator import Operator
-from tidings.elastic.protocol.channels import shared_context
+from tidings.elastic.protocol.channels import Security, shared_context
+from tidings.elastic.protocol.curve import cluster_key
 from tidings.matching import kernels
 
 log = logging.getLogger("tidings.elastic")
@@ -41,7 +43,10 @@ async def run_operator(
     store_url: str = "",
     started: Callable[[Operator], None] = lambda op: None,
     session_timeout_s: float = 10.0,
+    key_file: str = "",
 ) -> None:
+    if key_file:  # the deployment's cluster key: every channel is CURVE
+        Security.secure(cluster_key(Path(key_file)))
     coordinator = Coordinator(zookeeper, cluster, session_timeout_s)
     await coordinator.start()
     await coordinator.require_config()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -27,6 +28,8 @@ from tidings.config import ElasticSettings
 from tidings.elastic.hosting.autoscaler import Policy
 from tidings.elastic.hosting.deployment import Deployment
 from tidings.elastic.operators.exit_point import EnqueueStore, StoreSink
+from tidings.elastic.protocol.channels import Security, beyond_loopback
+from tidings.elastic.protocol.curve import cluster_key
 from tidings.elastic.protocol.scaling import ScaleReport
 from tidings.model import Publication, Subscription
 from tidings.store.base import Fanout
@@ -37,9 +40,13 @@ Enqueued = Callable[[Sequence[Fanout]], Awaitable[None] | None]
 
 
 class ElasticMatching:
-    def __init__(self, settings: ElasticSettings, store: EnqueueStore) -> None:
+    def __init__(
+        self, settings: ElasticSettings, store: EnqueueStore, key_path: Path | None = None
+    ) -> None:
         self.settings = settings
         self.store = store
+        # the cluster key made at the first start when listening beyond loopback without one
+        self.key_path = key_path
         self.deployment: Deployment | None = None
         self._zookeeper: contextlib.ExitStack | None = None
         self.on_enqueued: Enqueued | None = None
@@ -54,6 +61,7 @@ class ElasticMatching:
             self._zookeeper = contextlib.ExitStack()
             hosts = self._zookeeper.enter_context(local_zookeeper())
             log.info("elastic matching: a ZooKeeper of its own at %s", hosts)
+        self._secure("tcp" if self.settings.zookeeper else "ipc")
         self.deployment = Deployment(
             hosts,
             lambda: StoreSink(self.store, self._enqueued),
@@ -69,6 +77,21 @@ class ElasticMatching:
         await self.deployment.start()
         if self.deployment.joined:
             log.info("elastic matching: joined the running deployment %r", self.settings.cluster)
+
+    def _secure(self, transport: str) -> None:
+        """CURVE for every channel when a key is given, or made when the operators listen
+        beyond loopback (other machines' operators then need a copy: `--key-file`)."""
+        path = key_path(self.settings, transport, self.key_path)
+        if path is None:
+            return
+        made = not path.exists()
+        Security.secure(cluster_key(path))
+        if made:
+            log.warning(
+                "elastic matching: made the cluster key %s: copy it (0600) to every "
+                "machine of the deployment and pass it as --key-file",
+                path,
+            )
 
     def _enqueued(self, fanouts: Sequence[Fanout]) -> Awaitable[None] | None:
         return None if self.on_enqueued is None else self.on_enqueued(fanouts)
@@ -130,6 +153,15 @@ class ElasticMatching:
 
 def _matched_on(sub: Subscription) -> tuple[object, ...]:
     return (sub.subscriber_id, sub.kind, sub.topics, sub.predicates)
+
+
+def key_path(settings: ElasticSettings, transport: str, made: Path | None) -> Path | None:
+    """The cluster key's file: the one given; else, when the operators listen beyond
+    loopback, `made` (made at the first start); else none (plain channels, loopback only)."""
+    if settings.key_file:
+        return Path(settings.key_file)
+    beyond = transport == "tcp" and beyond_loopback(f"tcp://{settings.host}:0")
+    return made if beyond else None
 
 
 class _Operators(Collector):

@@ -10,13 +10,17 @@ marks off): a sender never blocks and a frame is never dropped while both ends l
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import zmq
 import zmq.asyncio
 
 from tidings.elastic.protocol import wire
+from tidings.elastic.protocol.curve import ClusterKey, as_client, as_server, guard
+from tidings.errors import ErrorCode, TidingsError
 
 MAX_BATCH = 512  # frames read per wake-up
 MAX_BATCH_BYTES = 1 << 20  # ... and bytes: a batch is decoded and handled in one loop step
@@ -32,13 +36,57 @@ def local_host() -> str:
         return "127.0.0.1"
 
 
+class Security:
+    """The process's channels: CURVE with the cluster's key once `secure` was called
+    (tidings.elastic.protocol.curve), else plain and only on loopback or `ipc://`."""
+
+    key: ClusterKey | None = None
+    _guard: Any = None
+
+    @classmethod
+    def secure(cls, key: ClusterKey) -> None:
+        """From now on every channel of this process is CURVE with `key`; the process's ZAP
+        handler starts on the shared context (call from its event loop, before any inbox)."""
+        if cls.key == key:
+            return
+        if cls._guard is not None:
+            cls._guard.stop()
+        cls.key, cls._guard = key, guard(shared_context(), key)
+
+    @classmethod
+    def client(cls, sock: zmq.Socket[Any]) -> None:
+        if cls.key is not None:
+            as_client(sock, cls.key)
+
+
+def beyond_loopback(bind: str) -> bool:
+    """Whether `bind` (a ZeroMQ endpoint) can be reached from other machines."""
+    if not bind.startswith("tcp://"):
+        return False  # ipc:// and inproc:// are this machine's only
+    host = bind.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # "*", an interface or host name: reachable beyond this machine
+        return True
+
+
 class Inbox:
     """An operator's bound PULL socket; `address` is what peers connect to."""
 
     def __init__(self, context: zmq.asyncio.Context, bind: str) -> None:
+        if Security.key is None and beyond_loopback(bind):
+            detail = (
+                f"{bind} is reachable from other machines: give the deployment a cluster key "
+                "(elastic.key_file, or --key-file) so its channels are CURVE, or bind loopback"
+            )
+            raise TidingsError(ErrorCode.CONFIG_INVALID, field="elastic__host", detail=detail)
         self._socket = context.socket(zmq.PULL)
         self._socket.setsockopt(zmq.RCVHWM, 0)
         self._socket.setsockopt(zmq.LINGER, 0)
+        if Security.key is not None:
+            as_server(self._socket, Security.key)
         self._socket.bind(bind)
         endpoint = self._socket.getsockopt(zmq.LAST_ENDPOINT)
         self.address = endpoint.decode() if isinstance(endpoint, bytes) else str(endpoint)
@@ -102,6 +150,7 @@ class Outboxes:
             owner = self._context.socket(zmq.PUSH)
             owner.setsockopt(zmq.SNDHWM, 0)
             owner.setsockopt(zmq.LINGER, 2000)  # at close, what is queued still goes out
+            Security.client(owner)
             owner.connect(self._addresses[peer])
             self._owners[peer] = owner
             sock = self._sockets[peer] = zmq.Socket.shadow(owner.underlying)
