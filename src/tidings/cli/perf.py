@@ -8,17 +8,19 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
-import uvloop
 
-from tidings.sim.perf.printout import second_line, summary_lines, summary_record
-from tidings.sim.perf.stats import Second
-from tidings.sim.perf.targets import TARGETS, make_target
-from tidings.sim.perf.traffic import Workload
-from tidings.sim.perf.trial import Summary, run
+from tidings.sim.perf.targets import TARGETS  # names only: each target loads when chosen
+
+# the load tool itself (numpy, the peers' clients) is imported when it runs, so that
+# `tidings --help` and the other commands start at once
+if TYPE_CHECKING:
+    from tidings.sim.perf.stats import Second
+    from tidings.sim.perf.traffic import Workload
+    from tidings.sim.perf.trial import Summary
 
 TargetName = Annotated[str, typer.Option("--target", "-t", help=f"One of: {', '.join(TARGETS)}.")]
 Url = Annotated[
@@ -71,6 +73,11 @@ def perf(
     ] = None,
 ) -> None:
     """Send and receive for a while; print rates and latency percentiles each second."""
+    import uvloop
+
+    from tidings.sim.perf.printout import summary_lines, summary_record
+    from tidings.sim.perf.traffic import Workload
+
     workload = Workload(
         producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
         duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
@@ -102,6 +109,10 @@ def _address(target: str, url: str | None) -> Iterator[str | None]:
 
 
 async def _run(name: str, url: str | None, workload: Workload, quiet: bool) -> Summary:
+    from tidings.sim.perf.printout import second_line
+    from tidings.sim.perf.targets import make_target
+    from tidings.sim.perf.trial import run
+
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
 

@@ -12,10 +12,6 @@ import orjson
 import typer
 
 from tidings.errors import invalid
-from tidings.placement.files import load_instance
-from tidings.placement.highlatency import force_regions
-from tidings.placement.model import Choice, evaluate
-from tidings.placement.solver import solve as solve_instance
 
 if TYPE_CHECKING:
     from tidings.placement.controller import Constraint
@@ -35,6 +31,11 @@ def solve(
     improvement: Improvement = 0.25,
 ) -> None:
     """Choose the regions and mode for one topic; print one JSON object."""
+    from tidings.placement.files import load_instance
+    from tidings.placement.highlatency import force_regions
+    from tidings.placement.model import Choice, evaluate
+    from tidings.placement.solver import solve as solve_instance
+
     if not 0 < improvement < 1:
         raise invalid("--improvement", "must be a fraction between 0 and 1")
     problem = load_instance(instance)
