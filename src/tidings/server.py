@@ -36,7 +36,7 @@ from tidings.private import UMASK, tighten
 from tidings.sandbox.runner import create_runner
 from tidings.sim.background import Simulations
 from tidings.sim.config import parse_config
-from tidings.store import open_store
+from tidings.store import check_store_url, open_store
 
 
 def build_broker(settings: Settings) -> Broker:
@@ -106,6 +106,7 @@ def serve(settings: Settings) -> None:
     logs.configure(settings.logs)
     heap.widen_young_generation()
     os.umask(UMASK)  # whatever else this process writes (the simulator's runs, Spark's work)
+    check_store_url(settings.resolved_store_url)  # a wrong setting is said as itself, first
     listening = bind(settings.host, settings.port)  # before the store opens: fail fast
     uvicorn.Server(_config(settings, build_broker(settings))).run(sockets=[listening])
 

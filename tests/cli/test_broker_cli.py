@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -162,9 +163,21 @@ def test_mistakes_are_one_line_without_a_traceback(url: str, args: list[str], ne
 
 
 def test_serve_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
-    result = tidings("serve", "--store", "mysql://x", "--data-dir", str(tmp_path))
-    assert result.returncode != 0 and "unknown store URL" in result.stderr
+    port = str(free_port())
+    result = tidings("serve", "--store", "mysql://x", "--data-dir", str(tmp_path), "--port", port)
+    assert result.returncode == 2 and "unknown store URL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_bad_setting_is_said_before_a_taken_port(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = tidings(
+            "serve", "--store", "mysql://x", "--data-dir", str(tmp_path), "--port", port
+        )
+    assert "unknown store URL" in result.stderr and "in use" not in result.stderr
 
 
 def test_subscribe_keeps_printing_across_a_broker_restart(tmp_path: Path) -> None:

@@ -12,8 +12,27 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.store.base import Store
 
 
-def open_store(url: str) -> Store:
+def check_store_url(url: str) -> str:
+    """The URL's scheme, or CONFIG_INVALID naming what is wrong: checked before anything
+    binds or connects, so a wrong setting is reported as itself."""
     scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in ("memory", "sqlite", "postgresql", "postgres"):
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="store_url",
+            detail=f"unknown store URL {url!r}: use memory://, sqlite:///PATH or postgresql://...",
+        )
+    if scheme == "sqlite":
+        sync = dict(parse_qsl(urlsplit(url).query)).get("synchronous", "normal")
+        if sync.lower() not in ("normal", "full"):
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID, field="store_url", detail="synchronous is normal or full"
+            )
+    return scheme
+
+
+def open_store(url: str) -> Store:
+    scheme = check_store_url(url)
     if scheme == "memory":
         from tidings.store.sqlite import SQLiteStore
 
@@ -21,19 +40,8 @@ def open_store(url: str) -> Store:
     if scheme == "sqlite":
         from tidings.store.sqlite import SQLiteStore
 
-        parts = urlsplit(url)
-        sync = dict(parse_qsl(parts.query)).get("synchronous", "normal")
-        if sync.lower() not in ("normal", "full"):
-            raise TidingsError(
-                ErrorCode.CONFIG_INVALID, field="store_url", detail="synchronous is normal or full"
-            )
+        sync = dict(parse_qsl(urlsplit(url).query)).get("synchronous", "normal")
         return SQLiteStore(url[len("sqlite:///") :].split("?", 1)[0] or ":memory:", sync)
-    if scheme in ("postgresql", "postgres"):
-        from tidings.store.postgres import PostgresStore
+    from tidings.store.postgres import PostgresStore
 
-        return PostgresStore(url)
-    raise TidingsError(
-        ErrorCode.CONFIG_INVALID,
-        field="store_url",
-        detail=f"unknown store URL {url!r}: use memory://, sqlite:///PATH or postgresql://...",
-    )
+    return PostgresStore(url)
