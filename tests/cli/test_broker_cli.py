@@ -268,3 +268,10 @@ def test_serve_warns_loudly_when_told_to_accept_unsafe_code_functions(tmp_path: 
         "serve", "--unsafe-code-functions", "--store", "mysql://x", "--data-dir", str(tmp_path)
     )
     assert "WARNING --unsafe-code-functions" in result.stderr
+
+
+def test_version_says_the_installed_version_and_nothing_else() -> None:
+    from tidings import __version__
+
+    result = tidings("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"tidings {__version__}")

@@ -18,6 +18,24 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+def _version(shown: bool) -> None:
+    if shown:
+        from tidings import __version__
+
+        typer.echo(f"tidings {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Say the version and stop."
+    ),
+) -> None:
+    """Tidings: publish/subscribe with topic, content and function matching."""
+
+
 # (module, attribute): each module exposes either a Typer group or plain commands.
 COMMAND_MODULES: list[str] = [
     "tidings.cli.broker",  # serve, publish, subscribe, queue
