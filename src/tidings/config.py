@@ -15,6 +15,7 @@ from typing import Any, Literal
 from tidings.errors import ErrorCode, TidingsError
 
 ENV_PREFIX = "TIDINGS_"
+CONFIG_ENV = "TIDINGS_CONFIG"  # the configuration file's path, when no --config is given
 MatchingMode = Literal["local", "spark", "elastic"]
 
 
@@ -217,29 +218,66 @@ def _coerce(name: str, raw: str, current: Any) -> Any:
         ) from None
 
 
-def _apply(obj: Any, prefix: str, env: Mapping[str, str], overrides: Mapping[str, Any]) -> Any:
+Source = Literal["default", "file", "environment", "flag"]
+
+
+def _apply(
+    obj: Any,
+    prefix: str,
+    env: Mapping[str, str],
+    overrides: Mapping[str, Any],
+    file: Mapping[str, Any],
+    said: dict[str, Source],
+) -> Any:
     changes: dict[str, Any] = {}
     for f in fields(obj):
         current = getattr(obj, f.name)
         key = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(current):
-            changes[f.name] = _apply(current, f"{key}__", env, overrides)
+            changes[f.name] = _apply(current, f"{key}__", env, overrides, file, said)
         elif key in overrides and overrides[key] is not None:
             value = overrides[key]
-            changes[f.name] = Path(value) if isinstance(current, Path) else value
+            changes[f.name], said[key] = (
+                (Path(value) if isinstance(current, Path) else value),
+                "flag",
+            )
         elif (ENV_PREFIX + key).upper() in env:
-            changes[f.name] = _coerce(key, env[(ENV_PREFIX + key).upper()], current)
+            raw = env[(ENV_PREFIX + key).upper()]
+            changes[f.name], said[key] = _coerce(key, raw, current), "environment"
+        elif key in file:
+            changes[f.name], said[key] = file[key], "file"
+        else:
+            said[key] = "default"
     return dataclasses.replace(obj, **changes)
 
 
 def load_settings(
-    overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config: Path | None = None,
 ) -> Settings:
-    """Build settings: explicit overrides (CLI flags) > environment (TIDINGS_*) > defaults.
+    """Build settings: explicit overrides (CLI flags) > environment (TIDINGS_*) > the
+    configuration file (`config`, else `TIDINGS_CONFIG`; tidings.toml) > defaults.
 
-    Nested fields are addressed as `queues__max_attempts` (env `TIDINGS_QUEUES__MAX_ATTEMPTS`).
+    Nested fields are addressed as `queues__max_attempts` (env `TIDINGS_QUEUES__MAX_ATTEMPTS`,
+    `[queues] max_attempts` in the file).
     """
-    settings = _apply(Settings(), "", os.environ if env is None else env, overrides or {})
+    return explain(overrides, env, config)[0]
+
+
+def explain(
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config: Path | None = None,
+) -> tuple[Settings, dict[str, Source]]:
+    """`load_settings`, and where each setting's value came from (`tidings config show`)."""
+    from tidings.configfile import read_config
+
+    env = os.environ if env is None else env
+    path = config or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    file = read_config(path, Settings()) if path is not None else {}
+    said: dict[str, Source] = {}
+    settings = _apply(Settings(), "", env, overrides or {}, file, said)
     if settings.matching not in ("local", "spark", "elastic"):
         raise TidingsError(
             ErrorCode.CONFIG_INVALID,
@@ -256,7 +294,7 @@ def load_settings(
     _check_webhooks(settings.webhooks)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
-    return settings  # type: ignore[no-any-return]
+    return settings, said
 
 
 def _check_networks(name: str, text: str) -> None:

@@ -74,7 +74,13 @@ def choices(text: str) -> Any:
     return value if isinstance(value, list) else [value]
 
 
+CONFIG = typer.Option(
+    "--config", help="A tidings.toml (default: $TIDINGS_CONFIG); flags and TIDINGS_* win over it."
+)
+
+
 def serve(
+    config: Annotated[Path | None, CONFIG] = None,
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
     data_dir: Annotated[
@@ -138,7 +144,8 @@ def serve(
             "logs__format": log_format,
             "logs__access_log": access_log,
             "functions__unsafe_code_functions": unsafe_code_functions or None,
-        }
+        },
+        config=config,
     )
     if settings.functions.unsafe_code_functions:
         typer.echo(

@@ -45,6 +45,7 @@ COMMAND_MODULES: list[str] = [
     "tidings.cli.perf",  # perf
     "tidings.cli.placement",  # placement solve | solve-topics | experiment
     "tidings.cli.elastic",  # matcher, exit-point, cluster status | scale
+    "tidings.cli.config",  # config show
 ]
 
 
