@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+CORE   := $(VENV)/.core
 STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
@@ -9,7 +10,7 @@ DATA   ?= ./.tidings
 
 .PHONY: run test lint typecheck bench clean prereqs constraints fuzz
 
-run: $(STAMP)
+run: $(CORE)
 	$(BIN)/tidings serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
 test: $(STAMP)
@@ -33,11 +34,18 @@ typecheck: $(STAMP)
 prereqs:
 	@scripts/check-prereqs.sh
 
-# Everything (every extra and the dev tools) at the exact versions of constraints.txt.
-$(STAMP): pyproject.toml constraints.txt scripts/check-prereqs.sh
-	@scripts/check-prereqs.sh
+# The broker alone, at the exact versions of constraints.txt: what `make run` needs (Python;
+# no Java, ZooKeeper or Tesseract: the parts that need them say so when used).
+$(CORE): pyproject.toml constraints.txt
+	@scripts/check-prereqs.sh --core
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e .
+	touch $(CORE)
+
+# Everything (every extra, the dev tools, the system packages the tests use).
+$(STAMP): $(CORE) scripts/check-prereqs.sh
+	@scripts/check-prereqs.sh
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[all,dev]'
 	touch $(STAMP)
 

@@ -1,4 +1,4 @@
-"""`pip install tidings` is the broker and the client; each optional part, when its extra is
+"""`pip install tidings-broker` is the broker and the client; each optional part, when its extra is
 missing, says in one line which extra to install. Missing packages are simulated by an
 import hook in the child process, exactly as an absent package fails to import."""
 
@@ -69,14 +69,14 @@ def test_the_pipeline_without_spark_says_which_extra_to_install(tmp_path: Path) 
     result = tidings_without("pyspark", "pipeline", "report", str(tmp_path))
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "tidings: 'pipeline report' needs the 'spark' extra: pip install 'tidings[spark]'"
+        "tidings: 'pipeline report' needs the 'spark' extra: pip install 'tidings-broker[spark]'"
     ]
 
 
 def test_the_load_tool_without_a_peers_client_says_which_extra_to_install() -> None:
     result = tidings_without("nats", "perf", "--target", "nats", "-z", "1")
     assert result.returncode == 1
-    assert "pip install 'tidings[perf]'" in result.stderr
+    assert "pip install 'tidings-broker[perf]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -104,5 +104,5 @@ def test_a_builtin_whose_extra_is_missing_is_refused_with_the_line_that_installs
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
         "function_unavailable function.builtin the builtin 'detect_faces' needs the 'vision' "
-        "extra: pip install 'tidings[vision]'"
+        "extra: pip install 'tidings-broker[vision]'"
     )

@@ -8,6 +8,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
+from tidings.extras import DISTRIBUTION
+
 
 def machine() -> dict[str, Any]:
     return {
@@ -30,7 +32,7 @@ def _cpu_model() -> str:
 
 def versions(*packages: str) -> dict[str, str]:
     """Installed versions of Tidings and `packages` ("absent" for one that is not installed)."""
-    return {p: _version(p) for p in ("tidings", *packages)}
+    return {"tidings": _version(DISTRIBUTION)} | {p: _version(p) for p in packages}
 
 
 def _version(package: str) -> str:

@@ -1,13 +1,16 @@
 """What each optional part of Tidings needs, and the one line that says how to get it.
 
-`pip install tidings` gives the broker and the client; the extras add the rest:
+`pip install tidings-broker` (the distribution's name: `tidings` on the package index is
+another project's) gives the broker and the client; the extras add the rest:
 `[spark]` (the data pipeline, reports, plots), `[vision]` and `[text]` (the function
 library), `[perf]` (the load tool's other brokers), `[placement]` (MultiPub's city data and
 plots), `[elastic]` (E-SilboPS matching: ZeroMQ, ZooKeeper's client), `[all]`
-(everything). `make run` and `make test` install all of them.
+(everything). `make test` installs all of them; `make run` only the broker's own.
 """
 
 from __future__ import annotations
+
+DISTRIBUTION = "tidings-broker"  # what pip installs; `import tidings` is what it holds
 
 # top-level import name -> the extra that installs it
 EXTRAS: dict[str, str] = {
@@ -36,4 +39,4 @@ def extra_for(missing: ModuleNotFoundError) -> str | None:
 
 
 def hint(extra: str, what: str) -> str:
-    return f"{what} needs the {extra!r} extra: pip install 'tidings[{extra}]'"
+    return f"{what} needs the {extra!r} extra: pip install '{DISTRIBUTION}[{extra}]'"
