@@ -335,8 +335,9 @@ def subscribers(
     ] = [],  # noqa: B006
     url: Annotated[str, URL] = DEFAULT_URL,
 ) -> None:
-    """List subscribers (one JSON line each: id, created, last seen, ephemeral, depth), or
-    delete some."""
+    """List subscribers, or delete some.
+
+    One JSON line each: id, created, last seen, ephemeral, depth."""
     with Client(url) as client:
         admin = client.admin(admin_token)
         for subscriber_id in delete:

@@ -139,9 +139,11 @@ def scale(
     exit_points: Annotated[int | None, typer.Option("--exit-points", min=1, max=64)] = None,
     cluster: Annotated[str, CLUSTER] = "default",
 ) -> None:
-    """Scale the matchers and/or exit points to these numbers, with operators already
-    running (`tidings matcher`, `tidings exit-point`) for any added. To let the serving
-    broker start local ones, use the admin call POST /v1/admin/cluster/scale."""
+    """Scale the matchers and/or exit points to these numbers.
+
+    Operators already running (`tidings matcher`, `tidings exit-point`) are taken in for any
+    added. To let the serving broker start local ones, use the admin call
+    POST /v1/admin/cluster/scale."""
     if matchers is None and exit_points is None:
         raise TidingsError(
             ErrorCode.INVALID_FIELD, field="matchers", detail="give --matchers and/or --exit-points"

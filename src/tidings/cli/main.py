@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperOption
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.extras import extra_for, hint
@@ -17,6 +19,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _no_type_for_flags() -> None:
+    """typer shows every option's type (`<bool>` beside a flag, which takes no value): a
+    flag's help shows none."""
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
 def _version(shown: bool) -> None:
@@ -56,6 +69,7 @@ def _register() -> None:
 
 
 def main() -> None:
+    _no_type_for_flags()
     _register()
     try:
         app()

@@ -165,8 +165,9 @@ def report(
     ] = None,
     master: Master = "local[2]",
 ) -> None:
-    """Latency percentiles, throughput, scaling metrics: CSV, JSON and PNG plots (or, for a
-    directory of benchmarks/elastic.py results, the elastic shapes' scaling table)."""
+    """Latency percentiles, throughput, scaling metrics: CSV, JSON and PNG plots.
+
+    For a directory of benchmarks/elastic.py results: the elastic shapes' scaling table."""
     from tidings.pipeline.report import find_runs, has_elastic_results
     from tidings.pipeline.report import report as run_report
     from tidings.pipeline.session import build_session

@@ -79,8 +79,9 @@ def scenarios(
         typer.Option(help="native (/v1) or thesis (the thesis's /api operations and counts)."),
     ] = "native",
 ) -> None:
-    """The thesis's correctness scenarios: expected against received counts; exit 1 on any
-    mismatch."""
+    """The thesis's correctness scenarios: expected against received counts.
+
+    Exit 1 on any mismatch."""
     from tidings.sim.scenarios import APIS, suite
 
     if api not in APIS:
