@@ -50,5 +50,7 @@ fi
 if [ "${1:-}" = "--tests" ]; then  # what only the test suite needs
   system_package haproxy haproxy "The balanced-cluster tests"
   system_package chromium chromium "The console's browser tests"
+  system_package jq jq "The README's tour (tests/test_readme.py)"
+  system_package curl curl "The README's tour (tests/test_readme.py)"
 fi
 exit $missing
