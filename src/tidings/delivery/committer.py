@@ -15,7 +15,18 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from tidings.store.base import Ack, AckResult, Enqueue, Lease, Message, Nack, QueueOp, Reject
+from tidings.store.base import (
+    Ack,
+    AckResult,
+    DedupClaim,
+    Enqueue,
+    Lease,
+    Message,
+    Nack,
+    PublishOnce,
+    QueueOp,
+    Reject,
+)
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
 
@@ -37,6 +48,8 @@ class Committer:
     async def submit(self, op: Ack | Nack) -> AckResult: ...
     @overload
     async def submit(self, op: Reject) -> bool: ...
+    @overload
+    async def submit(self, op: PublishOnce) -> dict[str, DedupClaim]: ...
     async def submit(self, op: QueueOp) -> Any:
         """The operation's answer once committed; what it raised, or a failed commit."""
         loop = asyncio.get_running_loop()

@@ -25,11 +25,13 @@ from tidings.store.base import (
     Lease,
     Message,
     Nack,
+    PublishOnce,
     QueueOp,
     Reject,
 )
 from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, loads_or
+from tidings.store.dedup import DedupIds
 from tidings.store.enqueue import enqueue_step
 
 MESSAGE_COLUMNS = (
@@ -53,6 +55,7 @@ class Queues:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._dedup = DedupIds(db)
 
     def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
         """The operations in order, in one transaction (group commit). Each answer is the
@@ -85,8 +88,12 @@ class Queues:
         match op:
             case Enqueue(messages, fresh, fanouts):
                 return enqueue_step(self._db, messages, fresh, fanouts)
-            case Lease(subscriber_id, max_messages, visibility_s, max_attempts, now):
-                return self._lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
+            case Lease(subscriber_id, max_messages, visibility_s, max_attempts, now, max_bytes):
+                return self._lease(
+                    subscriber_id, max_messages, visibility_s, max_attempts, now, max_bytes
+                )
+            case PublishOnce():
+                return self._dedup.publish_once(op)
             case Ack(subscriber_id, receipts):
                 return self._settle(subscriber_id, receipts, None, 0.0)
             case Nack(subscriber_id, receipts, now, delay_s):
@@ -118,6 +125,7 @@ class Queues:
         visibility_s: float,
         max_attempts: int,
         now: float,
+        max_bytes: int | None = None,
     ) -> Callable[[Cursor], list[Message]]:
         nonce = os.urandom(6).hex()
         d = self._db.dialect
@@ -131,7 +139,7 @@ class Queues:
                 ),
                 (subscriber_id, now, max_messages),
             )
-            rows = cur.fetchall()
+            rows = _within(cur.fetchall(), max_bytes)
             dead = [r[0] for r in rows if int(r[6]) >= max_attempts]
             if dead:
                 self._dead_letter(
@@ -264,6 +272,19 @@ class Queues:
             moved = self._dead_letter(cur, "enqueued_at < ?", (cutoff,), "retention", now)
             cur.execute(self._db.q("DELETE FROM dedup WHERE enqueued_at < ?"), (cutoff,))
         return moved
+
+
+def _within(rows: list[Any], max_bytes: int | None) -> list[Any]:
+    """The first rows whose bodies come to at most `max_bytes` (the first row always: one
+    message larger than a batch goes alone); the rest stay ready, their attempt untouched."""
+    if max_bytes is None:
+        return rows
+    total = 0
+    for i, row in enumerate(rows):
+        total += len(row[4] or "")
+        if i and total > max_bytes:
+            return rows[:i]
+    return rows
 
 
 def _isolated(cur: Cursor, step: Step) -> Any:

@@ -37,6 +37,7 @@ from tidings.store.base import (
 )
 from tidings.store.bodies import sweep_bodies
 from tidings.store.database import Database
+from tidings.store.dedup import DedupIds
 from tidings.store.endpoints import Endpoints
 from tidings.store.queues import Queues
 from tidings.store.records import Subscribers, Subscriptions
@@ -203,3 +204,7 @@ class SQLStore:
         now: float,
     ) -> bool:
         return self._endpoints.set_state(subscriber_id, state, reason, failures, now)
+
+    # ---- publishers' dedup ids (claimed by PublishOnce, in `apply`)
+    def prune_dedup_ids(self, now: float) -> int:
+        return DedupIds(self.db).prune(now)
