@@ -104,13 +104,15 @@ def test_a_stream_returning_to_a_large_backlog_gets_it_all_without_reconnecting(
 
     async def stream_all() -> tuple[list[str], int]:
         got: list[str] = []
-        async with AsyncClient(broker.url) as client:
-            async with client.subscriber(sid, token).stream() as stream:
-                async for message in stream:
-                    got.append(message.data)
-                    await message.ack()
-                    if len(got) == len(sent):
-                        return got, stream.reconnects
+        async with (
+            AsyncClient(broker.url) as client,
+            client.subscriber(sid, token).stream() as stream,
+        ):
+            async for message in stream:
+                got.append(message.data)
+                await message.ack()
+                if len(got) == len(sent):
+                    return got, stream.reconnects
         return got, -1
 
     got, reconnects = asyncio.run(asyncio.wait_for(stream_all(), 120))
@@ -121,8 +123,9 @@ def test_a_webhook_receives_every_large_message(broker: Broker) -> None:
     topic, sid, token = subscribed(broker)
     receiver = Receiver()
     try:
-        hook = httpx.put(f"{broker.url}/v1/subscribers/{sid}/webhook",
-                         json={"url": receiver.url()}, headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        auth = {"Authorization": f"Bearer {token}"}
+        url = f"{broker.url}/v1/subscribers/{sid}/webhook"
+        hook = httpx.put(url, json={"url": receiver.url()}, headers=auth)
         assert hook.status_code in (200, 201), hook.text
         sent = backlog(broker, topic)
         wait_for(lambda: len(receiver.delivered()) >= len(sent), "every message", 120)
