@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -52,7 +53,7 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
         while data := source.recv(65536):
             sink.sendall(data)
     except OSError:
-        pass
+        pass  # either side gone: the pair is closed below
     finally:
         _closed(source, sink)
 
@@ -61,8 +62,6 @@ def _closed(*sockets: socket.socket) -> None:
     """Shut down first: a close alone neither wakes another thread's `recv` on the socket
     nor tells the peer while that call holds it."""
     for s in sockets:
-        try:
+        with contextlib.suppress(OSError):
             s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         s.close()
