@@ -132,14 +132,7 @@ class Queues:
 
         def op(cur: Cursor) -> list[Message]:
             # candidates in FIFO order; one leased max_attempts times already is a dead letter
-            cur.execute(
-                d.skipping_locked(
-                    f"SELECT {MESSAGE_COLUMNS} FROM {WITH_BODY} WHERE m.subscriber_id = ? AND "
-                    f"m.visible_at <= ? ORDER BY m.seq LIMIT ?"
-                ),
-                (subscriber_id, now, max_messages),
-            )
-            rows = _within(cur.fetchall(), max_bytes)
+            rows = self._candidates(cur, subscriber_id, now, max_messages, max_bytes)
             dead = [r[0] for r in rows if int(r[6]) >= max_attempts]
             if dead:
                 self._dead_letter(
@@ -160,6 +153,31 @@ class Queues:
             return [_leased(r, ids, until, nonce) for r, ids in good]
 
         return op
+
+    def _candidates(
+        self, cur: Cursor, subscriber_id: str, now: float, most: int, max_bytes: int | None
+    ) -> list[Any]:
+        """The ready rows to lease, in FIFO order, locked. With `max_bytes`, the bodies'
+        sizes are read first and only the rows that fit are fetched: a queue of large
+        messages is not read into memory by the hundred to lease one."""
+        d = self._db.dialect
+        ready = f"FROM {WITH_BODY} WHERE m.subscriber_id = ? AND m.visible_at <= ? ORDER BY m.seq"
+        params = (subscriber_id, now, most)
+        if max_bytes is None:
+            cur.execute(d.skipping_locked(f"SELECT {MESSAGE_COLUMNS} {ready} LIMIT ?"), params)
+            return list(cur.fetchall())
+        cur.execute(d.skipping_locked(f"SELECT m.seq, length(b.body) {ready} LIMIT ?"), params)
+        seqs = _within(cur.fetchall(), max_bytes)
+        if not seqs:
+            return []
+        marks = ", ".join("?" * len(seqs))
+        cur.execute(
+            d.q(
+                f"SELECT {MESSAGE_COLUMNS} FROM {WITH_BODY} WHERE m.seq IN ({marks}) ORDER BY m.seq"
+            ),
+            seqs,
+        )
+        return list(cur.fetchall())
 
     def _checked(self, cur: Cursor, row: Sequence[Any], now: float) -> tuple[str, ...] | None:
         """A row's subscription ids, its body checked to decode; a row that does not (or
@@ -274,17 +292,18 @@ class Queues:
         return moved
 
 
-def _within(rows: list[Any], max_bytes: int | None) -> list[Any]:
-    """The first rows whose bodies come to at most `max_bytes` (the first row always: one
-    message larger than a batch goes alone); the rest stay ready, their attempt untouched."""
-    if max_bytes is None:
-        return rows
+def _within(sizes: Sequence[Sequence[Any]], max_bytes: int) -> list[int]:
+    """Of (seq, body size) rows, the first seqs whose bodies come to at most `max_bytes` (the
+    first always: one message larger than a batch goes alone); the rest stay ready, their
+    attempt untouched."""
+    seqs: list[int] = []
     total = 0
-    for i, row in enumerate(rows):
-        total += len(row[4] or "")
-        if i and total > max_bytes:
-            return rows[:i]
-    return rows
+    for seq, size in sizes:
+        total += int(size or 0)
+        if seqs and total > max_bytes:
+            break
+        seqs.append(int(seq))
+    return seqs
 
 
 def _isolated(cur: Cursor, step: Step) -> Any:
