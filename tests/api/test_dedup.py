@@ -3,6 +3,7 @@ bounds; a duplicate delivers nothing and runs no function."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
@@ -77,3 +78,23 @@ def test_the_broker_states_its_limits(http: httpx.Client) -> None:
     assert limits["max_publication_bytes"] == 256 * 1024
     assert limits["max_answer_bytes"] >= limits["max_publication_bytes"] * 4 // 3
     assert limits["dedup_window_s"] == 120.0
+
+
+def test_a_duplicate_runs_no_function(http: httpx.Client) -> None:
+    sub = Sub(http)
+    function = {"function_type": "lang", "builtin": "detect_language", "params": {"language": "en"}}
+    sub.subscribe(function=function)
+    text = "The quick brown fox jumps over the lazy dog, and then it runs away home."
+    key = uuid.uuid4().hex
+    for body in ({"dedup_id": key}, {"dedup_id": key}, {}):  # the last one marks the end
+        sent = http.post(
+            "/v1/publications", json={"data": text, "function_types": ["lang"], **body}
+        )
+        assert sent.status_code == 201
+    got: list[dict[str, object]] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 2 and time.monotonic() < deadline:
+        got += sub.pull(wait=1)
+    time.sleep(1.0)  # a third delivery, if the duplicate had been evaluated, would be in by now
+    got += sub.pull(wait=0.5)
+    assert len(got) == 2

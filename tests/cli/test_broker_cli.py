@@ -254,3 +254,11 @@ def test_serve_warns_loudly_when_told_to_accept_unsafe_code_functions(tmp_path: 
         "serve", "--unsafe-code-functions", "--store", "mysql://x", "--data-dir", str(tmp_path)
     )
     assert "WARNING --unsafe-code-functions" in result.stderr
+
+
+def test_publish_with_a_dedup_id_publishes_once(url: str) -> None:
+    args = ["publish", "--url", url, "-t", "cli/dedup", "--dedup-id", "order-1", "x"]
+    first, again = (orjson.loads(tidings(*args).stdout) for _ in range(2))
+    assert "duplicate" not in first and again == {**first, "duplicate": True}
+    long = tidings("publish", "--url", url, "--dedup-id", "x" * 129, "x")
+    assert long.returncode == 2 and "--dedup-id" in long.stderr
