@@ -19,6 +19,7 @@ from tidings.store.database import Cursor, Database
 from tidings.store.enqueue import enqueue_step
 
 COLUMNS = "dedup_id, publication_id, published_at, deliveries, expires_at"
+CHUNK = 1000  # claims per statement: 5,000 parameters, within SQLite's 32,766
 
 
 class DedupIds:
@@ -28,35 +29,63 @@ class DedupIds:
         self._db = db
 
     def publish_once(self, op: PublishOnce) -> Callable[[Cursor], dict[str, DedupClaim]]:
-        db = self._db
-        drop_expired = db.q("DELETE FROM publication_dedup WHERE dedup_id = ? AND expires_at <= ?")
-        claim = db.dialect.ignoring_duplicates(
-            "publication_dedup", f"({COLUMNS}) VALUES (?, ?, ?, ?, ?)"
-        )
-        holder = db.q(f"SELECT {COLUMNS} FROM publication_dedup WHERE dedup_id = ?")
+        # in id order, so two transactions claiming the same ids wait rather than deadlock
+        # (a stable sort: of one id's claims, the first keeps its place)
+        claims = sorted(op.claims, key=lambda c: c.dedup_id)
 
         def step(cur: Cursor) -> dict[str, DedupClaim]:
             duplicates: dict[str, DedupClaim] = {}
-            refused: set[str] = set()
-            for c in op.claims:
-                cur.execute(drop_expired, (c.dedup_id, op.now))
-                cur.execute(claim, _row(c))
-                if cur.rowcount == 1:
-                    continue
-                cur.execute(holder, (c.dedup_id,))
-                duplicates[c.dedup_id] = _claim(cur.fetchone())
-                refused.add(c.publication_id)
+            for start in range(0, len(claims), CHUNK):
+                duplicates.update(self._claim(cur, claims[start : start + CHUNK], op.now))
+            refused = {c.publication_id for c in claims if _refused(c, duplicates)}
             fresh = [f for f in op.fanouts if f.publication_id not in refused]
             if fresh:
-                enqueue_step(db, [], True, fresh)(cur)
+                enqueue_step(self._db, [], True, fresh)(cur)
             return duplicates
 
         return step
+
+    def _claim(
+        self, cur: Cursor, claims: Sequence[DedupClaim], now: float
+    ) -> dict[str, DedupClaim]:
+        """Three statements for any number of claims: drop the expired ones among their ids,
+        insert them all (a held id is skipped), read the holders of those skipped."""
+        db = self._db
+        ids = list(dict.fromkeys(c.dedup_id for c in claims))
+        marks = ", ".join("?" * len(ids))
+        cur.execute(
+            db.q(f"DELETE FROM publication_dedup WHERE expires_at <= ? AND dedup_id IN ({marks})"),
+            (now, *ids),
+        )
+        values = ", ".join(["(?, ?, ?, ?, ?)"] * len(claims))
+        insert = db.dialect.ignoring_duplicates("publication_dedup", f"({COLUMNS}) VALUES {values}")
+        cur.execute(f"{insert} RETURNING dedup_id", [v for c in claims for v in _row(c)])
+        taken = {str(r[0]) for r in cur.fetchall()}
+        held = [i for i in ids if i not in taken] + [
+            i for i in ids if i in taken and _repeated(i, claims)
+        ]
+        if not held:
+            return {}
+        marks = ", ".join("?" * len(held))
+        cur.execute(
+            db.q(f"SELECT {COLUMNS} FROM publication_dedup WHERE dedup_id IN ({marks})"), held
+        )
+        return {str(r[0]): _claim(r) for r in cur.fetchall()}
 
     def prune(self, now: float) -> int:
         with self._db.tx() as cur:
             cur.execute(self._db.q("DELETE FROM publication_dedup WHERE expires_at <= ?"), (now,))
             return int(cur.rowcount)
+
+
+def _repeated(dedup_id: str, claims: Sequence[DedupClaim]) -> bool:
+    """Claimed more than once in one step: the later claims are duplicates of the first."""
+    return sum(1 for c in claims if c.dedup_id == dedup_id) > 1
+
+
+def _refused(c: DedupClaim, duplicates: dict[str, DedupClaim]) -> bool:
+    held = duplicates.get(c.dedup_id)
+    return held is not None and held.publication_id != c.publication_id
 
 
 def _row(c: DedupClaim) -> tuple[str, str, float, int, float]:
