@@ -12,6 +12,7 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | housekeeping.py  | the background cadence: retention, presence, other brokers' changes    |
 | alarms.py        | warnings for operators (dead letters in bursts)                        |
 | telemetry.py     | one observer for metrics and the event logs                            |
+| dedup.py         | publishers' dedup ids: claimed in the commit that enqueues, answered   |
 
 Below the broker: `tidings.delivery` (queues, group commit, push channels), `tidings.store`
 (behind `Store`, awaited through `AsyncStore`), `tidings.matching`, `tidings.sandbox`.

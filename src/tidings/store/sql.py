@@ -6,7 +6,8 @@ Each part of the `Store` protocol lives in a room of its own, all running over o
 - `records.py`: subscribers (and when each was last seen) and subscriptions;
 - `queues.py` (with `enqueue.py` and `bodies.py`): the queue operations and `apply`, dead
   letters, redrive, expiry, bodies stored once and swept;
-- `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints.
+- `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints;
+- `dedup.py`: publishers' dedup ids, claimed in the step that enqueues (`PublishOnce`).
 `SQLStore` only hands each call to its room; the engines (`sqlite.py`, `postgres.py`) add
 connections and, for PostgreSQL, the change feed between brokers.
 """
