@@ -22,7 +22,7 @@ from tidings.config import load_settings
 from tidings.server import EmbeddedServer
 
 # limit (None: the default, 256 KiB) -> how many publications of nearly that size
-SIZES = {"default": (None, 60), "2MB": (2_000_000, 12), "8MB": (8_000_000, 3)}
+SIZES = {"default": (None, 80), "2MB": (2_000_000, 12), "8MB": (8_000_000, 3)}
 
 
 @dataclass(frozen=True)
