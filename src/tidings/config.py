@@ -50,6 +50,8 @@ class Limits:
     # nesting of a JSON value a client sends (publication data, parameters); at most
     # model.JSON_DEPTH_CEILING, so that every answer carrying it can still be encoded
     max_json_depth: int = 64
+    # a publication's dedup_id is remembered this long (JetStream's duplicate window)
+    dedup_window_s: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)

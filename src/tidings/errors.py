@@ -22,6 +22,7 @@ class ErrorCode(StrEnum):
     INVALID_TOPIC = "invalid_topic"
     LIMIT_EXCEEDED = "limit_exceeded"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    ANSWER_TOO_LARGE = "answer_too_large"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     FORBIDDEN_ORIGIN = "forbidden_origin"
@@ -55,6 +56,10 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INVALID_TOPIC: (422, "{detail}"),
     ErrorCode.LIMIT_EXCEEDED: (422, "{detail}"),
     ErrorCode.PAYLOAD_TOO_LARGE: (413, "the body is {size} bytes; the limit is {limit} bytes"),
+    ErrorCode.ANSWER_TOO_LARGE: (
+        413,
+        "the answer is {size} bytes; the client reads at most {limit} bytes (raise its limit)",
+    ),
     ErrorCode.UNAUTHORIZED: (401, "a bearer token is required: Authorization: Bearer <token>"),
     ErrorCode.FORBIDDEN: (403, "this token does not grant access to {resource}"),
     ErrorCode.FORBIDDEN_ORIGIN: (

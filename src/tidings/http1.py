@@ -183,8 +183,10 @@ class Client:
         body: bytes = b"",
         headers: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
+        max_answer: int | None = None,
     ) -> Response:
-        """Any method but HEAD (its answer has no body to read)."""
+        """Any method but HEAD (its answer has no body to read); `max_answer` overrides the
+        client's bound on this answer's body."""
         origin, target = self._origin(url)
         host = f"[{origin.host}]" if ":" in origin.host else origin.host  # IPv6, bracketed
         head = [f"{method} {target} HTTP/1.1", f"Host: {host}:{origin.port}"]
@@ -192,20 +194,21 @@ class Client:
         head.append(f"Content-Length: {len(body)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
         wait = self.timeout_s if timeout_s is None else timeout_s
+        most = self.max_answer if max_answer is None else max_answer
         async with origin.gate, asyncio.timeout(wait):
-            return await self._send(origin, request)
+            return await self._send(origin, request, most)
 
-    async def _send(self, origin: Origin, request: bytes) -> Response:
+    async def _send(self, origin: Origin, request: bytes, most: int) -> Response:
         connection = origin.idle.pop() if origin.idle else await origin.connect()
         try:
-            response, reusable = await connection.exchange(request, self.max_answer)
+            response, reusable = await connection.exchange(request, most)
         except ConnectionError:
             connection.close()
             if not connection.used:
                 raise
             # a kept-alive connection the server had closed meanwhile: once more, afresh
             connection = await origin.connect()
-            response, reusable = await self._fresh(connection, request)
+            response, reusable = await self._fresh(connection, request, most)
         except BaseException:  # timed out or cancelled mid-exchange: its state is unknown
             connection.close()
             raise
@@ -215,9 +218,11 @@ class Client:
             connection.close()
         return response
 
-    async def _fresh(self, connection: Connection, request: bytes) -> tuple[Response, bool]:
+    async def _fresh(
+        self, connection: Connection, request: bytes, most: int
+    ) -> tuple[Response, bool]:
         try:
-            return await connection.exchange(request, self.max_answer)
+            return await connection.exchange(request, most)
         except BaseException:
             connection.close()
             raise

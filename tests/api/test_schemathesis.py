@@ -41,7 +41,7 @@ OPERATIONS = [
 ]
 
 # nothing in these to break: no parameters, no body
-NO_INPUT = {("POST", "/api/RegisterSubscriber"), *OPERATIONS[-4:]}
+NO_INPUT = {("POST", "/api/RegisterSubscriber"), ("GET", "/v1/limits"), *OPERATIONS[-4:]}
 CASES = [(*op, GenerationMode.POSITIVE) for op in OPERATIONS] + [
     (*op, GenerationMode.NEGATIVE) for op in OPERATIONS if op not in NO_INPUT
 ]

@@ -275,3 +275,11 @@ def test_version_says_the_installed_version_and_nothing_else() -> None:
 
     result = tidings("--version")
     assert (result.returncode, result.stdout.strip()) == (0, f"tidings {__version__}")
+
+
+def test_publish_with_a_dedup_id_publishes_once(url: str) -> None:
+    args = ["publish", "--url", url, "-t", "cli/dedup", "--dedup-id", "order-1", "x"]
+    first, again = (orjson.loads(tidings(*args).stdout) for _ in range(2))
+    assert "duplicate" not in first and again == {**first, "duplicate": True}
+    long = tidings("publish", "--url", url, "--dedup-id", "x" * 129, "x")
+    assert long.returncode == 2 and "--dedup-id" in long.stderr

@@ -38,6 +38,13 @@ def test_perf_without_a_url_runs_tidings_on_a_broker_of_its_own() -> None:
     assert "lost 0 of" in result.stdout
 
 
+def test_perf_without_a_url_takes_messages_larger_than_the_default_limit() -> None:
+    result = perf("--size", "300000", "--messages", "5", "--inflight", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = orjson.loads(result.stdout.splitlines()[-1])
+    assert (summary["sent"], summary["received"], summary["lost"]) == (5, 5, 0)
+
+
 def test_a_bad_option_is_one_line_naming_it_and_exit_2() -> None:
     result = perf("--size", "10")
     assert result.returncode == 2

@@ -335,3 +335,15 @@ def test_the_sync_client_publishes_binary_data_that_a_json_pull_sees_as_base64(u
         assert message.body["data_encoding"] == "base64"  # type: ignore[index]
         assert base64.b64decode(message.body["data"]) == b"\x00\xff"  # type: ignore[index]
         message.ack()
+
+
+def test_an_answer_longer_than_the_async_client_reads_is_answer_too_large(url: str) -> None:
+    from tidings.client.calls import Call, loaded
+
+    async def read() -> None:
+        async with AsyncClient(url) as client:
+            await client.run(Call("GET", "/openapi.json", loaded, auth=False, max_answer=1024))
+
+    with pytest.raises(TidingsClientError) as refused:
+        asyncio.run(read())
+    assert (refused.value.status, refused.value.code) == (413, "answer_too_large")

@@ -107,3 +107,26 @@ async def test_a_lease_whose_caller_stopped_waiting_hands_its_messages_back() ->
         await asyncio.sleep(0.01)
     assert store.depth("s", 1.0) == QueueDepth(ready=3, leased=0, dead=0)
     store.close()
+
+
+async def test_publishes_with_dedup_ids_waiting_together_become_one_operation() -> None:
+    from tidings.store import open_store
+    from tidings.store.base import DedupClaim, PublishOnce
+
+    store = open_store("memory://")
+    seen: list[list[QueueOp]] = []
+
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        seen.append(list(ops))
+        return store.apply(ops)
+
+    committer = Committer(apply)
+    ops = [
+        PublishOnce([DedupClaim(d, p, 0.0, 0, 60.0)], 0.0)
+        for d, p in (("a", "p1"), ("b", "p2"), ("a", "p3"))
+    ]
+    answers = await asyncio.gather(*(committer.submit(op) for op in ops))
+    first = DedupClaim("a", "p1", 0.0, 0, 60.0)
+    assert answers == [{"a": first}, {}, {"a": first}]  # p3 is p1's duplicate
+    [[merged]] = seen
+    assert isinstance(merged, PublishOnce) and len(merged.claims) == 3

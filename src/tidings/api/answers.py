@@ -41,7 +41,7 @@ def depth(found: Counts) -> w.Depth:
 
 
 def published(p: Published) -> w.Published:
-    return w.Published(p.publication.id, p.publication.published_at, p.deliveries)
+    return w.Published(p.publication.id, p.publication.published_at, p.deliveries, p.duplicate)
 
 
 def settled(result: AckResult) -> Settled:

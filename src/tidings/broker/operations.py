@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.auth import Authenticator
+from tidings.broker.dedup import PublisherDedup, answered_as_first
 from tidings.broker.functions import FunctionMatching
 from tidings.broker.housekeeping import Housekeeping
 from tidings.broker.index import SubscriptionIndex
@@ -69,6 +70,7 @@ log = logging.getLogger("tidings.broker")
 class Published:
     publication: Publication
     deliveries: int
+    duplicate: bool = False  # its dedup_id was taken: the first publication's answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ class PublicationInput:
     attributes: dict[str, Scalar] | None = None
     function_types: tuple[str, ...] = ()
     data_encoding: str = "json"  # "base64": binary data, kept as base64 text
+    dedup_id: str | None = None  # the publisher's name for it (docs/guarantees.md)
 
 
 class Broker:
@@ -122,6 +125,9 @@ class Broker:
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
         self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
         self.overview = Overview(self.store, self.index, self.metrics, clock)
+        self.dedup = PublisherDedup(
+            settings.limits.dedup_window_s, self._committer, self.store, clock
+        )
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
         )
@@ -314,23 +320,40 @@ class Broker:
             )
             for i in items
         ]
-        counts = await self.routing.route(pubs)
-        self.telemetry.published(pubs)
+        with self.dedup.batch(pubs, [i.dedup_id for i in items]) as claims:
+            counts = await self.routing.route(pubs)
+            firsts = await self.dedup.settle(claims, self._spawn)
+        fresh = [p for p in pubs if p.id not in firsts] if firsts else pubs
+        self.telemetry.published(fresh)
         if self.routing.runs_functions:
-            self.functions.spawn_for(pubs, self._spawn)
-        return [Published(p, n) for p, n in zip(pubs, counts, strict=True)]
+            self.functions.spawn_for(fresh, self._spawn)
+        return [
+            Published(answered_as_first(p, f), f.deliveries, True)
+            if (f := firsts.get(p.id))
+            else Published(p, n)
+            for p, n in zip(pubs, counts, strict=True)
+        ]
 
-    async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
+    async def publish_per_topic(
+        self, data: JSON, topics: tuple[str, ...], dedup_id: str | None = None
+    ) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""
         self.quotas.check_publish()
         pub = Publication(new_id(), self.clock(), data, topics, {}, ())
-        deliveries = await self.routing.route_per_topic(pub)
+        with self.dedup.batch([pub], [dedup_id]) as claims:
+            deliveries = await self.routing.route_per_topic(pub)
+            first = (await self.dedup.settle(claims, self._spawn)).get(pub.id)
+        if first is not None:
+            return Published(answered_as_first(pub, first), first.deliveries, True)
         self.telemetry.published([pub])
         return Published(pub, deliveries)
 
     async def _deliver(self, fanouts: list[Fanout]) -> None:
-        """Enqueue fan-outs in one group commit, then tell."""
-        if fanouts:  # fresh: a new publication's keys were never enqueued before
+        """Enqueue fan-outs in one group commit (with their dedup ids' claims), then tell."""
+        claimed = await self.dedup.enqueue(fanouts)
+        if claimed is not None:
+            fanouts = claimed
+        elif fanouts:  # fresh: a new publication's keys were never enqueued before
             await self._committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
         self._enqueued(fanouts)
 
@@ -348,8 +371,10 @@ class Broker:
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> list[Message]:
-        return await self.queues.pull(subscriber_id, max_messages, wait_s, visibility_s)
+        """`max_bytes`: the leased bodies' bytes, at most (the first message always)."""
+        return await self.queues.pull(subscriber_id, max_messages, wait_s, visibility_s, max_bytes)
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         return await self.queues.ack(subscriber_id, receipts)

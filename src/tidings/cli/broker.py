@@ -170,18 +170,35 @@ def publish(
     topic: Annotated[list[str], typer.Option("--topic", "-t", help="A topic (repeatable).")] = [],  # noqa: B006
     attr: Annotated[list[str], typer.Option("--attr", "-a", help="key=value (repeatable).")] = [],  # noqa: B006
     function_type: Annotated[list[str], typer.Option("--function-type", "-f")] = [],  # noqa: B006
+    dedup_id: Annotated[
+        str | None,
+        typer.Option(
+            "--dedup-id",
+            help="Name the publication: the same name again within the broker's dedup "
+            "window publishes nothing more (default: one of its own, for its retries).",
+        ),
+    ] = None,
     url: Annotated[str, URL] = DEFAULT_URL,
 ) -> None:
-    """Publish one publication."""
+    """Publish one publication (retried, under its dedup id, if the answer is lost)."""
     try:
         value: Any = orjson.loads(data)
     except orjson.JSONDecodeError:
         value = data
+    if dedup_id is not None and not 1 <= len(dedup_id) <= 128:
+        fail("--dedup-id is 1 to 128 characters")
     with Client(url) as client:
         result = client.publish(
-            value, topics=topic, attributes=pairs(attr, "--attr"), function_types=function_type
+            value,
+            topics=topic,
+            attributes=pairs(attr, "--attr"),
+            function_types=function_type,
+            dedup_id=dedup_id,
         )
-    typer.echo(orjson.dumps({"id": result.id, "deliveries": result.deliveries}).decode())
+    answer: dict[str, Any] = {"id": result.id, "deliveries": result.deliveries}
+    if result.duplicate:
+        answer["duplicate"] = True
+    typer.echo(orjson.dumps(answer).decode())
 
 
 def subscribe(

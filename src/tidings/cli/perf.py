@@ -84,7 +84,7 @@ def perf(
         batch=batch, messages=messages, offline=offline, selectivity=selectivity, drain=drain,
         seed=seed, processes=processes,
     )  # fmt: skip
-    with _address(target, url) as address:
+    with _address(target, url, size) as address:
         summary = uvloop.run(_run(target, address, workload, as_json))
     if as_json:
         typer.echo(orjson.dumps(summary_record(summary, workload, instance)).decode())
@@ -94,16 +94,21 @@ def perf(
 
 
 @contextlib.contextmanager
-def _address(target: str, url: str | None) -> Iterator[str | None]:
-    """Tidings without a URL: a broker process of its own (SQLite in a temporary directory)."""
+def _address(target: str, url: str | None, size: int) -> Iterator[str | None]:
+    """Tidings without a URL: a broker process of its own (SQLite in a temporary directory),
+    its publication limit raised to take messages of `size` (the RabbitMQ study's 2 MB)."""
     if not target.startswith("tidings") or url is not None:
         yield url
         return
-    from tidings.server import broker_process
+    from tidings.config import Limits
+    from tidings.ports import free_port
+    from tidings.server import broker_processes
 
+    limit = max(Limits().max_publication_bytes, size + ENVELOPE)
+    env = {"TIDINGS_LIMITS__MAX_PUBLICATION_BYTES": str(limit)}
     with (
         tempfile.TemporaryDirectory(prefix="tidings-perf-") as data_dir,
-        broker_process(Path(data_dir)) as (_, embedded_url),
+        broker_processes([Path(data_dir)], [free_port()], env=env) as [(_, embedded_url)],
     ):
         yield embedded_url
 
@@ -120,6 +125,9 @@ async def _run(name: str, url: str | None, workload: Workload, quiet: bool) -> S
         typer.echo(second_line(second, workload.duration), err=quiet)
 
     return await run(make_target(name, url, workload), workload, on_second, stop)
+
+
+ENVELOPE = 4096  # a publication's bytes around its data: topics, attributes, JSON syntax
 
 
 def register(app: typer.Typer) -> None:

@@ -21,19 +21,25 @@ from tidings.client import calls
 from tidings.client import types as t
 from tidings.client.batching import Batcher
 from tidings.client.calls import Call
-from tidings.http1 import Client
+from tidings.client.retries import RETRIES, again, named
+from tidings.http1 import AnswerTooLarge, Client
 from tidings.wire.v1 import ErrorFrame, StreamFrame
 
 log = logging.getLogger("tidings.client")
 T = TypeVar("T")
 AsyncMessage = t.Message[Awaitable[None]]
 Callback = Callable[[AsyncMessage], Awaitable[None] | None]
+MAX_ANSWER = 16 * 1024 * 1024  # bytes of an answer or frame read, unless the broker needs more
 
 
 class AsyncClient:
     """The asyncio client over the lean HTTP/1.1 client (`tidings.http1`: kept-alive
     connections, about a tenth of httpx's CPU per call). With `linger` > 0, concurrent
-    `publish()` calls are sent as batches (`tidings.client.batching`)."""
+    `publish()` calls are sent as batches (`tidings.client.batching`).
+
+    A publish whose answer is lost is sent again, up to `retries` times, under a dedup id
+    (`tidings.client.retries`), so it is delivered once. Answers and stream frames are read
+    up to the largest the broker says it sends (`GET /v1/limits`, asked once)."""
 
     def __init__(
         self,
@@ -43,10 +49,13 @@ class AsyncClient:
         linger: float = 0.0,
         batch_size: int = 100,
         connections: int = 200,
+        retries: int = RETRIES,
     ) -> None:
         self.url = url.rstrip("/")
-        self._http = Client(connections, timeout)
+        self.retries = retries
+        self._http = Client(connections, timeout, MAX_ANSWER)
         self._batcher = Batcher(self.publish_batch, linger, batch_size) if linger > 0 else None
+        self._max_answer: int | None = None
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -69,11 +78,45 @@ class AsyncClient:
         query = f"?{urlencode(call.params)}" if call.params else ""
         try:
             response = await self._http.request(
-                call.method, f"{self.url}{call.path}{query}", body, headers, call.timeout
+                call.method,
+                f"{self.url}{call.path}{query}",
+                body,
+                headers,
+                call.timeout,
+                call.max_answer,
             )
+        except AnswerTooLarge as exc:  # the broker kept the batch within it: not expected
+            raise t.TidingsClientError(413, "answer_too_large", str(exc)) from None
         except (OSError, TimeoutError, ValueError) as exc:
             raise t.unreachable(self.url, exc) from None
         return t.answered(response.status, response.body, call.parse)
+
+    async def max_answer(self) -> int:
+        """The bytes of one answer or frame this client reads: the largest the broker says
+        it sends, at least `MAX_ANSWER` (asked once; a broker that does not say: MAX_ANSWER)."""
+        if self._max_answer is None:
+            try:
+                stated = (await self.run(calls.limits())).max_answer_bytes
+            except t.TidingsClientError as exc:
+                if t.passing(exc):
+                    raise
+                stated = 0
+            self._max_answer = max(MAX_ANSWER, stated)
+        return self._max_answer
+
+    async def _retried(self, call: Call[T]) -> T:
+        """A publish call, sent again while its answer cannot be had (its body carries a
+        dedup id, so the broker publishes it once)."""
+        backoff = t.Backoff()
+        attempt = 0
+        while True:
+            try:
+                return await self.run(call)
+            except t.TidingsClientError as exc:
+                if not again(exc, attempt, self.retries):
+                    raise
+            attempt += 1
+            await asyncio.sleep(backoff.next())
 
     async def register(self, ephemeral: bool = False) -> AsyncSubscriberHandle:
         """A new subscriber; an `ephemeral` one is deleted by the broker once it has had no
@@ -90,14 +133,22 @@ class AsyncClient:
         topics: list[str] | None = None,
         attributes: dict[str, Any] | None = None,
         function_types: list[str] | None = None,
+        dedup_id: str | None = None,
     ) -> t.Published:
+        """`dedup_id`: the publication's name; a repeat within the broker's dedup window is
+        answered as the first (`duplicate`) and not delivered again. Without one, the client
+        gives it one when it may retry it."""
+        body = t.publication_body(data, topics, attributes, function_types, dedup_id)
         if self._batcher is not None:
-            return await self._batcher.add(
-                t.publication_body(data, topics, attributes, function_types)
-            )
-        return await self.run(calls.publish(data, topics, attributes, function_types))
+            return await self._batcher.add(body)
+        if self.retries:
+            return await self._retried(calls.publish(named(body)))
+        return await self.run(calls.publish(body))
 
     async def publish_batch(self, publications: list[dict[str, Any]]) -> list[t.Published]:
+        """Each publication's body as `publish()` takes it (`dedup_id` among its keys)."""
+        if self.retries:
+            return await self._retried(calls.publish_batch([named(p) for p in publications]))
         return await self.run(calls.publish_batch(publications))
 
     async def health(self) -> bool:
@@ -222,7 +273,8 @@ class AsyncSubscriberHandle:
         self, max_messages: int = 10, wait: float = 0.0, visibility: float | None = None
     ) -> list[AsyncMessage]:
         settler: t.Settler[Awaitable[None]] = self._settle
-        return await self._run(calls.pull(self.base, max_messages, wait, visibility, settler))
+        most = await self.client.max_answer()
+        return await self._run(calls.pull(self.base, max_messages, wait, visibility, settler, most))
 
     async def _settle(self, kind: str, receipts: list[str]) -> None:
         await self._run(calls.settle(self.base, kind, receipts))
@@ -257,7 +309,9 @@ class AsyncSubscriberHandle:
         encoding: str = "json",
     ) -> AsyncIterator[Stream]:
         """`encoding="msgpack"`: frames in MessagePack, binary `data` as bytes."""
-        query = f"prefetch={prefetch}" + ("&encoding=msgpack" if encoding == "msgpack" else "")
+        most = await self.client.max_answer()
+        query = f"prefetch={prefetch}&max_bytes={most}"
+        query += "&encoding=msgpack" if encoding == "msgpack" else ""
         url = self.client.url.replace("http", "ws", 1) + f"{self.base}/stream?{query}"
         headers = {"Authorization": f"Bearer {self.token}"}
 
@@ -268,7 +322,7 @@ class AsyncSubscriberHandle:
                 return await connect(
                     url,
                     additional_headers=headers,
-                    max_size=2**24,
+                    max_size=most,
                     compression=None,
                     open_timeout=open_timeout,
                 )

@@ -42,6 +42,7 @@ class Call(Generic[T]):
     params: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     auth: bool = True
+    max_answer: int | None = None  # bytes of the answer read at most (None: the client's)
 
     @property
     def packed(self) -> bool:
@@ -64,13 +65,8 @@ def register(ephemeral: bool = False) -> Call[t.Registration]:
     return Call("POST", "/v1/subscribers", decoded(w.Registered), json=body, auth=False)
 
 
-def publish(
-    data: Any,
-    topics: list[str] | None,
-    attributes: dict[str, Any] | None,
-    function_types: list[str] | None,
-) -> Call[t.Published]:
-    body = t.publication_body(data, topics, attributes, function_types)
+def publish(body: dict[str, Any]) -> Call[t.Published]:
+    """`body`: `t.publication_body(...)`."""
     return Call("POST", "/v1/publications", decoded(w.Published), json=body, auth=False)
 
 
@@ -82,6 +78,11 @@ def _publications(body: bytes) -> list[t.Published]:
 def publish_batch(publications: list[dict[str, Any]]) -> Call[list[t.Published]]:
     body = {"publications": publications}
     return Call("POST", "/v1/publications/batch", _publications, json=body, auth=False)
+
+
+def limits() -> Call[w.Limits]:
+    """What the broker takes and sends (the largest answer a client must read)."""
+    return Call("GET", "/v1/limits", decoded(w.Limits), auth=False)
 
 
 def _healthy(body: bytes) -> bool:
@@ -130,16 +131,22 @@ def pull(
     wait: float,
     visibility: float | None,
     settler: t.Settler[t.S] | None = None,
+    max_bytes: int | None = None,
 ) -> Call[list[t.Message[t.S]]]:
-    """Messages that `ack()`/`nack()` through `settler`."""
+    """Messages that `ack()`/`nack()` through `settler`; `max_bytes`: the answer's bytes
+    the client reads, which the broker's batch keeps within."""
     params: dict[str, Any] = {"max": max_messages, "wait": wait}
     if visibility is not None:
         params["visibility"] = visibility
+    if max_bytes is not None:
+        params["max_bytes"] = max_bytes
 
     def parse(body: bytes) -> list[t.Message[t.S]]:
         return t.settled_by(msgspec.json.decode(body, type=t.Pulled)["messages"], settler)
 
-    return Call("GET", f"{base}/messages", parse, params=params, timeout=wait + 30)
+    return Call(
+        "GET", f"{base}/messages", parse, params=params, timeout=wait + 30, max_answer=max_bytes
+    )
 
 
 def settle(base: str, kind: str, receipts: list[str], delay: float = 0.0) -> Call[t.AckResult]:

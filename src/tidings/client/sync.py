@@ -15,14 +15,22 @@ import httpx
 from tidings.client import calls
 from tidings.client import types as t
 from tidings.client.calls import Call
+from tidings.client.retries import RETRIES, again, named
 
 log = logging.getLogger("tidings.client")
 T = TypeVar("T")
 
 
 class Client:
-    def __init__(self, url: str = "http://127.0.0.1:8080", timeout: float = 30.0) -> None:
+    """The synchronous client over httpx (which reads answers of any length). A publish
+    whose answer is lost is sent again, up to `retries` times, under a dedup id
+    (`tidings.client.retries`), so it is delivered once."""
+
+    def __init__(
+        self, url: str = "http://127.0.0.1:8080", timeout: float = 30.0, retries: int = RETRIES
+    ) -> None:
         self.url = url.rstrip("/")
+        self.retries = retries
         self._http = httpx.Client(base_url=self.url, timeout=timeout)
 
     def __enter__(self) -> Client:
@@ -72,11 +80,35 @@ class Client:
         topics: list[str] | None = None,
         attributes: dict[str, Any] | None = None,
         function_types: list[str] | None = None,
+        dedup_id: str | None = None,
     ) -> t.Published:
-        return self.run(calls.publish(data, topics, attributes, function_types))
+        """`dedup_id`: the publication's name; a repeat within the broker's dedup window is
+        answered as the first (`duplicate`) and not delivered again. Without one, the client
+        gives it one when it may retry it."""
+        body = t.publication_body(data, topics, attributes, function_types, dedup_id)
+        if self.retries:
+            return self._retried(calls.publish(named(body)))
+        return self.run(calls.publish(body))
 
     def publish_batch(self, publications: list[dict[str, Any]]) -> list[t.Published]:
+        """Each publication's body as `publish()` takes it (`dedup_id` among its keys)."""
+        if self.retries:
+            return self._retried(calls.publish_batch([named(p) for p in publications]))
         return self.run(calls.publish_batch(publications))
+
+    def _retried(self, call: Call[T]) -> T:
+        """A publish call, sent again while its answer cannot be had (its body carries a
+        dedup id, so the broker publishes it once)."""
+        backoff = t.Backoff()
+        attempt = 0
+        while True:
+            try:
+                return self.run(call)
+            except t.TidingsClientError as exc:
+                if not again(exc, attempt, self.retries):
+                    raise
+            attempt += 1
+            time.sleep(backoff.next())
 
     def health(self) -> bool:
         return self.run(calls.health())

@@ -102,12 +102,14 @@ def publication_body(
     topics: list[str] | None,
     attributes: dict[str, Any] | None,
     function_types: list[str] | None,
+    dedup_id: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"data": data}
     for key, value in (
         ("topics", topics),
         ("attributes", attributes),
         ("function_types", function_types),
+        ("dedup_id", dedup_id),
     ):
         if value:
             body[key] = value

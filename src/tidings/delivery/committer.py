@@ -6,7 +6,8 @@ transaction) on a worker thread, then answers every waiter. Under load, a hundre
 subscribers' leases and acks and a publisher's enqueue become one commit instead of a
 hundred and one; a caller still gets its answer only after its own writes are committed.
 Fresh enqueues waiting together (new publications, from many requests) are merged into one
-operation: a few bulk statements for all of them instead of a few for each.
+operation: a few bulk statements for all of them instead of a few for each; so are publishes
+with dedup ids (`PublishOnce`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,18 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from tidings.store.base import Ack, AckResult, Enqueue, Lease, Message, Nack, QueueOp, Reject
+from tidings.store.base import (
+    Ack,
+    AckResult,
+    DedupClaim,
+    Enqueue,
+    Lease,
+    Message,
+    Nack,
+    PublishOnce,
+    QueueOp,
+    Reject,
+)
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
 
@@ -37,6 +49,8 @@ class Committer:
     async def submit(self, op: Ack | Nack) -> AckResult: ...
     @overload
     async def submit(self, op: Reject) -> bool: ...
+    @overload
+    async def submit(self, op: PublishOnce) -> dict[str, DedupClaim]: ...
     async def submit(self, op: QueueOp) -> Any:
         """The operation's answer once committed; what it raised, or a failed commit."""
         loop = asyncio.get_running_loop()
@@ -78,19 +92,50 @@ class Committer:
             self._pending.append((Nack(op.subscriber_id, receipts, op.now), loop.create_future()))
 
     def _run(self, ops: list[QueueOp]) -> list[Any]:
-        """Apply `ops` with their fresh enqueues merged into one, run first; each of those
-        answers its own count (or the merged one's failure)."""
-        fresh = {i: op for i, op in enumerate(ops) if isinstance(op, Enqueue) and op.fresh}
-        if len(fresh) < 2:
-            return self._apply(ops)
-        merged = Enqueue(
-            [m for op in fresh.values() for m in op.messages],
-            fresh=True,
-            fanouts=[f for op in fresh.values() for f in op.fanouts],
-        )
-        answers = self._apply([merged, *(op for i, op in enumerate(ops) if i not in fresh)])
-        failed = answers[0] if isinstance(answers[0], Exception) else None
-        others = iter(answers[1:])
-        return [
-            (failed or fresh[i].size()) if i in fresh else next(others) for i in range(len(ops))
+        """Apply `ops` with their fresh enqueues merged into one and their publishes with
+        dedup ids into another, run first; each merged operation's callers get their own
+        share of its answer (or its failure)."""
+        groups = [
+            g
+            for g in (
+                [i for i, op in enumerate(ops) if isinstance(op, Enqueue) and op.fresh],
+                [i for i, op in enumerate(ops) if isinstance(op, PublishOnce)],
+            )
+            if len(g) > 1
         ]
+        if not groups:
+            return self._apply(ops)
+        merged = {i for g in groups for i in g}
+        rest = [i for i in range(len(ops)) if i not in merged]
+        answers = self._apply([*(_merged([ops[i] for i in g]) for g in groups),
+                               *(ops[i] for i in rest)])  # fmt: skip
+        out: list[Any] = [None] * len(ops)
+        for group, answer in zip(groups, answers, strict=False):
+            for i in group:
+                out[i] = answer if isinstance(answer, Exception) else _share(ops[i], answer)
+        for i, answer in zip(rest, answers[len(groups) :], strict=True):
+            out[i] = answer
+        return out
+
+
+def _merged(ops: list[QueueOp]) -> QueueOp:
+    """Fresh enqueues as one; publishes with dedup ids as one (a later claim of an id
+    claimed earlier in it is refused, as it would have been in its own operation)."""
+    if all(isinstance(op, PublishOnce) for op in ops):
+        once = [op for op in ops if isinstance(op, PublishOnce)]
+        claims = [c for op in once for c in op.claims]
+        fanouts = [f for op in once for f in op.fanouts]
+        return PublishOnce(claims, max(op.now for op in once), fanouts)
+    fresh = [op for op in ops if isinstance(op, Enqueue)]
+    return Enqueue(
+        [m for op in fresh for m in op.messages],
+        fresh=True,
+        fanouts=[f for op in fresh for f in op.fanouts],
+    )
+
+
+def _share(op: QueueOp, answer: Any) -> Any:
+    """One caller's answer out of its merged operation's."""
+    if isinstance(op, PublishOnce):
+        return {c.dedup_id: answer[c.dedup_id] for c in op.claims if c.dedup_id in answer}
+    return op.size() if isinstance(op, Enqueue) else answer

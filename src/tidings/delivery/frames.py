@@ -24,6 +24,29 @@ import orjson
 
 from tidings.store.base import Message
 
+# A pull's or a push's batch carries at most this many bytes of bodies (and at most its
+# count): one message larger than that goes alone. A client that reads less says so
+# (`max_bytes`), and its batches are bounded by half of that, the rest left to envelopes.
+BATCH_BYTES = 1024 * 1024
+ENVELOPE_BYTES = 64 * 1024  # one message's envelope, at most (receipt, ids, subscription ids)
+
+
+def largest_message(max_publication_bytes: int) -> int:
+    """The largest answer or frame carrying one message: its body is the publication as
+    published, binary data as base64 (4/3 of it), plus the envelope."""
+    return -(-max_publication_bytes * 4 // 3) + ENVELOPE_BYTES
+
+
+def largest_answer(max_publication_bytes: int) -> int:
+    """What a client must accept to read any answer or frame of this broker."""
+    return max(2 * BATCH_BYTES, largest_message(max_publication_bytes)) + ENVELOPE_BYTES
+
+
+def batch_bytes(client_max: int | None) -> int:
+    """The bodies' bytes of one batch, at most, for a client that reads `client_max`."""
+    return BATCH_BYTES if client_max is None else max(1, min(BATCH_BYTES, client_max // 2))
+
+
 Form = Literal["full", "compact"]
 FORMS: tuple[Form, ...] = ("full", "compact")
 Encoding = Literal["json", "msgpack"]

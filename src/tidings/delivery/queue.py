@@ -31,3 +31,20 @@ class Queue(Protocol):
     async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         """Hand back what was leased and never delivered (a channel closing), at once."""
         ...
+
+
+class SizedQueue(Queue, Protocol):
+    """A queue that bounds a lease by bytes too (`SubscriberQueues`): what the WebSocket
+    stream leases from, so a batch never exceeds what its client reads."""
+
+    async def pull(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        wait_s: float,
+        visibility_s: float | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Message]:
+        """Lease up to `max_messages` whose bodies come to at most `max_bytes` (the first
+        always), waiting up to `wait_s` for the first."""
+        ...

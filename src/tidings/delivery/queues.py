@@ -39,13 +39,21 @@ class SubscriberQueues:
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> list[Message]:
         q = self.settings
         visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
         deadline = time.monotonic() + min(wait_s, q.max_wait_s)
         while True:
             leased = await self.committer.submit(
-                Lease(subscriber_id, max_messages, visibility, q.max_attempts, self.clock())
+                Lease(
+                    subscriber_id,
+                    max_messages,
+                    visibility,
+                    q.max_attempts,
+                    self.clock(),
+                    max_bytes,
+                )
             )
             remaining = deadline - time.monotonic()
             if leased or remaining <= 0:

@@ -7,6 +7,11 @@ reader, never in its way: a channel that stops reading while a commit runs stops
 its keep-alive pings and is dropped, and its messages would be delivered twice. At close,
 the acknowledgements already read are committed first, then whatever is still
 unacknowledged is released for redelivery at once (not after its visibility timeout).
+
+A batch is bounded by bytes as well as by count (`frames.batch_bytes`: never more than the
+channel's client reads; one larger message goes alone), and the count asked for follows
+the size of the messages lately leased, so large messages are not read from the store by
+the hundred only to be left there.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Literal
 
-from tidings.delivery.queue import Queue
+from tidings.delivery.frames import batch_bytes
+from tidings.delivery.queue import Queue, SizedQueue
 from tidings.store.base import Message
 
 SETTLING = 64  # acknowledgement commits of one stream running at once, at most
@@ -29,9 +35,22 @@ class PushStream:
         self.queue = queue
         self.subscriber_id = subscriber_id
         self.prefetch = prefetch
+        self.sized: SizedQueue | None = None
+        self.max_bytes = batch_bytes(None)
+        self._typical = 0  # bytes of the largest body lately leased
         self.inflight: set[str] = set()  # receipts handed out, not yet settled
         self._room = asyncio.Event()
         self._settling: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def sized_by(
+        cls, queue: SizedQueue, subscriber_id: str, prefetch: int, client_max: int | None
+    ) -> PushStream:
+        """A stream whose batches' bodies come to at most `frames.batch_bytes(client_max)`
+        (a webhook's batches are its pusher's: a plain `Queue` leases by count)."""
+        stream = cls(queue, subscriber_id, prefetch)
+        stream.sized, stream.max_bytes = queue, batch_bytes(client_max)
+        return stream
 
     def free(self) -> int:
         return self.prefetch - len(self.inflight)
@@ -43,12 +62,22 @@ class PushStream:
                 self._room.clear()
                 await self._room.wait()
                 continue
-            batch = await self.queue.pull(
-                self.subscriber_id, min(self.free(), BATCH), wait_s=POLL_S
-            )
+            batch = await self._lease()
             if batch:
+                self._typical = max(len(m.raw) for m in batch)
                 self.inflight.update(m.receipt for m in batch)
                 return batch
+
+    async def _lease(self) -> list[Message]:
+        if self.sized is None:
+            return await self.queue.pull(self.subscriber_id, min(self.free(), BATCH), POLL_S)
+        return await self.sized.pull(
+            self.subscriber_id, self._count(), POLL_S, max_bytes=self.max_bytes
+        )
+
+    def _count(self) -> int:
+        fits = self.max_bytes // self._typical + 1 if self._typical else BATCH
+        return max(1, min(self.free(), BATCH, fits))
 
     async def settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
         """Start committing an ack or nack and return; waits only while `SETTLING` commits

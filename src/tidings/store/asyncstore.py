@@ -131,3 +131,7 @@ class AsyncStore:
 
     async def endpoints(self) -> list[Endpoint]:
         return await _run(self.sync.endpoints)
+
+    # ---- publishers' dedup ids
+    async def prune_dedup_ids(self, now: float) -> int:
+        return await _run(self.sync.prune_dedup_ids, now)

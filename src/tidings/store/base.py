@@ -142,6 +142,8 @@ class Lease:
     visibility_s: float
     max_attempts: int
     now: float
+    # the leased bodies' bytes, at most: the rows past it stay ready (the first always goes)
+    max_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,29 @@ class Reject:
     now: float
 
 
-QueueOp = Enqueue | Lease | Ack | Nack | Reject
+@dataclass(frozen=True, slots=True)
+class DedupClaim:
+    """A publication claiming its publisher's `dedup_id` until `expires_at`."""
+
+    dedup_id: str
+    publication_id: str
+    published_at: float
+    deliveries: int
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOnce:
+    """Claim the dedup ids, then enqueue the fan-outs of the publications whose claim is
+    new, in one step of one transaction. Answers the duplicates: for each claim refused,
+    its dedup id -> the claim that holds it (the first publication's)."""
+
+    claims: Sequence[DedupClaim]
+    now: float
+    fanouts: Sequence[Fanout] = ()
+
+
+QueueOp = Enqueue | Lease | Ack | Nack | Reject | PublishOnce
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,3 +399,8 @@ class Store(EndpointStore, Protocol):
         ...
 
     def close(self) -> None: ...
+
+    # ---- publishers' dedup ids (PublishOnce claims them)
+    def prune_dedup_ids(self, now: float) -> int:
+        """Forget the dedup ids whose window ended before `now`; how many went."""
+        ...

@@ -25,11 +25,13 @@ from tidings.store.base import (
     Lease,
     Message,
     Nack,
+    PublishOnce,
     QueueOp,
     Reject,
 )
 from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, loads_or
+from tidings.store.dedup import DedupIds
 from tidings.store.enqueue import enqueue_step
 
 MESSAGE_COLUMNS = (
@@ -53,6 +55,7 @@ class Queues:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._dedup = DedupIds(db)
 
     def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
         """The operations in order, in one transaction (group commit). Each answer is the
@@ -85,8 +88,12 @@ class Queues:
         match op:
             case Enqueue(messages, fresh, fanouts):
                 return enqueue_step(self._db, messages, fresh, fanouts)
-            case Lease(subscriber_id, max_messages, visibility_s, max_attempts, now):
-                return self._lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
+            case Lease(subscriber_id, max_messages, visibility_s, max_attempts, now, max_bytes):
+                return self._lease(
+                    subscriber_id, max_messages, visibility_s, max_attempts, now, max_bytes
+                )
+            case PublishOnce():
+                return self._dedup.publish_once(op)
             case Ack(subscriber_id, receipts):
                 return self._settle(subscriber_id, receipts, None, 0.0)
             case Nack(subscriber_id, receipts, now, delay_s):
@@ -118,20 +125,14 @@ class Queues:
         visibility_s: float,
         max_attempts: int,
         now: float,
+        max_bytes: int | None = None,
     ) -> Callable[[Cursor], list[Message]]:
         nonce = os.urandom(6).hex()
         d = self._db.dialect
 
         def op(cur: Cursor) -> list[Message]:
             # candidates in FIFO order; one leased max_attempts times already is a dead letter
-            cur.execute(
-                d.skipping_locked(
-                    f"SELECT {MESSAGE_COLUMNS} FROM {WITH_BODY} WHERE m.subscriber_id = ? AND "
-                    f"m.visible_at <= ? ORDER BY m.seq LIMIT ?"
-                ),
-                (subscriber_id, now, max_messages),
-            )
-            rows = cur.fetchall()
+            rows = self._candidates(cur, subscriber_id, now, max_messages, max_bytes)
             dead = [r[0] for r in rows if int(r[6]) >= max_attempts]
             if dead:
                 self._dead_letter(
@@ -152,6 +153,31 @@ class Queues:
             return [_leased(r, ids, until, nonce) for r, ids in good]
 
         return op
+
+    def _candidates(
+        self, cur: Cursor, subscriber_id: str, now: float, most: int, max_bytes: int | None
+    ) -> list[Any]:
+        """The ready rows to lease, in FIFO order, locked. With `max_bytes`, the bodies'
+        sizes are read first and only the rows that fit are fetched: a queue of large
+        messages is not read into memory by the hundred to lease one."""
+        d = self._db.dialect
+        ready = f"FROM {WITH_BODY} WHERE m.subscriber_id = ? AND m.visible_at <= ? ORDER BY m.seq"
+        params = (subscriber_id, now, most)
+        if max_bytes is None:
+            cur.execute(d.skipping_locked(f"SELECT {MESSAGE_COLUMNS} {ready} LIMIT ?"), params)
+            return list(cur.fetchall())
+        cur.execute(d.skipping_locked(f"SELECT m.seq, length(b.body) {ready} LIMIT ?"), params)
+        seqs = _within(cur.fetchall(), max_bytes)
+        if not seqs:
+            return []
+        marks = ", ".join("?" * len(seqs))
+        cur.execute(
+            d.q(
+                f"SELECT {MESSAGE_COLUMNS} FROM {WITH_BODY} WHERE m.seq IN ({marks}) ORDER BY m.seq"
+            ),
+            seqs,
+        )
+        return list(cur.fetchall())
 
     def _checked(self, cur: Cursor, row: Sequence[Any], now: float) -> tuple[str, ...] | None:
         """A row's subscription ids, its body checked to decode; a row that does not (or
@@ -264,6 +290,20 @@ class Queues:
             moved = self._dead_letter(cur, "enqueued_at < ?", (cutoff,), "retention", now)
             cur.execute(self._db.q("DELETE FROM dedup WHERE enqueued_at < ?"), (cutoff,))
         return moved
+
+
+def _within(sizes: Sequence[Sequence[Any]], max_bytes: int) -> list[int]:
+    """Of (seq, body size) rows, the first seqs whose bodies come to at most `max_bytes` (the
+    first always: one message larger than a batch goes alone); the rest stay ready, their
+    attempt untouched."""
+    seqs: list[int] = []
+    total = 0
+    for seq, size in sizes:
+        total += int(size or 0)
+        if seqs and total > max_bytes:
+            break
+        seqs.append(int(seq))
+    return seqs
 
 
 def _isolated(cur: Cursor, step: Step) -> Any:

@@ -47,6 +47,11 @@ CREATE TABLE IF NOT EXISTS endpoints (
     subscriber_id TEXT PRIMARY KEY, url TEXT NOT NULL, secret TEXT NOT NULL,
     state TEXT NOT NULL, reason TEXT, failures INTEGER NOT NULL DEFAULT 0,
     updated_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE IF NOT EXISTS publication_dedup (
+    dedup_id TEXT PRIMARY KEY, publication_id TEXT NOT NULL,
+    published_at DOUBLE PRECISION NOT NULL, deliveries INTEGER NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX IF NOT EXISTS publication_dedup_expiry ON publication_dedup (expires_at);
 """
 # Subscribers made before presence existed are seen now, when the table comes: their
 # creation time would make an idle expiry delete them at once.
@@ -55,7 +60,8 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
     WHERE NOT EXISTS (SELECT 1 FROM presence p WHERE p.subscriber_id = subscribers.id)"""
 # Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
-SCHEMA_VERSION = 4  # 3: bodies stored once; 4: endpoints (webhooks), created if absent
+# 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; each created if absent
+SCHEMA_VERSION = 5
 # Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
 # subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
 # the names), SCHEMA creates the new ones, and each old row's body becomes a body of its own

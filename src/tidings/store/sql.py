@@ -6,7 +6,8 @@ Each part of the `Store` protocol lives in a room of its own, all running over o
 - `records.py`: subscribers (and when each was last seen) and subscriptions;
 - `queues.py` (with `enqueue.py` and `bodies.py`): the queue operations and `apply`, dead
   letters, redrive, expiry, bodies stored once and swept;
-- `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints.
+- `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints;
+- `dedup.py`: publishers' dedup ids, claimed in the step that enqueues (`PublishOnce`).
 `SQLStore` only hands each call to its room; the engines (`sqlite.py`, `postgres.py`) add
 connections and, for PostgreSQL, the change feed between brokers.
 """
@@ -37,6 +38,7 @@ from tidings.store.base import (
 )
 from tidings.store.bodies import sweep_bodies
 from tidings.store.database import Database
+from tidings.store.dedup import DedupIds
 from tidings.store.endpoints import Endpoints
 from tidings.store.queues import Queues
 from tidings.store.records import Subscribers, Subscriptions
@@ -203,3 +205,7 @@ class SQLStore:
         now: float,
     ) -> bool:
         return self._endpoints.set_state(subscriber_id, state, reason, failures, now)
+
+    # ---- publishers' dedup ids (claimed by PublishOnce, in `apply`)
+    def prune_dedup_ids(self, now: float) -> int:
+        return DedupIds(self.db).prune(now)

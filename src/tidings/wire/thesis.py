@@ -45,9 +45,15 @@ class SubscribeFunctionBody(Body):
     parameters: Params | None = None
 
 
+DedupId = Annotated[str, Meta(min_length=1, max_length=128)]
+
+
 class PublishTopicsBody(Body):
+    """`dedupId` (or the `Tidings-Dedup-Id` header): as the native `dedup_id`."""
+
     message: Data
     topics: Topics
+    dedupId: DedupId | None = None
 
 
 class ContentValue(Body):
@@ -58,11 +64,13 @@ class ContentValue(Body):
 class PublishContentBody(Body):
     message: Data
     content: list[ContentValue]
+    dedupId: DedupId | None = None
 
 
 class PublishFunctionsBody(Body):
     message: Data
     subscriptionTopics: Annotated[list[Text], Meta(min_length=1)]
+    dedupId: DedupId | None = None
 
 
 class CompatPullQuery(Struct):
@@ -100,9 +108,10 @@ class CompatSubscribed(Struct):
     subscriptionTopic: str | UnsetType = UNSET
 
 
-class CompatPublished(Struct):
+class CompatPublished(Struct, omit_defaults=True):
     publicationId: str
     deliveries: int
+    duplicate: bool = False
 
 
 class CompatBody(Struct):

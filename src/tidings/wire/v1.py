@@ -69,11 +69,27 @@ class SubscriptionBody(Body):
 Subscribe = Annotated[SubscriptionBody, Meta(extra_json_schema=ONE_OF)]
 
 
+DedupId = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=128,
+        description="the publisher's name for this publication: a repeat within the "
+        "dedup window is answered as the first, `duplicate: true`, and delivers nothing",
+    ),
+]
+MaxBytes = Annotated[
+    int,
+    Meta(ge=1024, description="the bytes this client reads of one answer or frame, at most"),
+]
+
+
 class PublicationBody(Body):
     data: Data = None
     topics: list[str] = field(default_factory=list)
     attributes: dict[str, Scalar] = field(default_factory=dict)
     function_types: list[str] = field(default_factory=list)
+    dedup_id: DedupId | None = None
 
 
 class BatchBody(Body):
@@ -144,6 +160,7 @@ class PullQuery(Struct):
     visibility: float = 30.0
     form: FORM = "full"
     encoding: ENCODING = "json"
+    max_bytes: MaxBytes | None = None
 
 
 class DeadLettersQuery(Struct):
@@ -171,6 +188,7 @@ def pull_query(q: QueueSettings) -> type[PullQuery]:
         ("visibility", visibility, q.visibility_timeout_s),
         ("form", FORM, "full"),
         ("encoding", ENCODING, "json"),
+        ("max_bytes", MaxBytes | None, None),
     ]
     return cast(type[PullQuery], msgspec.defstruct("PullQuery", fields, bases=(PullQuery,)))
 
@@ -263,10 +281,25 @@ class Subscriptions(Struct):
     subscriptions: list[SubscriptionOut]
 
 
-class Published(Struct):
+class Published(Struct, omit_defaults=True):
+    """`duplicate`: this publication's `dedup_id` was already taken within the window; the
+    answer is the first publication's (its id, time and deliveries), and nothing more is
+    delivered."""
+
     id: str
     published_at: float
     deliveries: int
+    duplicate: bool = False
+
+
+class Limits(Struct):
+    """What this broker takes and sends: a client reads answers and stream frames of up to
+    `max_answer_bytes` (the largest one message can make, or a batch)."""
+
+    max_publication_bytes: int
+    max_answer_bytes: int
+    max_batch_bytes: int
+    dedup_window_s: float
 
 
 class BatchCounts(Struct, omit_defaults=True):

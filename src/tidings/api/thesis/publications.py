@@ -11,13 +11,29 @@ from tidings.api.answers import answer
 from tidings.api.common import broker_of, settings_of
 from tidings.api.operations import Operation, described
 from tidings.api.thesis.common import body, numeric
-from tidings.broker import PublicationInput
+from tidings.broker import PublicationInput, Published
+from tidings.errors import invalid
 from tidings.model import JSON, Scalar, check_depth, parse_attributes, validate_topic
 from tidings.wire import thesis as w
+
+DEDUP_HEADER = "tidings-dedup-id"
 
 
 def _message(message: JSON, request: Request) -> JSON:
     return check_depth(message, "message", settings_of(request).limits)
+
+
+def dedup_id(request: Request, field: str | None) -> str | None:
+    """The publication's dedup id: the body's `dedupId`, else the `Tidings-Dedup-Id`
+    header (at most 128 characters either way)."""
+    sent = field or request.headers.get(DEDUP_HEADER) or None
+    if sent is not None and len(sent) > 128:
+        raise invalid("Tidings-Dedup-Id", "a dedup id is at most 128 characters")
+    return sent
+
+
+def _published(result: Published) -> w.CompatPublished:
+    return w.CompatPublished(result.publication.id, result.deliveries, result.duplicate)
 
 
 @described(Operation(w.PublishTopicsBody, answer=w.CompatPublished))
@@ -31,8 +47,11 @@ async def publish_topics(request: Request) -> Response:
             for i, topic in enumerate(sent.topics)
         )
     )
-    result = await broker_of(request).publish_per_topic(_message(sent.message, request), checked)
-    return answer(w.CompatPublished(result.publication.id, result.deliveries))
+    data = _message(sent.message, request)
+    result = await broker_of(request).publish_per_topic(
+        data, checked, dedup_id(request, sent.dedupId)
+    )
+    return answer(_published(result))
 
 
 def attributes_of(content: list[w.ContentValue], request: Request) -> dict[str, Scalar]:
@@ -45,9 +64,12 @@ async def publish_content(request: Request) -> Response:
     """Publish with content: attributes as {key, value} entries."""
     sent = await body(request, w.PublishContentBody)
     attrs = attributes_of(sent.content, request)
-    item = PublicationInput(_message(sent.message, request), attributes=attrs)
-    result = await broker_of(request).publish(item)
-    return answer(w.CompatPublished(result.publication.id, result.deliveries))
+    item = PublicationInput(
+        _message(sent.message, request),
+        attributes=attrs,
+        dedup_id=dedup_id(request, sent.dedupId),
+    )
+    return answer(_published(await broker_of(request).publish(item)))
 
 
 @described(Operation(w.PublishFunctionsBody, answer=w.CompatPublished))
@@ -55,9 +77,12 @@ async def publish_functions(request: Request) -> Response:
     """Publish to the function subscriptions of the given subscription topics."""
     sent = await body(request, w.PublishFunctionsBody)
     types = tuple(dict.fromkeys(sent.subscriptionTopics))
-    item = PublicationInput(_message(sent.message, request), function_types=types)
-    result = await broker_of(request).publish(item)
-    return answer(w.CompatPublished(result.publication.id, result.deliveries))
+    item = PublicationInput(
+        _message(sent.message, request),
+        function_types=types,
+        dedup_id=dedup_id(request, sent.dedupId),
+    )
+    return answer(_published(await broker_of(request).publish(item)))
 
 
 routes = [

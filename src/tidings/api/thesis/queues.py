@@ -13,6 +13,7 @@ from tidings.api.common import RECEIPTS_BODY, broker_of
 from tidings.api.io import bearer, body_as, query_as
 from tidings.api.operations import Operation, described
 from tidings.api.serve import servable
+from tidings.delivery.frames import batch_bytes
 from tidings.model import check_receipts
 from tidings.store.base import Message
 from tidings.wire import thesis as w
@@ -40,7 +41,7 @@ async def read_queue(request: Request) -> Response:
     broker, sid = broker_of(request), request.path_params["subscriber_id"]
     await broker.authenticate(sid, bearer(request))
     q = query_as(request, w.compat_pull_query(broker.settings.queues))
-    messages = await broker.pull(sid, q.max, q.wait)
+    messages = await broker.pull(sid, q.max, q.wait, max_bytes=batch_bytes(None))
     served = await servable(broker, sid, messages, compat_message)
     return answer({"messages": list(served.values())})
 

@@ -25,6 +25,7 @@ from tidings.api.io import header, parse_body, publication_body, query_as, recei
 from tidings.api.operations import Operation, described
 from tidings.broker import Broker, PublicationInput
 from tidings.config import Settings
+from tidings.delivery.frames import BATCH_BYTES, largest_answer
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import convert, parse_publication_body
 from tidings.wire import v1 as w
@@ -37,7 +38,10 @@ HEADERS = [(b"content-type", b"application/json")]
 def publication_input(raw: Any, settings: Settings) -> PublicationInput:
     """A publication from its decoded body. Binary `data` (MessagePack `bin`) is kept as its
     base64 text, marked `data_encoding: base64`; binary anywhere else has no JSON form."""
-    encoding = "json"
+    encoding, dedup_id = "json", None
+    if isinstance(raw, dict) and "dedup_id" in raw:  # checked by the wire shape already
+        raw = dict(raw)
+        dedup_id = raw.pop("dedup_id")
     if isinstance(raw, dict) and isinstance(raw.get("data"), bytes | bytearray):
         raw = {**raw, "data": base64.b64encode(raw["data"]).decode()}
         encoding = "base64"
@@ -50,7 +54,7 @@ def publication_input(raw: Any, settings: Settings) -> PublicationInput:
             field="data",
             detail="binary data is taken only as the whole of data",
         ) from None
-    return PublicationInput(data, topics, attributes, ftypes, encoding)
+    return PublicationInput(data, topics, attributes, ftypes, encoding, dedup_id)
 
 
 class Publish:
@@ -133,7 +137,23 @@ async def publish_batch(request: Request) -> Response:
     return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
 
 
+@described(Operation(answer=w.Limits))
+async def limits(request: Request) -> Response:
+    """What this broker takes and sends: the publication limit, the largest answer or
+    stream frame a client must read, the batch bound, the dedup window."""
+    limit = settings_of(request).limits
+    return answer(
+        w.Limits(
+            max_publication_bytes=limit.max_publication_bytes,
+            max_answer_bytes=largest_answer(limit.max_publication_bytes),
+            max_batch_bytes=BATCH_BYTES,
+            dedup_window_s=limit.dedup_window_s,
+        )
+    )
+
+
 routes = [
+    Route("/v1/limits", limits, methods=["GET"]),
     Route(PATH, publish, methods=["POST"], name="publish"),
     Route(f"{PATH}/batch", publish_batch, methods=["POST"]),
 ]

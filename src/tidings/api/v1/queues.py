@@ -14,8 +14,11 @@ from tidings.api.common import RECEIPTS_BODY, owner
 from tidings.api.io import body_as, query_as
 from tidings.api.operations import Operation, described
 from tidings.api.serve import listable
-from tidings.delivery.frames import messages_answer, msgpack_answer
+from tidings.broker import Broker
+from tidings.delivery.frames import batch_bytes, messages_answer, msgpack_answer
+from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts
+from tidings.store.base import Message
 from tidings.wire import v1 as w
 from tidings.wire.base import AckBody, Settled
 
@@ -28,14 +31,29 @@ S = "/v1/subscribers/{subscriber_id}"
     )
 )
 async def pull(request: Request) -> Response:
-    """Lease up to `max` messages, waiting up to `wait` seconds for the first."""
+    """Lease up to `max` messages, waiting up to `wait` seconds for the first; their bodies
+    come to at most the batch bound (`GET /v1/limits`) and half of `max_bytes`, the bytes
+    this client reads of an answer (one larger message comes alone)."""
     broker, sid = await owner(request)
     q = query_as(request, w.pull_query(broker.settings.queues))
-    messages = await broker.pull(sid, q.max, q.wait, q.visibility)
+    messages = await broker.pull(sid, q.max, q.wait, q.visibility, batch_bytes(q.max_bytes))
     # encoded by the push channels' own framing: bodies embedded as stored, not re-encoded
     if q.encoding == "msgpack":
-        return Response(msgpack_answer(messages, q.form), media_type="application/msgpack")
-    return Response(messages_answer(messages, q.form), media_type="application/json")
+        body, media = msgpack_answer(messages, q.form), "application/msgpack"
+    else:
+        body, media = messages_answer(messages, q.form), "application/json"
+    if q.max_bytes is not None and len(body) > q.max_bytes:
+        await _unreadable(broker, sid, messages, len(body), q.max_bytes)
+    return Response(body, media_type=media)
+
+
+async def _unreadable(
+    broker: Broker, sid: str, messages: list[Message], size: int, most: int
+) -> None:
+    """One message whose answer is longer than the client reads: handed back at once (its
+    attempt counts), and the client told how much it would have to read."""
+    await broker.release(sid, [m.receipt for m in messages])
+    raise TidingsError(ErrorCode.ANSWER_TOO_LARGE, field="max_bytes", size=size, limit=most)
 
 
 @described(Operation(AckBody, answer=Settled, token=True))

@@ -45,6 +45,16 @@ def _prefetch(ws: WebSocket, default: int) -> int:
     return max(1, min(int(raw), 10_000)) if raw.isdigit() else default
 
 
+def _max_bytes(ws: WebSocket) -> int | None:
+    """The largest frame the client reads (`max_bytes`): its batches stay within half."""
+    raw = ws.query_params.get("max_bytes", "")
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1024:
+        raise TidingsError(ErrorCode.INVALID_FIELD, field="max_bytes", detail="at least 1024")
+    return int(raw)
+
+
 def _choice(ws: WebSocket, name: str, choices: tuple[T, ...]) -> T:
     """A query parameter that names one of `choices` (the first is the default)."""
     raw = ws.query_params.get(name, choices[0])
@@ -96,10 +106,12 @@ async def stream(ws: WebSocket) -> None:
             await broker.authenticate(sid, _token(ws))
             broker.quotas.check_stream(sid)
             framing = Framing(_choice(ws, "form", FORMS), _choice(ws, "encoding", ENCODINGS))
+            client_max = _max_bytes(ws)
         except TidingsError as exc:
             await _refuse(ws, exc)
             return
-        push = PushStream(broker.queues, sid, _prefetch(ws, broker.settings.queues.prefetch))
+        prefetch = _prefetch(ws, broker.settings.queues.prefetch)
+        push = PushStream.sized_by(broker.queues, sid, prefetch, client_max)
         tasks = [
             asyncio.create_task(_send(ws, push, framing)),
             asyncio.create_task(_receive(ws, push, framing)),

@@ -33,7 +33,7 @@ class TidingsTarget:
             raise refuse("--url", self.name, "needs the broker's URL (the CLI embeds one)")
         self.url = url.rstrip("/")
         self.workload = workload
-        self._client = AsyncClient(self.url)
+        self._client = AsyncClient(self.url, retries=0)  # measured as sent: no dedup ids
         self._lanes = PublishLanes(self.url, min(workload.inflight, LANES))
         self._handles: dict[int, AsyncSubscriberHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
