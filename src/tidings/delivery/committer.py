@@ -15,7 +15,18 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from tidings.store.base import Ack, AckResult, Enqueue, Lease, Message, Nack, QueueOp, Reject
+from tidings.store.base import (
+    Ack,
+    AckResult,
+    Discharge,
+    Enqueue,
+    Lease,
+    Message,
+    Nack,
+    Owe,
+    QueueOp,
+    Reject,
+)
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
 
@@ -30,7 +41,7 @@ class Committer:
         self.commits = 0  # transactions run, for the tests and the metrics
 
     @overload
-    async def submit(self, op: Enqueue) -> int: ...
+    async def submit(self, op: Enqueue | Owe | Discharge) -> int: ...
     @overload
     async def submit(self, op: Lease) -> list[Message]: ...
     @overload

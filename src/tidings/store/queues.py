@@ -21,16 +21,19 @@ from tidings.store.base import (
     Ack,
     AckResult,
     DeadLetter,
+    Discharge,
     Enqueue,
     Lease,
     Message,
     Nack,
+    Owe,
     QueueOp,
     Reject,
 )
 from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, loads_or
 from tidings.store.enqueue import enqueue_step
+from tidings.store.pending import discharge_step, owe_step
 
 MESSAGE_COLUMNS = (
     "m.seq, m.subscriber_id, m.publication_id, m.subscription_ids, b.body, m.enqueued_at, m.attempt"
@@ -93,6 +96,10 @@ class Queues:
                 return self._settle(subscriber_id, receipts, now, delay_s)
             case Reject(subscriber_id, receipt, reason, now):
                 return self._reject(subscriber_id, receipt, reason, now)
+            case Owe(evaluations):  # pending function evaluations (pending.py)
+                return owe_step(self._db, evaluations)
+            case Discharge(publication_ids):
+                return discharge_step(self._db, publication_ids)
         raise TypeError(f"not a queue operation: {op!r}")
 
     def _dead_letter(
