@@ -117,6 +117,7 @@ class Broker:
             self.telemetry,
             rule,
             clock,
+            settings.queues.visibility_timeout_s,  # a claim on pending evaluations: a lease
         )
         self.quotas = Quotas(settings.limits, self.store)
         self.housekeeping = Housekeeping(
@@ -141,6 +142,7 @@ class Broker:
         await self._reload()
         self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self.housekeeping.run(self))
+        self._spawn(self.functions.keep_pending(self._spawn))  # what a dead broker left
         self._spawn(self._rotate_log())
 
     async def _rotate_log(self) -> None:
@@ -308,10 +310,10 @@ class Broker:
             )
             for i in items
         ]
-        counts = await self.routing.route(pubs)
+        owed = self.functions.owed(pubs) if self.routing.runs_functions else []
+        counts = await self.functions.routed_owing(self.routing.route(pubs), owed)
         self.telemetry.published(pubs)
-        if self.routing.runs_functions:
-            self.functions.spawn_for(pubs, self._spawn)
+        self.functions.spawn_for(owed, self._spawn)
         return [Published(p, n) for p, n in zip(pubs, counts, strict=True)]
 
     async def publish_per_topic(self, data: JSON, topics: tuple[str, ...]) -> Published:
