@@ -206,6 +206,7 @@ class Broker:
             self.clock,
             self.settings.webhooks,
             self.settings.queues.visibility_timeout_s,
+            self.settings.queues.retention_s,
         )
 
     # ---------------------------------------------------------------- subscribers

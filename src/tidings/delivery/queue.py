@@ -16,8 +16,11 @@ class Queue(Protocol):
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        *,
+        max_attempts: int | None = None,
     ) -> list[Message]:
-        """Lease up to `max_messages`, waiting up to `wait_s` for the first."""
+        """Lease up to `max_messages`, waiting up to `wait_s` for the first; one leased
+        `max_attempts` times (the queues' setting by default) is a dead letter instead."""
         ...
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
@@ -30,4 +33,8 @@ class Queue(Protocol):
 
     async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         """Hand back what was leased and never delivered (a channel closing), at once."""
+        ...
+
+    async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
+        """Dead-letter one leased message, with `reason`."""
         ...

@@ -39,13 +39,16 @@ class SubscriberQueues:
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        *,
+        max_attempts: int | None = None,
     ) -> list[Message]:
         q = self.settings
         visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
+        attempts = q.max_attempts if max_attempts is None else max_attempts
         deadline = time.monotonic() + min(wait_s, q.max_wait_s)
         while True:
             leased = await self.committer.submit(
-                Lease(subscriber_id, max_messages, visibility, q.max_attempts, self.clock())
+                Lease(subscriber_id, max_messages, visibility, attempts, self.clock())
             )
             remaining = deadline - time.monotonic()
             if leased or remaining <= 0:
