@@ -167,18 +167,23 @@ def test_repeated_failures_pause_the_endpoint_which_is_probed_and_resumes_by_its
     assert got == sorted(ids + more) and pauses == 1 and letters == []
 
 
-def test_resume_makes_a_paused_endpoint_active_at_once(tmp_path: Path, receiver: Receiver) -> None:
+def test_resume_makes_a_paused_endpoint_active_and_its_backlog_ready_at_once(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The failed batch was handed back for U(0, 600 s): resuming does not wait for it."""
     receiver.status = 503
+    slow = {"failures_to_pause": 1, "backoff_base_s": 600.0, "backoff_cap_s": 600.0}
     with (
-        server(tmp_path, failures_to_pause=2) as running,
+        server(tmp_path, **slow) as running,
         httpx.Client(base_url=running.url) as http,
     ):
         sub = Hooked(http, receiver)
         ids = publish(http, 3)
         wait_for(lambda: sub.webhook()["state"] == "paused", "pause")
+        time.sleep(0.5)  # the failed batch handed back, with its backoff
         receiver.status = 200
         resumed = sub.post("/webhook/resume")
-        wait_for(lambda: len(receiver.delivered()) >= 3, "the backlog")
+        wait_for(lambda: len(receiver.delivered()) >= 3, "the backlog", timeout_s=5)
     assert resumed.status_code == 200
     assert (resumed.json()["state"], resumed.json()["failures"]) == ("active", 0)
     assert sorted(m["publication_id"] for m in receiver.delivered()) == sorted(ids)

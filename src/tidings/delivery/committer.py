@@ -20,6 +20,7 @@ from tidings.store.base import (
     AckResult,
     Discharge,
     Enqueue,
+    Hasten,
     Lease,
     Message,
     Nack,
@@ -41,7 +42,7 @@ class Committer:
         self.commits = 0  # transactions run, for the tests and the metrics
 
     @overload
-    async def submit(self, op: Enqueue | Owe | Discharge) -> int: ...
+    async def submit(self, op: Enqueue | Hasten | Owe | Discharge) -> int: ...
     @overload
     async def submit(self, op: Lease) -> list[Message]: ...
     @overload

@@ -6,7 +6,8 @@ message is never dead-lettered for its attempts, only once it is older than that
 `retention`), as Pub/Sub's push retry policy. After `failures_to_pause` consecutive failed
 requests the endpoint is paused (its state and reason recorded, for `GET .../webhook`): one
 request at a time then probes it, spaced by the same backoff, and the first that succeeds
-resumes it, so everything it missed is delivered without anyone's help.
+resumes it: the messages still waiting out their backoff are made ready at once, so
+everything it missed is delivered without anyone's help.
 
 Flow control is the push stream's (`tidings.delivery.stream.PushStream`, as the WebSocket's):
 at most `concurrency` batches of `batch_size` are leased at once, the rest waits in the durable
@@ -87,6 +88,9 @@ class WebhookBatches:
 
     async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
         await self.queue.reject(subscriber_id, message, reason)
+
+    async def hasten(self, subscriber_id: str) -> int:
+        return await self.queue.hasten(subscriber_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +231,13 @@ class Pusher:
         resumed = self.paused
         self.failures, self.paused = 0, False
         await self._record("active", None)
-        if resumed:
-            log.warning("webhook of subscriber %s answers again: resumed", self.sid)
+        if resumed:  # what it missed need not wait out its backoff (up to the cap)
+            hastened = await self.outlet.queue.hasten(self.sid)
+            log.warning(
+                "webhook of subscriber %s answers again: resumed, %d messages ready at once",
+                self.sid,
+                hastened,
+            )
 
     async def _failed(self, detail: str) -> None:
         self.failures += 1

@@ -38,3 +38,7 @@ class Queue(Protocol):
     async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
         """Dead-letter one leased message, with `reason`."""
         ...
+
+    async def hasten(self, subscriber_id: str) -> int:
+        """Make the messages waiting out a backoff ready now; how many."""
+        ...

@@ -11,7 +11,7 @@ from typing import Protocol
 from tidings.config import QueueSettings
 from tidings.delivery.committer import Committer
 from tidings.delivery.signals import Signals
-from tidings.store.base import Ack, AckResult, Lease, Message, Nack, Reject
+from tidings.store.base import Ack, AckResult, Hasten, Lease, Message, Nack, Reject
 
 
 class QueueObserver(Protocol):
@@ -74,6 +74,13 @@ class SubscriberQueues:
 
     async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         return await self.nack(subscriber_id, receipts)
+
+    async def hasten(self, subscriber_id: str) -> int:
+        """Make the messages waiting out a backoff ready now (an endpoint answers again)."""
+        hastened = await self.committer.submit(Hasten(subscriber_id, self.clock()))
+        if hastened:
+            self.signals.notify([subscriber_id])
+        return hastened
 
     async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
         """Dead-letter one leased message that cannot be served (e.g. its answer does not

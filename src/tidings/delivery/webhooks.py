@@ -93,6 +93,7 @@ class Webhooks:
         endpoint = await self.endpoint(subscriber_id)
         if endpoint is None:
             raise no_webhook(subscriber_id)
+        await self.outlet.queue.hasten(subscriber_id)  # none waits out its backoff
         self._apply(subscriber_id, endpoint)
         return endpoint
 

@@ -173,6 +173,15 @@ class Reject:
 
 
 @dataclass(frozen=True, slots=True)
+class Hasten:
+    """Make the subscriber's messages that wait out a backoff (handed back with a delay, not
+    leased) ready at `now` (answers how many): a webhook endpoint that answers again."""
+
+    subscriber_id: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
 class PendingEvaluation:
     """The function evaluations a publication owes (`tidings.broker.functions`): committed
     with the publication, claimed by one broker at a time until `claimed_until` (as a lease),
@@ -200,7 +209,7 @@ class Discharge:
     publication_ids: Sequence[str]
 
 
-QueueOp = Enqueue | Lease | Ack | Nack | Reject | Owe | Discharge
+QueueOp = Enqueue | Lease | Ack | Nack | Reject | Hasten | Owe | Discharge
 
 
 @dataclass(frozen=True, slots=True)

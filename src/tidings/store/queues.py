@@ -23,6 +23,7 @@ from tidings.store.base import (
     DeadLetter,
     Discharge,
     Enqueue,
+    Hasten,
     Lease,
     Message,
     Nack,
@@ -96,6 +97,8 @@ class Queues:
                 return self._settle(subscriber_id, receipts, now, delay_s)
             case Reject(subscriber_id, receipt, reason, now):
                 return self._reject(subscriber_id, receipt, reason, now)
+            case Hasten(subscriber_id, now):
+                return self._hasten(subscriber_id, now)
             case Owe(evaluations):  # pending function evaluations (pending.py)
                 return owe_step(self._db, evaluations)
             case Discharge(publication_ids):
@@ -172,6 +175,18 @@ class Queues:
         except (orjson.JSONDecodeError, TypeError) as exc:
             self._dead_letter(cur, "seq = ?", (row[0],), f"undecodable: {exc}", now)
             return None
+
+    def _hasten(self, subscriber_id: str, now: float) -> Callable[[Cursor], int]:
+        sql = self._db.q(
+            "UPDATE messages SET visible_at = ? WHERE subscriber_id = ? AND receipt IS NULL "
+            "AND visible_at > ?"
+        )
+
+        def op(cur: Cursor) -> int:
+            cur.execute(sql, (now, subscriber_id, now))
+            return int(cur.rowcount)
+
+        return op
 
     def _reject(
         self, subscriber_id: str, receipt: str, reason: str, now: float
