@@ -194,3 +194,23 @@ async def test_a_live_brokers_work_is_not_taken_and_a_dead_ones_is_finished_once
         await second.close()
         for b in (first, second):
             b.store.sync.close()
+
+
+async def test_a_closing_broker_ends_its_claims_so_a_restart_finishes_at_once(
+    tmp_path: Path,
+) -> None:
+    runner = FakeRunner()
+    broker = await started(claims(tmp_path, 600), runner)
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "function", function=SPEC)
+    runner.gate.clear()
+    published = await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+    await broker.close()  # its evaluation cut short; its claim would hold for 600 s
+    broker.store.sync.close()
+    again = await started(claims(tmp_path, 600), FakeRunner())
+    try:
+        [delivered] = await again.pull(me.id, 10, wait_s=5)
+        assert delivered.publication_id == published.publication.id
+    finally:
+        await again.close()
+        again.store.sync.close()

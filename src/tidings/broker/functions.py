@@ -144,9 +144,17 @@ class FunctionMatching:
                 self.telemetry.background_failed("pending function evaluations", exc)
             await asyncio.sleep(pause)
 
-    async def _renew(self) -> None:
+    async def release(self) -> None:
+        """End this broker's claims now (it is closing, its evaluations about to be cut
+        short): any broker, the same one restarted included, may finish them at once."""
+        try:
+            await self._renew(until=self.clock())
+        except Exception as exc:  # the store gone: the claims run out in their own time
+            self.telemetry.background_failed("releasing pending function evaluations", exc)
+
+    async def _renew(self, until: float | None = None) -> None:
         held = sorted(self._evaluating)
-        until = self.clock() + self.claim_s
+        until = self.clock() + self.claim_s if until is None else until
         for i in range(0, len(held), RENEW_PAGE):
             await self.store.renew_pending(self.claimant, held[i : i + RENEW_PAGE], until)
 

@@ -159,6 +159,7 @@ class Broker:
 
     async def close(self) -> None:
         await asyncio.to_thread(self._unwatch)
+        await self.functions.release()  # a restart need not wait for this one's claims
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
