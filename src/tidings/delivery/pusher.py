@@ -6,8 +6,9 @@ message is never dead-lettered for its attempts, only once it is older than that
 `retention`), as Pub/Sub's push retry policy. After `failures_to_pause` consecutive failed
 requests the endpoint is paused (its state and reason recorded, for `GET .../webhook`): one
 request at a time then probes it, spaced by the same backoff, and the first that succeeds
-resumes it: the messages still waiting out their backoff are made ready at once, so
-everything it missed is delivered without anyone's help.
+resumes it. When a request succeeds after an outage (`OUTAGE` consecutive failed requests
+or more, paused or not), the messages still waiting out their backoff are made ready at
+once, so everything the endpoint missed is delivered without anyone's help.
 
 Flow control is the push stream's (`tidings.delivery.stream.PushStream`, as the WebSocket's):
 at most `concurrency` batches of `batch_size` are leased at once, the rest waits in the durable
@@ -47,6 +48,9 @@ def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> 
 
 
 NO_ATTEMPT_LIMIT = 2**62  # a webhook's lease never dead-letters for attempts
+# consecutive failed requests that make an outage: when one ends, the messages waiting out a
+# backoff are made ready at once (fewer may be one bad batch, which keeps its backoff)
+OUTAGE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +232,14 @@ class Pusher:
     async def _succeeded(self) -> None:
         if not self.failures and not self.paused:
             return
-        resumed = self.paused
+        resumed, outage = self.paused, self.failures >= OUTAGE
         self.failures, self.paused = 0, False
         await self._record("active", None)
-        if resumed:  # what it missed need not wait out its backoff (up to the cap)
-            hastened = await self.outlet.queue.hasten(self.sid)
+        if not outage:  # a batch failing alone (one bad message?) keeps its backoff
+            return
+        # the endpoint answers again: what it missed need not wait out its backoff
+        hastened = await self.outlet.queue.hasten(self.sid)
+        if resumed:
             log.warning(
                 "webhook of subscriber %s answers again: resumed, %d messages ready at once",
                 self.sid,
