@@ -23,8 +23,9 @@ from tests.broker.test_operations import SPEC, FakeRunner, eventually_pulled, se
 
 from tidings.broker import Broker, PublicationInput
 from tidings.config import Settings
+from tidings.model import Publication
 from tidings.server import broker_processes, free_port
-from tidings.store.base import QueueDepth
+from tidings.store.base import Owe, PendingEvaluation, QueueDepth
 
 ENGLISH = "The weather in Munich is sunny and warm today."
 SPANISH = "El tiempo en Madrid es soleado y cálido hoy."
@@ -214,3 +215,29 @@ async def test_a_closing_broker_ends_its_claims_so_a_restart_finishes_at_once(
     finally:
         await again.close()
         again.store.sync.close()
+
+
+async def test_a_record_that_does_not_decode_is_dropped_and_the_others_finished(
+    tmp_path: Path,
+) -> None:
+    settings = claims(tmp_path, 0.3)
+    runner = FakeRunner()
+    broker = await started(settings, runner)
+    try:
+        me, _ = await broker.register()
+        sub = await broker.subscribe(me.id, "function", function=SPEC)
+        good = Publication("p-good", 1.0, "positive", function_types=("sentiment",))
+        broker.store.sync.apply([Owe([
+            PendingEvaluation("p-bad", b"{not json", (sub.id,), "dead", 0.0),
+            PendingEvaluation("p-good", orjson.dumps(good.to_json()), (sub.id,), "dead", 0.0),
+        ])])  # fmt: skip
+        [delivered] = await broker.pull(me.id, 10, wait_s=5, visibility_s=600)
+        assert delivered.publication_id == "p-good"
+        for _ in range(100):
+            if not pending_in(broker):
+                break
+            await asyncio.sleep(0.02)
+        assert pending_in(broker) == []
+    finally:
+        await broker.close()
+        broker.store.sync.close()

@@ -166,7 +166,16 @@ class FunctionMatching:
         claimed = await self.store.claim_pending(self.claimant, now, now + self.claim_s, room)
         gone: list[str] = []
         for record in claimed:
-            pub = Publication.from_json(orjson.loads(record.publication))
+            try:
+                pub = Publication.from_json(orjson.loads(record.publication))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                log.error(
+                    "the pending evaluations of publication %s do not decode, dropped: %r",
+                    record.publication_id,
+                    exc,
+                )
+                gone.append(record.publication_id)
+                continue
             wanted = set(record.subscription_ids)  # still active: suspended or removed are done
             subs = [s for s in self.index.functions.candidates(pub) if s.id in wanted]
             if not subs:

@@ -248,7 +248,7 @@ class Pusher:
 
     async def _failed(self, detail: str) -> None:
         self.failures += 1
-        if self.failures < self.settings.failures_to_pause:
+        if self.failures < self.settings.failures_to_pause and not self.paused:
             await self._record("active", detail)
             return
         if not self.paused:  # counted once, though several requests fail together
