@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import httpx
 import orjson
+import psycopg
 import pytest
 from tests.broker.test_operations import SPEC, FakeRunner, eventually_pulled, settings_for, started
+from tests.conftest import require_service
+from tests.store.conftest import PG
 
 from tidings.broker import Broker, PublicationInput
 from tidings.config import Settings
@@ -132,11 +136,26 @@ def test_kill_9_right_after_the_last_201_loses_no_function_match(
 # ---------------------------------------------------------------- claims, in one process
 
 
-def claims(tmp_path: Path, claim_s: float) -> Settings:
+def claims(tmp_path: Path, claim_s: float, store_url: str = "") -> Settings:
     base = settings_for(tmp_path)
     return dataclasses.replace(
-        base, queues=dataclasses.replace(base.queues, visibility_timeout_s=claim_s)
+        base,
+        queues=dataclasses.replace(base.queues, visibility_timeout_s=claim_s),
+        store_url=store_url,
     )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A store two brokers share: the SQLite file of the data directory, or PostgreSQL."""
+    if request.param == "sqlite":
+        yield ""
+        return
+    require_service("postgres")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    yield f"{PG}?schema={schema}"
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def pending_in(broker: Broker) -> list[str]:
@@ -172,11 +191,11 @@ async def test_a_record_is_written_before_the_answer_and_removed_when_done(
 
 
 async def test_a_live_brokers_work_is_not_taken_and_a_dead_ones_is_finished_once(
-    tmp_path: Path,
+    tmp_path: Path, shared_url: str
 ) -> None:
     slow, other = FakeRunner(), FakeRunner()
-    first = await started(claims(tmp_path, 0.3), slow)
-    second = await started(claims(tmp_path, 0.3), other)
+    first = await started(claims(tmp_path, 0.3, shared_url), slow)
+    second = await started(claims(tmp_path, 0.3, shared_url), other)
     try:
         me, _ = await first.register()
         await first.subscribe(me.id, "function", function=SPEC)
