@@ -21,7 +21,7 @@ import httpx
 import orjson
 import psycopg
 import pytest
-from tests.broker.test_operations import SPEC, FakeRunner, eventually_pulled, settings_for, started
+from tests.broker.test_operations import SPEC, FakeRunner, settings_for, started
 from tests.conftest import require_service
 from tests.store.conftest import PG
 
@@ -171,15 +171,19 @@ async def test_a_record_is_written_before_the_answer_and_removed_when_done(
     try:
         me, _ = await broker.register()
         await broker.subscribe(me.id, "function", function=SPEC)
+        await broker.subscribe(me.id, "topic", topics=("news",))
         runner.gate.clear()
+        commits = broker._committer.commits
         published = await broker.publish(
-            PublicationInput("positive", function_types=("sentiment",))
+            PublicationInput("positive", ("news",), function_types=("sentiment",))
         )
+        assert broker._committer.commits == commits + 1  # the delivery and the record: one
         assert pending_in(broker) == [published.publication.id]
         plain = await broker.publish(PublicationInput("positive", ("no function",)))
         assert plain.publication.id not in pending_in(broker)  # owes nothing: no record
         runner.gate.set()
-        assert await eventually_pulled(broker, me.id) == [published.publication.id]
+        [delivered] = await broker.pull(me.id, 10, wait_s=5, visibility_s=600)
+        assert delivered.publication_id == published.publication.id
         for _ in range(100):
             if not pending_in(broker):
                 break
