@@ -132,8 +132,10 @@ class WebhookSettings:
     timeout_s: float = 10.0  # per request: connecting, sending and reading the answer
     concurrency: int = 4  # requests in flight per endpoint
     backoff_base_s: float = 1.0  # a failed batch comes back after U(0, base * 2^(attempt-1))
-    backoff_cap_s: float = 60.0  # ... capped at this
-    failures_to_pause: int = 10  # consecutive failed requests that pause an endpoint
+    backoff_cap_s: float = 600.0  # ... capped at this (Pub/Sub's push: 10 minutes)
+    # consecutive failed requests that pause an endpoint: it is then probed, one request at a
+    # time, and resumes by itself once one succeeds
+    failures_to_pause: int = 10
     # networks webhooks never reach: the defaults, unless dropped, and these added to them
     deny_networks: str = ""
     deny_default_networks: bool = True

@@ -39,6 +39,14 @@ def test_set_read_replace_and_delete_a_webhook(sub: Sub) -> None:
     assert put(sub, {"url": URL}).json()["secret"] != hook["secret"]  # a new one after delete
 
 
+def test_a_webhooks_retention_is_the_queues_unless_it_says_less(sub: Sub) -> None:
+    week = 7 * 24 * 3600.0  # the queues' retention, by default
+    assert put(sub, {"url": URL}).json()["retention_s"] == week
+    assert put(sub, {"url": URL, "retention_s": 3600}).json()["retention_s"] == 3600
+    assert sub.get("/webhook").json()["retention_s"] == 3600
+    assert put(sub, {"url": URL, "retention_s": None}).json()["retention_s"] == week
+
+
 def test_resuming_an_active_webhook_changes_nothing_but_its_failures(sub: Sub) -> None:
     hook = put(sub, {"url": URL}).json()
     resumed = sub.post("/webhook/resume")
@@ -77,6 +85,9 @@ def test_resuming_an_active_webhook_changes_nothing_but_its_failures(sub: Sub) -
         ({"url": 42}, "invalid_field", "url"),
         ({}, "missing_field", "url"),
         ({"url": URL, "secret": "mine"}, "invalid_field", "secret"),
+        ({"url": URL, "retention_s": 0}, "invalid_field", "retention_s"),
+        ({"url": URL, "retention_s": "1h"}, "invalid_field", "retention_s"),
+        ({"url": URL, "retention_s": 7 * 24 * 3600 + 1}, "invalid_field", "retention_s"),
     ],
 )
 def test_a_bad_url_is_refused_naming_it(sub: Sub, body: Any, code: str, field: str) -> None:

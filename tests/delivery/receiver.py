@@ -48,11 +48,13 @@ class Receiver:
     requests: list[Received] = field(default_factory=list)
     # each request waits here for the others of its party (500 if they do not come)
     hold: threading.Barrier | None = None
+    port: int = 0  # any free one, unless a test brings a receiver back where it was
+    closed: bool = False  # after `close`, a kept-alive connection is cut without an answer
 
     def __post_init__(self) -> None:
         self.verify = documented_verifier()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -73,6 +75,7 @@ class Receiver:
             return list(self.requests)
 
     def close(self) -> None:
+        self.closed = True
         self._server.shutdown()
         self._server.server_close()
 
@@ -102,6 +105,9 @@ class Receiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if receiver.closed:  # down: no answer, the connection cut
+                    self.close_connection = True
+                    return
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status = receiver._record(self.path, headers, body)
                 self.send_response(status)

@@ -59,8 +59,9 @@ class Hooked(Sub):
         self.hook = self.put(receiver.url(path))
         receiver.secret = self.hook["secret"]
 
-    def put(self, url: str) -> dict[str, Any]:
-        answer = self.http.put(f"{self.base}/webhook", json={"url": url}, headers=self.auth)
+    def put(self, url: str, **more: Any) -> dict[str, Any]:
+        body = {"url": url, **more}
+        answer = self.http.put(f"{self.base}/webhook", json=body, headers=self.auth)
         assert answer.status_code == 200, answer.text
         return answer.json()  # type: ignore[no-any-return]
 
@@ -107,54 +108,134 @@ def test_published_messages_arrive_signed_in_batches_and_are_acknowledged(
     assert broker.broker.metrics.value("webhook_requests_total", outcome="ok") >= 3
 
 
-def test_a_failing_endpoint_is_retried_then_its_messages_are_dead_letters(
-    broker: EmbeddedServer, receiver: Receiver
+def test_a_failing_message_is_retried_past_max_attempts_until_its_retention(
+    tmp_path: Path, receiver: Receiver
 ) -> None:
+    """`max_attempts` (2 here) dead-letters nothing pushed: the endpoint's retention does."""
     receiver.status = 500
-    with httpx.Client(base_url=broker.url) as http:
+    with (
+        server(tmp_path, max_attempts=2, failures_to_pause=100) as broker,
+        httpx.Client(base_url=broker.url) as http,
+    ):
         sub = Hooked(http, receiver)
+        hook = sub.put(receiver.url(), retention_s=2.5)
         [pub] = publish(http, 1)
         letters = wait_for(lambda: sub.get("/dead-letters").json()["dead_letters"], "a letter")
-        hook = wait_for(lambda: sub.webhook()["failures"] == 3 and sub.webhook(), "3 failures")
         depth = sub.depth()
-    assert [(d["publication_id"], d["reason"], d["attempt"]) for d in letters] == [
-        (pub, "max_attempts", 3)
-    ]
+        state = sub.webhook()
     tries = [r for r in receiver.all() if r.messages()[0]["publication_id"] == pub]
-    assert [r.headers["tidings-delivery-attempt"] for r in tries] == ["1", "2", "3"]
+    attempts = [int(r.headers["tidings-delivery-attempt"]) for r in tries]
+    assert attempts == list(range(1, len(tries) + 1)) and len(tries) > 2
     assert all(r.verified and r.status == 500 for r in tries)
+    [letter] = letters
+    assert (letter["publication_id"], letter["reason"]) == (pub, "retention")
+    assert letter["dead_at"] - letter["enqueued_at"] >= 2.5
     assert depth == {"ready": 0, "leased": 0, "dead": 1}
-    assert (hook["state"], hook["failures"], hook["reason"]) == ("active", 3, "HTTP 500")
+    assert hook["retention_s"] == 2.5 and state["retention_s"] == 2.5
+    assert (state["state"], state["reason"]) == ("active", "HTTP 500")
 
 
-def test_repeated_failures_pause_the_endpoint_and_resume_delivers_the_backlog(
+def test_repeated_failures_pause_the_endpoint_which_is_probed_and_resumes_by_itself(
     tmp_path: Path, receiver: Receiver
 ) -> None:
     receiver.status = 503
     with (
-        server(tmp_path, max_attempts=10, failures_to_pause=3) as running,
+        server(tmp_path, max_attempts=2, failures_to_pause=3) as running,
         httpx.Client(base_url=running.url) as http,
     ):
         sub = Hooked(http, receiver)
         ids = publish(http, 5)
         paused = wait_for(lambda: sub.webhook()["state"] == "paused" and sub.webhook(), "pause")
         summary = sub.get("").json()["webhook"]
-        wait_for(lambda: sub.id not in running.broker.revocations.streaming(), "pusher gone")
         failed = len(receiver.all())
-        publish_more = publish(http, 2)  # queued while paused
+        more = publish(http, 2)  # queued while paused
+        wait_for(lambda: len(receiver.all()) >= failed + 3, "probes while paused")
         receiver.status = 200
-        resumed = sub.post("/webhook/resume")
         wait_for(lambda: len(receiver.delivered()) >= 7, "the backlog")
         wait_for(lambda: drained(sub), "the queue acknowledged empty")
+        resumed = sub.webhook()
         pauses = running.broker.metrics.value("webhook_pauses_total")
-    assert paused["failures"] == 3
-    assert paused["reason"] == "3 consecutive failed requests; the last: HTTP 503"
-    assert summary == {"url": receiver.url(), "state": "paused", "reason": paused["reason"]}
-    assert failed == 3  # not one more request while paused
+        letters = sub.get("/dead-letters").json()["dead_letters"]
+    assert paused["failures"] >= 3 and paused["reason"] == (
+        f"{paused['failures']} consecutive failed requests; the last: HTTP 503; "
+        "probed one request at a time, at most every 0.2 s"
+    )
+    assert (summary["url"], summary["state"]) == (receiver.url(), "paused")
+    assert "consecutive failed requests; the last: HTTP 503" in summary["reason"]
+    assert (resumed["state"], resumed["failures"], resumed["reason"]) == ("active", 0, None)
+    got = sorted(m["publication_id"] for m in receiver.delivered())
+    assert got == sorted(ids + more) and pauses == 1 and letters == []
+
+
+def test_resume_makes_a_paused_endpoint_active_and_its_backlog_ready_at_once(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The failed batch was handed back for U(0, 600 s): resuming does not wait for it."""
+    receiver.status = 503
+    slow = {"failures_to_pause": 1, "backoff_base_s": 600.0, "backoff_cap_s": 600.0}
+    with (
+        server(tmp_path, **slow) as running,
+        httpx.Client(base_url=running.url) as http,
+    ):
+        sub = Hooked(http, receiver)
+        ids = publish(http, 3)
+        wait_for(lambda: sub.webhook()["state"] == "paused", "pause")
+        time.sleep(0.5)  # the failed batch handed back, with its backoff
+        receiver.status = 200
+        resumed = sub.post("/webhook/resume")
+        wait_for(lambda: len(receiver.delivered()) >= 3, "the backlog", timeout_s=5)
     assert resumed.status_code == 200
     assert (resumed.json()["state"], resumed.json()["failures"]) == ("active", 0)
-    got = sorted(m["publication_id"] for m in receiver.delivered())
-    assert got == sorted(ids + publish_more) and pauses == 1
+    assert sorted(m["publication_id"] for m in receiver.delivered()) == sorted(ids)
+
+
+@pytest.mark.parametrize("down", ["answering 503", "refusing connections"])
+def test_a_receiver_down_for_a_while_gets_every_message_once_back(
+    tmp_path: Path, receiver: Receiver, down: str
+) -> None:
+    """An outage of about three seconds with publications before, during and after it (the
+    intervals scaled down by settings): every message is delivered, none dead-lettered,
+    though each was attempted more often than `max_attempts`, and the pause was visible."""
+    hooks = {"failures_to_pause": 5, "backoff_base_s": 0.05, "backoff_cap_s": 0.4}
+    with (
+        server(tmp_path, max_attempts=2, **hooks) as running,
+        httpx.Client(base_url=running.url) as http,
+    ):
+        sub = Hooked(http, receiver)
+        ids = publish(http, 10)
+        wait_for(lambda: len(receiver.delivered()) >= 10, "the first ten")
+        port = int(receiver.url().rsplit(":", 1)[1].split("/")[0])
+        if down == "answering 503":
+            receiver.status = 503
+        else:
+            receiver.close()
+        states = set()
+        until = time.monotonic() + 3
+        while time.monotonic() < until:
+            ids += publish(http, 2)
+            states.add(sub.webhook()["state"])
+            time.sleep(0.1)
+        back = receiver
+        if down == "answering 503":
+            receiver.status = 200
+        else:
+            back = Receiver(secret=receiver.secret, port=port)
+        try:
+            ids += publish(http, 10)
+
+            def everyone() -> list[dict[str, Any]]:
+                return receiver.delivered() + (back.delivered() if back is not receiver else [])
+
+            wait_for(lambda: {m["publication_id"] for m in everyone()} >= set(ids), "all", 60)
+            wait_for(lambda: drained(sub), "the queue acknowledged empty")
+            letters = sub.get("/dead-letters").json()["dead_letters"]
+            final = sub.webhook()
+        finally:
+            back.close()
+    delivered = everyone()
+    assert sorted({m["publication_id"] for m in delivered}) == sorted(ids) and letters == []
+    assert "paused" in states and (final["state"], final["failures"]) == ("active", 0)
+    assert max(m["attempt"] for m in delivered) > 2  # past max_attempts, still delivered
 
 
 def test_a_tampered_body_an_old_time_or_another_secret_fail_verification(

@@ -13,6 +13,7 @@ from tidings.store.base import (
     Ack,
     Enqueue,
     Fanout,
+    Hasten,
     Lease,
     NewMessage,
     QueueDepth,
@@ -117,6 +118,21 @@ def test_nack_releases_a_message_after_its_delay(store: Store) -> None:
     assert store.nack("s1", [receipt], T0, delay_s=5).acked == [receipt]
     assert lease(store, now=T0 + 4) == []
     assert lease(store, now=T0 + 5)[0].attempt == 2
+
+
+def test_hasten_makes_messages_waiting_out_a_backoff_ready_and_leaves_leased_ones(
+    store: Store,
+) -> None:
+    subscriber(store), subscriber(store, "s2")
+    store.enqueue([msg("p1"), msg("p2"), msg("p3"), msg("p4", "s2")])
+    first, second, _ = lease(store, n=3)
+    store.nack("s1", [first.receipt, second.receipt], T0, delay_s=600)
+    [held] = lease(store, owner="s2")
+    store.nack("s2", [held.receipt], T0, delay_s=600)
+    assert store.apply([Hasten("s1", T0 + 1)]) == [2]  # not the leased third, not s2's
+    assert [m.publication_id for m in lease(store, now=T0 + 1)] == ["p1", "p2"]
+    assert lease(store, now=T0 + 1, owner="s2") == []
+    assert store.apply([Hasten("s1", T0 + 2)]) == [0]
 
 
 def test_a_message_leased_max_attempts_times_becomes_a_dead_letter(store: Store) -> None:

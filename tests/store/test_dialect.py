@@ -62,6 +62,15 @@ def test_the_catalogue_names_a_tables_columns_and_none_of_a_missing_one(store: S
         cur.execute(db.dialect.columns_of("no_such_table"))
         missing = cur.fetchall()
     assert sorted(columns) == sorted(
-        ["subscriber_id", "url", "secret", "state", "reason", "failures", "updated_at"]
+        [
+            "subscriber_id",
+            "url",
+            "secret",
+            "state",
+            "reason",
+            "failures",
+            "updated_at",
+            "retention_s",
+        ]
     )
     assert missing == []

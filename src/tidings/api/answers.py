@@ -61,8 +61,9 @@ def dead_letter(d: DeadLetter) -> w.DeadLetterOut:
     )
 
 
-def webhook(e: Endpoint) -> w.Webhook:
-    return w.Webhook(e.url, e.state, e.reason, e.failures, e.updated_at, e.secret)
+def webhook(e: Endpoint, retention_s: float) -> w.Webhook:
+    """`retention_s`: how long its messages are retried (`Outlet.retention_of`)."""
+    return w.Webhook(e.url, e.state, e.reason, e.failures, e.updated_at, e.secret, retention_s)
 
 
 def predicate(p: Predicate) -> w.PredicateOut:

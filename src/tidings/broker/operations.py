@@ -121,6 +121,7 @@ class Broker:
             self.telemetry,
             rule,
             clock,
+            settings.queues.visibility_timeout_s,  # a claim on pending evaluations: a lease
         )
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
         self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
@@ -150,6 +151,7 @@ class Broker:
         await self._reload()
         self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self.housekeeping.run(self))
+        self._spawn(self.functions.keep_pending(self._spawn))  # what a dead broker left
         self._spawn(self._rotate_log())
 
     async def _rotate_log(self) -> None:
@@ -166,6 +168,7 @@ class Broker:
 
     async def close(self) -> None:
         await asyncio.to_thread(self._unwatch)
+        await self.functions.release()  # a restart need not wait for this one's claims
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -213,6 +216,7 @@ class Broker:
             self.clock,
             self.settings.webhooks,
             self.settings.queues.visibility_timeout_s,
+            self.settings.queues.retention_s,
         )
 
     # ---------------------------------------------------------------- subscribers
@@ -320,13 +324,14 @@ class Broker:
             )
             for i in items
         ]
+        owed = self.functions.owed(pubs) if self.routing.runs_functions else []
         with self.dedup.batch(pubs, [i.dedup_id for i in items]) as claims:
-            counts = await self.routing.route(pubs)
+            counts = await self.functions.routed_owing(self.routing.route(pubs), owed)
             firsts = await self.dedup.settle(claims, self._spawn)
-        fresh = [p for p in pubs if p.id not in firsts] if firsts else pubs
-        self.telemetry.published(fresh)
-        if self.routing.runs_functions:
-            self.functions.spawn_for(fresh, self._spawn)
+        if firsts:  # a repeated publish owes nothing: its first did
+            owed = await self.functions.forgive(owed, set(firsts))
+        self.telemetry.published([p for p in pubs if p.id not in firsts] if firsts else pubs)
+        self.functions.spawn_for(owed, self._spawn)
         return [
             Published(answered_as_first(p, f), f.deliveries, True)
             if (f := firsts.get(p.id))

@@ -20,10 +20,13 @@ from tidings.store.base import (
     Ack,
     AckResult,
     DedupClaim,
+    Discharge,
     Enqueue,
+    Hasten,
     Lease,
     Message,
     Nack,
+    Owe,
     PublishOnce,
     QueueOp,
     Reject,
@@ -42,7 +45,7 @@ class Committer:
         self.commits = 0  # transactions run, for the tests and the metrics
 
     @overload
-    async def submit(self, op: Enqueue) -> int: ...
+    async def submit(self, op: Enqueue | Hasten | Owe | Discharge) -> int: ...
     @overload
     async def submit(self, op: Lease) -> list[Message]: ...
     @overload

@@ -1,7 +1,14 @@
 """One webhook endpoint's delivery: POST a leased batch whenever fewer than `concurrency`
-requests are in flight, signed; acknowledge it on a 2xx and hand it back with backoff and full
-jitter otherwise (the queue's `max_attempts` then dead-letters it); after `failures_to_pause`
-consecutive failed requests the endpoint is paused and the pusher ends.
+requests are in flight, signed; acknowledge it on a 2xx and hand it back with exponential
+backoff and full jitter otherwise, up to `backoff_cap_s` (10 minutes by default), for as long
+as the message's retention (the endpoint's `retention_s`, by default the queues'): a webhook
+message is never dead-lettered for its attempts, only once it is older than that (reason
+`retention`), as Pub/Sub's push retry policy. After `failures_to_pause` consecutive failed
+requests the endpoint is paused (its state and reason recorded, for `GET .../webhook`): one
+request at a time then probes it, spaced by the same backoff, and the first that succeeds
+resumes it. When a request succeeds after an outage (`OUTAGE` consecutive failed requests
+or more, paused or not), the messages still waiting out their backoff are made ready at
+once, so everything the endpoint missed is delivered without anyone's help.
 
 Flow control is the push stream's (`tidings.delivery.stream.PushStream`, as the WebSocket's):
 at most `concurrency` batches of `batch_size` are leased at once, the rest waits in the durable
@@ -40,14 +47,16 @@ def backoff_s(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> 
     return rng.uniform(0.0, min(cap_s, base_s * 2.0 ** min(max(attempt - 1, 0), 60)))
 
 
+NO_ATTEMPT_LIMIT = 2**62  # a webhook's lease never dead-letters for attempts
+# consecutive failed requests that make an outage: when one ends, the messages waiting out a
+# backoff are made ready at once (fewer may be one bad batch, which keeps its backoff)
+OUTAGE = 3
+
+
 @dataclass(frozen=True, slots=True)
 class PostOutcome:
     kind: Literal["ok", "status", "error"]  # a 2xx; another answer; no answer
     detail: str = ""
-
-
-class Paused(Exception):
-    """The endpoint failed `failures_to_pause` times in a row and is now paused."""
 
 
 class WebhookBatches:
@@ -62,9 +71,13 @@ class WebhookBatches:
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        *,
+        max_attempts: int | None = None,
     ) -> list[Message]:
         wanted = min(max_messages, self.batch_size)
-        return await self.queue.pull(subscriber_id, wanted, wait_s, self.visibility_s)
+        return await self.queue.pull(
+            subscriber_id, wanted, wait_s, self.visibility_s, max_attempts=NO_ATTEMPT_LIMIT
+        )
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         return await self.queue.ack(subscriber_id, receipts)
@@ -76,6 +89,12 @@ class WebhookBatches:
 
     async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         return await self.queue.release(subscriber_id, receipts)
+
+    async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
+        await self.queue.reject(subscriber_id, message, reason)
+
+    async def hasten(self, subscriber_id: str) -> int:
+        return await self.queue.hasten(subscriber_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +109,13 @@ class Outlet:
     clock: Callable[[], float]
     settings: WebhookSettings
     visibility_timeout_s: float  # the queues' own: a webhook's lease is never shorter
+    retention_s: float  # the queues' own: an endpoint's retention is never longer
+
+    def retention_of(self, endpoint: Endpoint) -> float:
+        """How long the endpoint's messages are retried from their enqueueing."""
+        if endpoint.retention_s is None:
+            return self.retention_s
+        return min(endpoint.retention_s, self.retention_s)
 
 
 class Pusher:
@@ -105,7 +131,8 @@ class Pusher:
         self.changed = changed  # told before each state write (a concurrent read is stale)
         self.sid = endpoint.subscriber_id
         self.failures = endpoint.failures  # consecutive, across restarts
-        self.paused = False
+        self.paused = endpoint.state == "paused"  # probing, one request at a time
+        self.retention_s = outlet.retention_of(endpoint)
         self._recording = asyncio.Lock()  # state writes land in the order they were made
         self._gate = asyncio.Semaphore(settings.concurrency)  # requests in flight
         self._http = Client(
@@ -119,8 +146,8 @@ class Pusher:
         self.stream = PushStream(batches, self.sid, settings.concurrency * settings.batch_size)
 
     async def run(self) -> None:
-        """Until paused, the subscriber is deleted (here or on another broker), or cancelled;
-        whatever is still leased is then released at once."""
+        """Until the subscriber is deleted (here or on another broker) or the pusher is
+        cancelled; whatever is still leased is then released at once."""
         with self.outlet.revocations.watch(self.sid) as deleted:
             feeding = asyncio.create_task(self._feed())
             gone = asyncio.create_task(deleted.wait())
@@ -135,15 +162,16 @@ class Pusher:
                 raise failed
 
     async def _feed(self) -> None:
-        try:
-            async with asyncio.TaskGroup() as posts:
-                while True:
-                    await self._gate.acquire()
-                    posts.create_task(self._deliver(await self._next_batch()))
-                    if self.failures:  # a failing endpoint is not hammered
-                        await asyncio.sleep(self._backoff(self.failures))
-        except* Paused:  # the endpoint is paused: this pusher ends
-            pass
+        async with asyncio.TaskGroup() as posts:
+            while True:
+                await self._gate.acquire()
+                batch = await self._next_batch()
+                if self.paused:  # a probe: alone, and the next one after a backoff
+                    await self._deliver(batch)
+                else:
+                    posts.create_task(self._deliver(batch))
+                if self.failures:  # a failing endpoint is not hammered
+                    await asyncio.sleep(self._backoff(self.failures))
 
     async def _next_batch(self) -> list[Message]:
         try:
@@ -156,7 +184,7 @@ class Pusher:
         try:
             attempt = max(m.attempt for m in batch)
             outcome = await self._post(batch, attempt)
-            await self._settle([m.receipt for m in batch], outcome, attempt)
+            await self._settle(batch, outcome, attempt)
         finally:
             self._gate.release()
 
@@ -180,34 +208,61 @@ class Pusher:
             "Tidings-Delivery-Attempt": str(attempt),
         }
 
-    async def _settle(self, receipts: list[str], outcome: PostOutcome, attempt: int) -> None:
+    async def _settle(self, batch: list[Message], outcome: PostOutcome, attempt: int) -> None:
         self.outlet.metrics.inc("webhook_requests", outcome=outcome.kind)
+        receipts = [m.receipt for m in batch]
         if outcome.kind == "ok":
             await self.outlet.queue.ack(self.sid, receipts)
             self.stream.release(receipts)
             await self._succeeded()
             return
-        await self.outlet.queue.nack(self.sid, receipts, delay_s=self._backoff(attempt))
+        await self._retry_or_expire(batch, attempt)
         self.stream.release(receipts)
         await self._failed(outcome.detail)
 
+    async def _retry_or_expire(self, batch: list[Message], attempt: int) -> None:
+        """Hand the batch back after a backoff, but dead-letter (reason `retention`) each
+        message older than the endpoint's retention: it has been retried long enough."""
+        oldest = self.outlet.clock() - self.retention_s
+        expired = [m for m in batch if m.enqueued_at <= oldest]
+        for message in expired:
+            await self.outlet.queue.reject(self.sid, message, "retention")
+        retried = [m.receipt for m in batch if m.enqueued_at > oldest]
+        if retried:
+            await self.outlet.queue.nack(self.sid, retried, delay_s=self._backoff(attempt))
+
     async def _succeeded(self) -> None:
-        if self.failures and not self.paused:  # a pause stands once recorded
-            self.failures = 0
-            await self._record("active", None)
+        if not self.failures and not self.paused:
+            return
+        resumed, outage = self.paused, self.failures >= OUTAGE
+        self.failures, self.paused = 0, False
+        await self._record("active", None)
+        if not outage:  # a batch failing alone (one bad message?) keeps its backoff
+            return
+        # the endpoint answers again: what it missed need not wait out its backoff
+        hastened = await self.outlet.queue.hasten(self.sid)
+        if resumed:
+            log.warning(
+                "webhook of subscriber %s answers again: resumed, %d messages ready at once",
+                self.sid,
+                hastened,
+            )
 
     async def _failed(self, detail: str) -> None:
         self.failures += 1
-        if self.failures < self.settings.failures_to_pause:
+        if self.failures < self.settings.failures_to_pause and not self.paused:
             await self._record("active", detail)
             return
-        if not self.paused:  # once, though several requests fail together
-            self.paused = True
-            reason = f"{self.failures} consecutive failed requests; the last: {detail}"
-            await self._record("paused", reason)
+        if not self.paused:  # counted once, though several requests fail together
             self.outlet.metrics.inc("webhook_pauses")
+        self.paused = True
+        reason = (
+            f"{self.failures} consecutive failed requests; the last: {detail}; "
+            f"probed one request at a time, at most every {self.settings.backoff_cap_s:g} s"
+        )
+        if self.failures == self.settings.failures_to_pause:
             log.warning("webhook of subscriber %s paused: %s", self.sid, reason)
-        raise Paused
+        await self._record("paused", reason)
 
     async def _record(self, state: Literal["active", "paused"], reason: str | None) -> None:
         failures, now = self.failures, self.outlet.clock()

@@ -16,8 +16,11 @@ class Queue(Protocol):
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        *,
+        max_attempts: int | None = None,
     ) -> list[Message]:
-        """Lease up to `max_messages`, waiting up to `wait_s` for the first."""
+        """Lease up to `max_messages`, waiting up to `wait_s` for the first; one leased
+        `max_attempts` times (the queues' setting by default) is a dead letter instead."""
         ...
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
@@ -32,6 +35,14 @@ class Queue(Protocol):
         """Hand back what was leased and never delivered (a channel closing), at once."""
         ...
 
+    async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
+        """Dead-letter one leased message, with `reason`."""
+        ...
+
+    async def hasten(self, subscriber_id: str) -> int:
+        """Make the messages waiting out a backoff ready now; how many."""
+        ...
+
 
 class SizedQueue(Queue, Protocol):
     """A queue that bounds a lease by bytes too (`SubscriberQueues`): what the WebSocket
@@ -44,6 +55,8 @@ class SizedQueue(Queue, Protocol):
         wait_s: float,
         visibility_s: float | None = None,
         max_bytes: int | None = None,
+        *,
+        max_attempts: int | None = None,
     ) -> list[Message]:
         """Lease up to `max_messages` whose bodies come to at most `max_bytes` (the first
         always), waiting up to `wait_s` for the first."""

@@ -11,7 +11,7 @@ from typing import Protocol
 from tidings.config import QueueSettings
 from tidings.delivery.committer import Committer
 from tidings.delivery.signals import Signals
-from tidings.store.base import Ack, AckResult, Lease, Message, Nack, Reject
+from tidings.store.base import Ack, AckResult, Hasten, Lease, Message, Nack, Reject
 
 
 class QueueObserver(Protocol):
@@ -40,20 +40,16 @@ class SubscriberQueues:
         wait_s: float,
         visibility_s: float | None = None,
         max_bytes: int | None = None,
+        *,
+        max_attempts: int | None = None,
     ) -> list[Message]:
         q = self.settings
         visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
+        attempts = q.max_attempts if max_attempts is None else max_attempts
         deadline = time.monotonic() + min(wait_s, q.max_wait_s)
         while True:
             leased = await self.committer.submit(
-                Lease(
-                    subscriber_id,
-                    max_messages,
-                    visibility,
-                    q.max_attempts,
-                    self.clock(),
-                    max_bytes,
-                )
+                Lease(subscriber_id, max_messages, visibility, attempts, self.clock(), max_bytes)
             )
             remaining = deadline - time.monotonic()
             if leased or remaining <= 0:
@@ -79,6 +75,13 @@ class SubscriberQueues:
 
     async def release(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         return await self.nack(subscriber_id, receipts)
+
+    async def hasten(self, subscriber_id: str) -> int:
+        """Make the messages waiting out a backoff ready now (an endpoint answers again)."""
+        hastened = await self.committer.submit(Hasten(subscriber_id, self.clock()))
+        if hastened:
+            self.signals.notify([subscriber_id])
+        return hastened
 
     async def reject(self, subscriber_id: str, message: Message, reason: str) -> None:
         """Dead-letter one leased message that cannot be served (e.g. its answer does not

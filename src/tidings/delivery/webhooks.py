@@ -1,7 +1,8 @@
 """Webhooks: a push channel beside the WebSocket, as Pub/Sub push or SNS HTTP subscriptions.
 
 A subscriber sets an endpoint URL; this broker runs one `Pusher` (tidings.delivery.pusher)
-per active endpoint, POSTing its queue in signed batches. `Webhooks` keeps the pushers in
+per endpoint, POSTing its queue in signed batches (a paused one is probed, and resumes by
+itself once it answers). `Webhooks` keeps the pushers in
 line with the endpoints: the API's calls (set, delete, resume) act at once, and the store is
 read again every `SYNC_S` for what other brokers sharing it changed (an endpoint set, paused
 or deleted there). Every broker on a shared store pushes every active endpoint: the queue's
@@ -60,11 +61,16 @@ class Webhooks:
     async def endpoint(self, subscriber_id: str) -> Endpoint | None:
         return await self.store.get_endpoint(subscriber_id)
 
-    async def configure(self, subscriber_id: str, url: str) -> Endpoint:
-        """Set (or replace) the endpoint's URL, active; its secret is kept, or made."""
+    async def configure(
+        self, subscriber_id: str, url: str, retention_s: float | None = None
+    ) -> Endpoint:
+        """Set (or replace) the endpoint's URL and retention (None: the queues'), active;
+        its secret is kept, or made."""
         current = await self.endpoint(subscriber_id)
         secret = current.secret if current is not None else new_secret()
-        endpoint = Endpoint(subscriber_id, url, secret, updated_at=self.outlet.clock())
+        endpoint = Endpoint(
+            subscriber_id, url, secret, updated_at=self.outlet.clock(), retention_s=retention_s
+        )
         self._changed()
         if not await self.store.set_endpoint(subscriber_id, endpoint):
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
@@ -78,7 +84,8 @@ class Webhooks:
         self._apply(subscriber_id, None)
 
     async def resume(self, subscriber_id: str) -> Endpoint:
-        """Active again, its failures forgotten; its backlog is pushed from now on."""
+        """Active again, its failures forgotten, at once: its backlog is pushed from now on
+        (a paused endpoint also resumes by itself once a probe succeeds)."""
         self._changed()
         now = self.outlet.clock()
         if not await self.store.set_endpoint_state(subscriber_id, "active", None, 0, now):
@@ -86,6 +93,7 @@ class Webhooks:
         endpoint = await self.endpoint(subscriber_id)
         if endpoint is None:
             raise no_webhook(subscriber_id)
+        await self.outlet.queue.hasten(subscriber_id)  # none waits out its backoff
         self._apply(subscriber_id, endpoint)
         return endpoint
 
@@ -117,17 +125,15 @@ class Webhooks:
                 log.exception("reading the webhook endpoints failed; trying again shortly")
 
     def _apply(self, subscriber_id: str, endpoint: Endpoint | None) -> None:
-        """A pusher for `endpoint` if it is active, none otherwise; one pushing to another
-        URL or with another secret is replaced."""
+        """A pusher for `endpoint`, none without one; one pushing to another URL, with
+        another secret or retention, or probing an endpoint resumed since (here, or on
+        another broker) is replaced."""
         running = self._running.get(subscriber_id)
-        wanted = endpoint is not None and endpoint.state == "active"
-        if running is not None and (
-            not wanted or running[0].paused or _moved(running[0], endpoint)
-        ):
+        if running is not None and (endpoint is None or _moved(running[0], endpoint)):
             running[1].cancel()  # it releases what it holds
             del self._running[subscriber_id]
             running = None
-        if endpoint is not None and wanted and running is None:
+        if endpoint is not None and running is None:
             pusher = Pusher(self.outlet, endpoint, self.rng, self._changed)
             task = asyncio.get_running_loop().create_task(pusher.run())
             self._running[subscriber_id] = (pusher, task)
@@ -142,8 +148,11 @@ class Webhooks:
             log.error("webhook pusher of %s failed", subscriber_id, exc_info=task.exception())
 
 
-def _moved(pusher: Pusher, endpoint: Endpoint | None) -> bool:
-    return endpoint is not None and (pusher.endpoint.url, pusher.endpoint.secret) != (
+def _moved(pusher: Pusher, endpoint: Endpoint) -> bool:
+    was = pusher.endpoint
+    resumed = pusher.paused and endpoint.state == "active" and endpoint.failures == 0
+    return resumed or (was.url, was.secret, was.retention_s) != (
         endpoint.url,
         endpoint.secret,
+        endpoint.retention_s,
     )

@@ -19,6 +19,7 @@ from tidings.store.base import (
     DeadLetter,
     Endpoint,
     EndpointState,
+    PendingEvaluation,
     QueueDepth,
     QueueStats,
     Store,
@@ -111,6 +112,17 @@ class AsyncStore:
 
     async def sweep_bodies(self) -> int:
         return await _run(self.sync.sweep_bodies)
+
+    # ---- pending function evaluations (recorded and removed through the committer)
+    async def claim_pending(
+        self, claimant: str, now: float, until: float, limit: int
+    ) -> list[PendingEvaluation]:
+        return await _run(self.sync.claim_pending, claimant, now, until, limit)
+
+    async def renew_pending(
+        self, claimant: str, publication_ids: Sequence[str], until: float
+    ) -> int:
+        return await _run(self.sync.renew_pending, claimant, publication_ids, until)
 
     # ---- webhook endpoints
     async def get_endpoint(self, subscriber_id: str) -> Endpoint | None:

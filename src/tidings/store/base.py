@@ -196,7 +196,44 @@ class PublishOnce:
     fanouts: Sequence[Fanout] = ()
 
 
-QueueOp = Enqueue | Lease | Ack | Nack | Reject | PublishOnce
+@dataclass(frozen=True, slots=True)
+class Hasten:
+    """Make the subscriber's messages that wait out a backoff (handed back with a delay, not
+    leased) ready at `now` (answers how many): a webhook endpoint that answers again."""
+
+    subscriber_id: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvaluation:
+    """The function evaluations a publication owes (`tidings.broker.functions`): committed
+    with the publication, claimed by one broker at a time until `claimed_until` (as a lease),
+    removed once every evaluation is done. `publication` is its `Publication.to_json`,
+    encoded."""
+
+    publication_id: str
+    publication: bytes
+    subscription_ids: tuple[str, ...]
+    claimed_by: str
+    claimed_until: float
+
+
+@dataclass(frozen=True, slots=True)
+class Owe:
+    """Record pending evaluations (answers how many were new; a repeat is ignored)."""
+
+    evaluations: Sequence[PendingEvaluation]
+
+
+@dataclass(frozen=True, slots=True)
+class Discharge:
+    """Remove the pending evaluations of these publications (answers how many went)."""
+
+    publication_ids: Sequence[str]
+
+
+QueueOp = Enqueue | Lease | Ack | Nack | Reject | PublishOnce | Hasten | Owe | Discharge
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +298,9 @@ class Endpoint:
     reason: str | None = None
     failures: int = 0  # consecutive failed requests
     updated_at: float = 0.0
+    # how long a message is retried from its enqueueing before it is dead-lettered
+    # (reason `retention`); None: the queues' retention
+    retention_s: float | None = None
 
 
 class EndpointStore(Protocol):
@@ -389,6 +429,19 @@ class Store(EndpointStore, Protocol):
     def sweep_bodies(self) -> int:
         """Delete the bodies nothing refers to any more, where concurrent writers can leave
         one behind (docs/storage.md); how many went."""
+        ...
+
+    # ---- pending function evaluations (store/pending.py); recorded and removed by the
+    # queue operations `Owe` and `Discharge`
+    def claim_pending(
+        self, claimant: str, now: float, until: float, limit: int
+    ) -> list[PendingEvaluation]:
+        """Claim up to `limit` pending evaluations whose claim ran out by `now` (oldest claim
+        first) for `claimant` until `until`; none that another transaction is claiming."""
+        ...
+
+    def renew_pending(self, claimant: str, publication_ids: Sequence[str], until: float) -> int:
+        """Extend `claimant`'s claims on these until `until`; how many it still held."""
         ...
 
     # ---- several brokers on one store

@@ -11,11 +11,13 @@ from tidings.store.database import Database
 
 # endpoints of subscribers that exist (a deletion racing a PUT on another broker may leave one)
 ENDPOINTS = (
-    "SELECT e.subscriber_id, e.url, e.secret, e.state, e.reason, e.failures, e.updated_at "
+    "SELECT e.subscriber_id, e.url, e.secret, e.state, e.reason, e.failures, e.updated_at, "
+    "e.retention_s "
     "FROM endpoints e JOIN subscribers s ON s.id = e.subscriber_id"
 )
 ENDPOINT_SET = ", ".join(
-    f"{c} = excluded.{c}" for c in ("url", "secret", "state", "reason", "failures", "updated_at")
+    f"{c} = excluded.{c}"
+    for c in ("url", "secret", "state", "reason", "failures", "updated_at", "retention_s")
 )
 
 
@@ -33,7 +35,8 @@ class Endpoints:
                 return bool(cur.rowcount)
             cur.execute(  # only for a subscriber that exists
                 q(
-                    f"INSERT INTO endpoints SELECT id, ?, ?, ?, ?, ?, ? FROM subscribers "
+                    "INSERT INTO endpoints (subscriber_id, url, secret, state, reason, failures, "
+                    "updated_at, retention_s) SELECT id, ?, ?, ?, ?, ?, ?, ? FROM subscribers "
                     f"WHERE id = ? ON CONFLICT (subscriber_id) DO UPDATE SET {ENDPOINT_SET}"
                 ),
                 (*_endpoint_row(endpoint)[1:], subscriber_id),
@@ -71,9 +74,11 @@ class Endpoints:
 
 
 def _endpoint_row(e: Endpoint) -> tuple[Any, ...]:
-    return (e.subscriber_id, e.url, e.secret, e.state, e.reason, e.failures, e.updated_at)
+    return (e.subscriber_id, e.url, e.secret, e.state, e.reason, e.failures, e.updated_at,
+            e.retention_s)  # fmt: skip
 
 
 def _endpoint(row: Sequence[Any]) -> Endpoint:
     state: EndpointState = "paused" if row[3] == "paused" else "active"
-    return Endpoint(row[0], row[1], row[2], state, row[4], int(row[5]), float(row[6]))
+    retention = None if row[7] is None else float(row[7])
+    return Endpoint(row[0], row[1], row[2], state, row[4], int(row[5]), float(row[6]), retention)

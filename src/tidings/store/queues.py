@@ -21,10 +21,13 @@ from tidings.store.base import (
     Ack,
     AckResult,
     DeadLetter,
+    Discharge,
     Enqueue,
+    Hasten,
     Lease,
     Message,
     Nack,
+    Owe,
     PublishOnce,
     QueueOp,
     Reject,
@@ -33,6 +36,7 @@ from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, loads_or
 from tidings.store.dedup import DedupIds
 from tidings.store.enqueue import enqueue_step
+from tidings.store.pending import discharge_step, owe_step
 
 MESSAGE_COLUMNS = (
     "m.seq, m.subscriber_id, m.publication_id, m.subscription_ids, b.body, m.enqueued_at, m.attempt"
@@ -100,6 +104,12 @@ class Queues:
                 return self._settle(subscriber_id, receipts, now, delay_s)
             case Reject(subscriber_id, receipt, reason, now):
                 return self._reject(subscriber_id, receipt, reason, now)
+            case Hasten(subscriber_id, now):
+                return self._hasten(subscriber_id, now)
+            case Owe(evaluations):  # pending function evaluations (pending.py)
+                return owe_step(self._db, evaluations)
+            case Discharge(publication_ids):
+                return discharge_step(self._db, publication_ids)
         raise TypeError(f"not a queue operation: {op!r}")
 
     def _dead_letter(
@@ -191,6 +201,18 @@ class Queues:
         except (orjson.JSONDecodeError, TypeError) as exc:
             self._dead_letter(cur, "seq = ?", (row[0],), f"undecodable: {exc}", now)
             return None
+
+    def _hasten(self, subscriber_id: str, now: float) -> Callable[[Cursor], int]:
+        sql = self._db.q(
+            "UPDATE messages SET visible_at = ? WHERE subscriber_id = ? AND receipt IS NULL "
+            "AND visible_at > ?"
+        )
+
+        def op(cur: Cursor) -> int:
+            cur.execute(sql, (now, subscriber_id, now))
+            return int(cur.rowcount)
+
+        return op
 
     def _reject(
         self, subscriber_id: str, receipt: str, reason: str, now: float

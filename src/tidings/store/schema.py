@@ -46,13 +46,19 @@ CREATE INDEX IF NOT EXISTS presence_ephemeral ON presence (ephemeral, last_seen)
 CREATE TABLE IF NOT EXISTS endpoints (
     subscriber_id TEXT PRIMARY KEY, url TEXT NOT NULL, secret TEXT NOT NULL,
     state TEXT NOT NULL, reason TEXT, failures INTEGER NOT NULL DEFAULT 0,
-    updated_at DOUBLE PRECISION NOT NULL);
+    updated_at DOUBLE PRECISION NOT NULL, retention_s DOUBLE PRECISION);
 CREATE TABLE IF NOT EXISTS publication_dedup (
     dedup_id TEXT PRIMARY KEY, publication_id TEXT NOT NULL,
     published_at DOUBLE PRECISION NOT NULL, deliveries INTEGER NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS publication_dedup_expiry ON publication_dedup (expires_at);
+CREATE TABLE IF NOT EXISTS pending_evaluations (
+    publication_id TEXT PRIMARY KEY, publication TEXT NOT NULL, subscription_ids TEXT NOT NULL,
+    claimed_by TEXT NOT NULL, claimed_until DOUBLE PRECISION NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_claims ON pending_evaluations (claimed_until);
 """
+# Version 4's endpoints had no retention of their own (a column added when absent)
+ENDPOINT_RETENTION = "ALTER TABLE endpoints ADD COLUMN retention_s DOUBLE PRECISION"
 # Subscribers made before presence existed are seen now, when the table comes: their
 # creation time would make an idle expiry delete them at once.
 BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
@@ -60,8 +66,9 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
     WHERE NOT EXISTS (SELECT 1 FROM presence p WHERE p.subscriber_id = subscribers.id)"""
 # Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
-# 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; each created if absent
-SCHEMA_VERSION = 5
+# 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; 6: pending
+# function evaluations and an endpoint's retention; each created (or added) when absent
+SCHEMA_VERSION = 6
 # Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
 # subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
 # the names), SCHEMA creates the new ones, and each old row's body becomes a body of its own
@@ -103,6 +110,8 @@ class Schema:
             if copies:
                 run(cur, BEFORE_V3)
             run(cur, d.ddl(SCHEMA))
+            if "retention_s" not in self._columns(cur, "endpoints"):
+                cur.execute(ENDPOINT_RETENTION)
             if copies:
                 run(cur, AFTER_V3)
                 for table, column in (("messages", "seq"), ("dead_letters", "id")):
@@ -128,8 +137,11 @@ class Schema:
         """Whether the queue tables are of the layout that copied the body into every row
         (before version 3); asked of the catalogue, so no statement fails (PostgreSQL would
         abort the transaction)."""
-        cur.execute(self._db.dialect.columns_of("messages"))
-        return "body" in {str(r[0]) for r in cur.fetchall()}
+        return "body" in self._columns(cur, "messages")
+
+    def _columns(self, cur: Cursor, table: str) -> set[str]:
+        cur.execute(self._db.dialect.columns_of(table))
+        return {str(r[0]) for r in cur.fetchall()}
 
 
 def run(cur: Cursor, script: str) -> None:

@@ -8,6 +8,7 @@ Each part of the `Store` protocol lives in a room of its own, all running over o
   letters, redrive, expiry, bodies stored once and swept;
 - `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints;
 - `dedup.py`: publishers' dedup ids, claimed in the step that enqueues (`PublishOnce`).
+- `pending.py`: function evaluations a publication still owes.
 `SQLStore` only hands each call to its room; the engines (`sqlite.py`, `postgres.py`) add
 connections and, for PostgreSQL, the change feed between brokers.
 """
@@ -30,6 +31,7 @@ from tidings.store.base import (
     Message,
     Nack,
     NewMessage,
+    PendingEvaluation,
     QueueDepth,
     QueueOp,
     QueueStats,
@@ -40,6 +42,7 @@ from tidings.store.bodies import sweep_bodies
 from tidings.store.database import Database
 from tidings.store.dedup import DedupIds
 from tidings.store.endpoints import Endpoints
+from tidings.store.pending import Pending
 from tidings.store.queues import Queues
 from tidings.store.records import Subscribers, Subscriptions
 from tidings.store.schema import Schema
@@ -57,6 +60,7 @@ class SQLStore:
         self._queues = Queues(db)
         self._counts = QueueCounts(db)
         self._endpoints = Endpoints(db)
+        self._pending = Pending(db)
 
     def create_schema(self, now: float | None = None) -> None:
         """Bring the tables to the current version (the engines do it when opening)."""
@@ -173,6 +177,16 @@ class SQLStore:
 
     def sweep_bodies(self) -> int:
         return sweep_bodies(self.db)
+
+    # ---- pending function evaluations
+
+    def claim_pending(
+        self, claimant: str, now: float, until: float, limit: int
+    ) -> list[PendingEvaluation]:
+        return self._pending.claim(claimant, now, until, limit)
+
+    def renew_pending(self, claimant: str, publication_ids: Sequence[str], until: float) -> int:
+        return self._pending.renew(claimant, publication_ids, until)
 
     # ---- counts
 

@@ -120,9 +120,16 @@ EndpointURL = Annotated[
 
 
 class WebhookBody(Body):
-    """Where the broker POSTs the subscriber's messages (docs/api.md, Webhooks)."""
+    """Where the broker POSTs the subscriber's messages (docs/api.md, Webhooks), and for how
+    long a message is retried from its enqueueing (default and at most: the queues'
+    retention) before it is a dead letter."""
 
     url: EndpointURL
+    retention_s: (
+        Annotated[float, Meta(gt=0, description="seconds a message is retried; default: the "
+                              "queues' retention, which is also the most")]
+        | None
+    ) = None  # fmt: skip
 
 
 class StreamFrame(Body):
@@ -240,7 +247,7 @@ class SubscriberInfo(Struct):
 class Webhook(Struct):
     """A subscriber's webhook. `secret` signs every request (`Tidings-Signature`);
     `failures` counts consecutive failed requests, `reason` says the last one's (and, when
-    paused, why)."""
+    paused, why: a paused endpoint is probed and resumes by itself once it answers)."""
 
     url: str
     state: Literal["active", "paused"]
@@ -248,6 +255,7 @@ class Webhook(Struct):
     failures: int
     updated_at: float
     secret: str
+    retention_s: float  # how long a message is retried from its enqueueing
 
 
 class PredicateOut(Struct):

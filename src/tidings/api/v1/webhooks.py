@@ -18,6 +18,7 @@ from tidings.api.io import body_as
 from tidings.api.operations import Operation, described
 from tidings.delivery.webhooks import no_webhook
 from tidings.errors import invalid
+from tidings.store.base import Endpoint
 from tidings.wire import v1 as w
 
 
@@ -31,13 +32,17 @@ def endpoint_url(url: str, deny: Sequence[Network] = ()) -> str:
 
 @described(Operation(w.WebhookBody, answer=w.Webhook, token=True))
 async def set_webhook(request: Request) -> Response:
-    """Push the subscriber's messages to an HTTP endpoint; a new URL resumes delivery."""
+    """Push the subscriber's messages to an HTTP endpoint, retrying each for `retention_s`;
+    a new URL resumes delivery."""
     _, sid = await owner(request)
     _, body = await body_as(request, w.WebhookBody, SMALL_BODY)
     webhooks = webhooks_of(request)
     deny = deny_list(webhooks.settings.deny_networks, webhooks.settings.deny_default_networks)
-    endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny))
-    return answer(answers.webhook(endpoint))
+    most = webhooks.outlet.retention_s
+    if body.retention_s is not None and body.retention_s > most:
+        raise invalid("retention_s", f"at most the queues' retention, {most:g} s")
+    endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny), body.retention_s)
+    return answer(_webhook(request, endpoint))
 
 
 @described(Operation(answer=w.Webhook, token=True))
@@ -47,7 +52,7 @@ async def get_webhook(request: Request) -> Response:
     endpoint = await webhooks_of(request).endpoint(sid)
     if endpoint is None:
         raise no_webhook(sid)
-    return answer(answers.webhook(endpoint))
+    return answer(_webhook(request, endpoint))
 
 
 @described(Operation(status=204, token=True))
@@ -60,9 +65,14 @@ async def delete_webhook(request: Request) -> Response:
 
 @described(Operation(answer=w.Webhook, token=True))
 async def resume_webhook(request: Request) -> Response:
-    """Resume a webhook paused after repeated failures (takes no body)."""
+    """Resume a webhook paused after repeated failures at once (takes no body); a paused
+    webhook also resumes by itself once a probe succeeds."""
     _, sid = await owner(request)
-    return answer(answers.webhook(await webhooks_of(request).resume(sid)))
+    return answer(_webhook(request, await webhooks_of(request).resume(sid)))
+
+
+def _webhook(request: Request, endpoint: Endpoint) -> w.Webhook:
+    return answers.webhook(endpoint, webhooks_of(request).outlet.retention_of(endpoint))
 
 
 W = "/v1/subscribers/{subscriber_id}/webhook"

@@ -1,0 +1,266 @@
+"""Function matches are durable: a publish answered 201 owes its function evaluations in the
+store until they are done, so a broker killed with SIGKILL and restarted finishes them (code,
+builtin and URL functions, real `tidings serve` processes), each match delivered once; and
+a broker never takes the pending work another live broker holds."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import orjson
+import psycopg
+import pytest
+from tests.broker.test_operations import SPEC, FakeRunner, settings_for, started
+from tests.conftest import require_service
+from tests.store.conftest import PG
+
+from tidings.broker import Broker, PublicationInput
+from tidings.config import Settings
+from tidings.model import Publication
+from tidings.server import broker_processes, free_port
+from tidings.store.base import Owe, PendingEvaluation, QueueDepth
+
+ENGLISH = "The weather in Munich is sunny and warm today."
+SPANISH = "El tiempo en Madrid es soleado y cálido hoy."
+EVEN = "def match(publication):\n    return publication['data']['n'] % 2 == 0\n"
+PUBLICATIONS = 400
+CLAIM_S = "2"  # the queues' visibility timeout, which is a claim's length
+
+
+@pytest.fixture
+def url_function() -> Iterator[str]:
+    """A URL function matching the even `n`, a little slow, so calls are in flight."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            time.sleep(0.01)
+            answer = orjson.dumps({"match": body["publication"]["data"]["n"] % 2 == 0})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/match"
+    server.shutdown()
+    server.server_close()
+
+
+def subscribed(http: httpx.Client, function: dict[str, object]) -> dict[str, str]:
+    who: dict[str, str] = http.post("/v1/subscribers").json()
+    answer = http.post(
+        f"/v1/subscribers/{who['id']}/subscriptions",
+        json={"function": {"function_type": "f", **function}},
+        headers={"Authorization": f"Bearer {who['token']}"},
+    )
+    assert answer.status_code == 201, answer.text
+    return who
+
+
+def received(url: str, who: dict[str, str], expected: int, timeout_s: float) -> list[str]:
+    """Every publication id queued for `who` (leased for long: none comes twice from the
+    lease), once `expected` have come or the time is up, and a moment more."""
+    auth = {"Authorization": f"Bearer {who['token']}"}
+    out: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=url, headers=auth, timeout=10) as http:
+        path = f"/v1/subscribers/{who['id']}/messages"
+        while time.monotonic() < deadline:
+            wait = 1 if len(out) < expected else 0.5
+            batch = http.get(path, params={"max": 100, "wait": wait, "visibility": 600})
+            got = [m["publication_id"] for m in batch.json()["messages"]]
+            out += got
+            if len(out) >= expected and not got:
+                break
+    return out
+
+
+@pytest.mark.slow
+def test_kill_9_right_after_the_last_201_loses_no_function_match(
+    tmp_path: Path, url_function: str
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {"TIDINGS_QUEUES__VISIBILITY_TIMEOUT_S": CLAIM_S,
+           "TIDINGS_FUNCTIONS__URL_DENY_NETWORKS": ""}  # fmt: skip
+    functions = [
+        {"code": EVEN},
+        {"code": EVEN},
+        {"builtin": "detect_language", "params": {"language": "en"}},
+        {"builtin": "detect_language", "params": {"language": "en"}},
+        {"url": url_function},
+        {"url": url_function},
+    ]
+    accepted: list[str] = []
+    even: set[str] = set()
+    with (
+        broker_processes([tmp_path], [port], env=env) as [(proc, _)],
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        subs = [subscribed(http, f) for f in functions]
+        for n in range(PUBLICATIONS):
+            data = {"n": n, "text": ENGLISH if n % 2 == 0 else SPANISH}
+            answer = http.post("/v1/publications", json={"data": data, "function_types": ["f"]})
+            assert answer.status_code == 201, answer.text
+            accepted.append(answer.json()["id"])
+            if n % 2 == 0:
+                even.add(accepted[-1])
+        os.kill(proc.pid, signal.SIGKILL)  # right after the last 201
+        proc.wait()
+    with broker_processes([tmp_path], [port], env=env):
+        for who in subs:
+            got = received(url, who, len(even), timeout_s=120)
+            twice = [p for p, n in Counter(got).items() if n > 1]
+            assert not twice, f"delivered twice to {who['id']}: {twice[:3]}"
+            assert set(got) == even, f"{len(even - set(got))} matches lost for {who['id']}"
+
+
+# ---------------------------------------------------------------- claims, in one process
+
+
+def claims(tmp_path: Path, claim_s: float, store_url: str = "") -> Settings:
+    base = settings_for(tmp_path)
+    return dataclasses.replace(
+        base,
+        queues=dataclasses.replace(base.queues, visibility_timeout_s=claim_s),
+        store_url=store_url,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A store two brokers share: the SQLite file of the data directory, or PostgreSQL."""
+    if request.param == "sqlite":
+        yield ""
+        return
+    require_service("postgres")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    yield f"{PG}?schema={schema}"
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def pending_in(broker: Broker) -> list[str]:
+    """The publications still owing evaluations (claimed now by a passer-by, for the look)."""
+    return [e.publication_id for e in broker.store.sync.claim_pending("look", 1e12, 0.0, 100)]
+
+
+async def test_a_record_is_written_before_the_answer_and_removed_when_done(
+    tmp_path: Path,
+) -> None:
+    runner = FakeRunner()
+    broker = await started(claims(tmp_path, 30), runner)
+    try:
+        me, _ = await broker.register()
+        await broker.subscribe(me.id, "function", function=SPEC)
+        await broker.subscribe(me.id, "topic", topics=("news",))
+        runner.gate.clear()
+        commits = broker._committer.commits
+        published = await broker.publish(
+            PublicationInput("positive", ("news",), function_types=("sentiment",))
+        )
+        assert broker._committer.commits == commits + 1  # the delivery and the record: one
+        assert pending_in(broker) == [published.publication.id]
+        plain = await broker.publish(PublicationInput("positive", ("no function",)))
+        assert plain.publication.id not in pending_in(broker)  # owes nothing: no record
+        runner.gate.set()
+        [delivered] = await broker.pull(me.id, 10, wait_s=5, visibility_s=600)
+        assert delivered.publication_id == published.publication.id
+        for _ in range(100):
+            if not pending_in(broker):
+                break
+            await asyncio.sleep(0.02)
+        assert pending_in(broker) == []
+    finally:
+        await broker.close()
+        broker.store.sync.close()
+
+
+async def test_a_live_brokers_work_is_not_taken_and_a_dead_ones_is_finished_once(
+    tmp_path: Path, shared_url: str
+) -> None:
+    slow, other = FakeRunner(), FakeRunner()
+    first = await started(claims(tmp_path, 0.3, shared_url), slow)
+    second = await started(claims(tmp_path, 0.3, shared_url), other)
+    try:
+        me, _ = await first.register()
+        await first.subscribe(me.id, "function", function=SPEC)
+        await second.refresh(shared=True)  # the subscription, as another broker learns it
+        slow.gate.clear()  # the first broker's evaluation hangs, its claim renewed meanwhile
+        published = await first.publish(PublicationInput("positive", function_types=("sentiment",)))
+        await asyncio.sleep(1.5)  # five claims' length
+        assert other.calls == 0, "the second broker took work the first one holds"
+        await first.close()  # as dead: its evaluation cut short, the record left behind
+        [delivered] = await second.pull(me.id, 10, wait_s=5, visibility_s=600)
+        assert delivered.publication_id == published.publication.id
+        await asyncio.sleep(0.5)
+        assert other.calls == 1 and pending_in(second) == []
+        assert await second.depth(me.id) == QueueDepth(ready=0, leased=1)
+    finally:
+        await second.close()
+        for b in (first, second):
+            b.store.sync.close()
+
+
+async def test_a_closing_broker_ends_its_claims_so_a_restart_finishes_at_once(
+    tmp_path: Path,
+) -> None:
+    runner = FakeRunner()
+    broker = await started(claims(tmp_path, 600), runner)
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "function", function=SPEC)
+    runner.gate.clear()
+    published = await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+    await broker.close()  # its evaluation cut short; its claim would hold for 600 s
+    broker.store.sync.close()
+    again = await started(claims(tmp_path, 600), FakeRunner())
+    try:
+        [delivered] = await again.pull(me.id, 10, wait_s=5)
+        assert delivered.publication_id == published.publication.id
+    finally:
+        await again.close()
+        again.store.sync.close()
+
+
+async def test_a_record_that_does_not_decode_is_dropped_and_the_others_finished(
+    tmp_path: Path,
+) -> None:
+    settings = claims(tmp_path, 0.3)
+    runner = FakeRunner()
+    broker = await started(settings, runner)
+    try:
+        me, _ = await broker.register()
+        sub = await broker.subscribe(me.id, "function", function=SPEC)
+        good = Publication("p-good", 1.0, "positive", function_types=("sentiment",))
+        broker.store.sync.apply([Owe([
+            PendingEvaluation("p-bad", b"{not json", (sub.id,), "dead", 0.0),
+            PendingEvaluation("p-good", orjson.dumps(good.to_json()), (sub.id,), "dead", 0.0),
+        ])])  # fmt: skip
+        [delivered] = await broker.pull(me.id, 10, wait_s=5, visibility_s=600)
+        assert delivered.publication_id == "p-good"
+        for _ in range(100):
+            if not pending_in(broker):
+                break
+            await asyncio.sleep(0.02)
+        assert pending_in(broker) == []
+    finally:
+        await broker.close()
+        broker.store.sync.close()
