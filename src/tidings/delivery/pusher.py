@@ -29,7 +29,7 @@ from tidings import __version__
 from tidings.addresses import deny_list
 from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
-from tidings.delivery.queue import Queue
+from tidings.delivery.queue import SizedQueue
 from tidings.delivery.signals import Revocations
 from tidings.delivery.signature import HEADER, sign
 from tidings.delivery.stream import PushStream
@@ -62,7 +62,7 @@ class PostOutcome:
 class WebhookBatches:
     """A queue as a push stream sees it, leasing webhook-sized batches for `visibility_s`."""
 
-    def __init__(self, queue: Queue, batch_size: int, visibility_s: float) -> None:
+    def __init__(self, queue: SizedQueue, batch_size: int, visibility_s: float) -> None:
         self.queue, self.batch_size, self.visibility_s = queue, batch_size, visibility_s
 
     async def pull(
@@ -71,12 +71,20 @@ class WebhookBatches:
         max_messages: int,
         wait_s: float,
         visibility_s: float | None = None,
+        max_bytes: int | None = None,
         *,
         max_attempts: int | None = None,
     ) -> list[Message]:
+        """A batch of at most `batch_size` messages whose bodies come to at most `max_bytes`
+        (one larger message goes alone): a POST never carries a hundred large messages."""
         wanted = min(max_messages, self.batch_size)
         return await self.queue.pull(
-            subscriber_id, wanted, wait_s, self.visibility_s, max_attempts=NO_ATTEMPT_LIMIT
+            subscriber_id,
+            wanted,
+            wait_s,
+            self.visibility_s,
+            max_bytes,
+            max_attempts=NO_ATTEMPT_LIMIT,
         )
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
@@ -102,7 +110,7 @@ class Outlet:
     """What webhooks need of the layers around them: the queues, the endpoints' records,
     the subscribers' deletions, metrics and the clock; never the broker itself."""
 
-    queue: Queue
+    queue: SizedQueue
     store: AsyncStore
     revocations: Revocations
     metrics: Metrics
@@ -143,7 +151,8 @@ class Pusher:
         # leased for longer than a request may take, so no batch comes back while in flight
         visibility_s = max(outlet.visibility_timeout_s, 3 * settings.timeout_s)
         batches = WebhookBatches(outlet.queue, settings.batch_size, visibility_s)
-        self.stream = PushStream(batches, self.sid, settings.concurrency * settings.batch_size)
+        prefetch = settings.concurrency * settings.batch_size
+        self.stream = PushStream.sized_by(batches, self.sid, prefetch, None)
 
     async def run(self) -> None:
         """Until the subscriber is deleted (here or on another broker) or the pusher is
