@@ -117,6 +117,16 @@ class HTTPSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriptionSettings:
+    """How this broker's index follows the store's subscriptions (with a shared store)."""
+
+    # a change made through another broker is matched here within this bound (seconds)
+    staleness_s: float = 1.0
+    # the store's change log keeps this many versions: a broker further behind reads all anew
+    change_log_versions: int = 100_000
+
+
+@dataclass(frozen=True, slots=True)
 class SubscriberSettings:
     """How long subscribers live unseen (tidings.delivery.presence)."""
 
@@ -193,6 +203,7 @@ class Settings:
     functions: FunctionSettings = field(default_factory=FunctionSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     subscribers: SubscriberSettings = field(default_factory=SubscriberSettings)
+    subscriptions: SubscriptionSettings = field(default_factory=SubscriptionSettings)
     http: HTTPSettings = field(default_factory=HTTPSettings)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     elastic: ElasticSettings = field(default_factory=ElasticSettings)
@@ -295,6 +306,7 @@ def explain(
         )
     _check_logs(settings.logs)
     _check_subscribers(settings.subscribers)
+    _check_subscriptions(settings.subscriptions)
     _check_webhooks(settings.webhooks)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
@@ -323,6 +335,21 @@ def _check_elastic(elastic: ElasticSettings) -> None:
             ErrorCode.CONFIG_INVALID,
             field="elastic__unreachable_s",
             detail="elastic.unreachable_s is 0 (off) to 3600 seconds",
+        )
+
+
+def _check_subscriptions(subscriptions: SubscriptionSettings) -> None:
+    if not 0 < subscriptions.staleness_s <= 3600:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="subscriptions__staleness_s",
+            detail="the staleness bound is above 0 and at most 3600 seconds",
+        )
+    if subscriptions.change_log_versions < 1:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="subscriptions__change_log_versions",
+            detail="the change log keeps at least 1 version",
         )
 
 

@@ -39,6 +39,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "subscribers_registered": ("Subscribers registered.", ()),
     "subscribers_expired": ("Subscribers deleted as ephemeral or idle.", ()),
     "background_errors": ("Background tasks that failed.", ()),
+    "subscription_reloads": ("Full reads of the store's subscriptions into the index (at "
+                             "start, or when the change log no longer reaches back).", ()),
+    "subscription_changes_applied": ("Subscription changes applied from the store's change "
+                                     "log (a shared store's other brokers).", ()),
     "webhook_requests": ("Webhook POSTs, by outcome: ok (2xx), status (another answer), "
                          "error (timeout, connection).", ("outcome",)),
     "webhook_pauses": ("Webhook endpoints paused after repeated failures.", ()),

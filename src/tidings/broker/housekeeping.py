@@ -51,10 +51,13 @@ class Housekeeping:
 
     async def run(self, household: Household) -> None:
         shared = self.settings.resolved_store_url.startswith("postgres")
-        due = {"presence": 0.0, "expire": 0.0}
+        due = {"presence": 0.0, "expire": 0.0, "refresh": 0.0}
+        every = min(1.0, self.presence.every_s, self.settings.subscriptions.staleness_s)
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(1.0, self.presence.every_s))
+                await asyncio.wait_for(self.changed.wait(), every)
+            if self.changed.is_set():  # another broker deleted a subscriber: look now
+                due["refresh"] = 0.0
             self.changed.clear()
             try:
                 await self._pass(household, shared, due)
@@ -71,7 +74,9 @@ class Housekeeping:
         if now - due["expire"] >= EXPIRE_EVERY_S:
             await self.expire(now)
             due["expire"] = now
-        await household.refresh(shared)
+        if now - due["refresh"] >= self.settings.subscriptions.staleness_s:
+            await household.refresh(shared)
+            due["refresh"] = now
 
     async def expire(self, now: float) -> None:
         """Retention: messages past it are dead-lettered, bodies nothing refers to swept,
@@ -79,6 +84,7 @@ class Housekeeping:
         moved = await self.store.expire(now, self.settings.queues.retention_s)
         self.telemetry.metrics.inc("expired_total", moved)
         await self.store.sweep_bodies()
+        await self.store.prune_subscription_changes(self.settings.subscriptions.change_log_versions)
         self.alarm.look((await self.store.queue_totals(now))[0].dead)
 
     async def keep_presence(self, household: Household, now: float) -> None:

@@ -199,12 +199,27 @@ class Broker:
         await self.index.load(subscriptions)
         self.routing.loaded(subscriptions)
         self._version = version
+        self.metrics.inc("subscription_reloads_total")
 
     async def refresh(self, shared: bool) -> None:
-        """Housekeeping's turn: settle the heap; reload what other brokers changed."""
+        """Housekeeping's turn: settle the heap; with a shared store, apply what changed since
+        the version this broker holds (the store's change log: work in proportion to the
+        changes, not to the index), or read everything anew when the log no longer reaches
+        back that far."""
         self.index.settle()
-        if shared and await self.store.subscriptions_version() != self._version:
+        if not shared or await self.store.subscriptions_version() == self._version:
+            return
+        changes = await self.store.subscription_changes(self._version)
+        if changes is None:
             await self._reload()
+            return
+        for changed in changes.changed:
+            if isinstance(changed, str):  # gone
+                self._unindex(changed)
+            else:
+                self._index(changed)
+        self._version = changes.version
+        self.metrics.inc("subscription_changes_applied_total", len(changes.changed))
 
     def outlet(self) -> Outlet:
         """What the push channels (webhooks) need, without the broker."""

@@ -24,6 +24,7 @@ from tidings.store.base import (
     QueueStats,
     Store,
     SubscriberRecord,
+    SubscriptionChanges,
 )
 
 P = ParamSpec("P")
@@ -47,6 +48,12 @@ class AsyncStore:
 
     async def subscriptions_version(self) -> int:
         return await _run(self.sync.subscriptions_version)
+
+    async def subscription_changes(self, since: int) -> SubscriptionChanges | None:
+        return await _run(self.sync.subscription_changes, since)
+
+    async def prune_subscription_changes(self, keep: int) -> int:
+        return await _run(self.sync.prune_subscription_changes, keep)
 
     # ---- subscribers
     async def add_subscriber(self, subscriber: Subscriber, ephemeral: bool) -> None:

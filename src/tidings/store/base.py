@@ -270,6 +270,15 @@ class AckResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriptionChanges:
+    """What changed in the subscriptions after a version: the version now, and each changed
+    subscription as it is now, or its id alone when it is gone."""
+
+    version: int
+    changed: list[Subscription | str]
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     """What another broker on the same store changed, told to `watch`'s callback.
 
@@ -380,6 +389,15 @@ class Store(EndpointStore, Protocol):
     def subscriptions_version(self) -> int:
         """A counter bumped by every subscription change (add, remove, status), so a reader
         can take a consistent, versioned snapshot."""
+        ...
+
+    def subscription_changes(self, since: int) -> SubscriptionChanges | None:
+        """The subscriptions changed after version `since`, as they are now; None when the
+        change log no longer reaches back that far (then read a snapshot)."""
+        ...
+
+    def prune_subscription_changes(self, keep: int) -> int:
+        """Keep the change log's last `keep` versions; how many rows went."""
         ...
 
     # ---- queues

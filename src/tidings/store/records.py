@@ -7,13 +7,13 @@ subscriptions, presence, endpoint) and tells other brokers on the same store.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
 import orjson
 
 from tidings.model import Subscriber, Subscription, subscription_from_json
-from tidings.store.base import Change, SubscriberRecord
+from tidings.store.base import Change, SubscriberRecord, SubscriptionChanges
 from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, dumps
 
@@ -68,10 +68,15 @@ class Subscribers:
             # its dedup rows stay until the retention: keyed by publication first (a
             # fan-out's rows are neighbours), they have no index by subscriber, and an id
             # is never used again
-            for table in ("subscriptions", "presence", "endpoints"):
+            cur.execute(
+                q("DELETE FROM subscriptions WHERE subscriber_id = ? RETURNING id"),
+                (subscriber_id,),
+            )
+            gone = [str(r[0]) for r in cur.fetchall()]
+            if gone:
+                bump(self._db, cur, gone)
+            for table in ("presence", "endpoints"):
                 cur.execute(q(f"DELETE FROM {table} WHERE subscriber_id = ?"), (subscriber_id,))
-                if table == "subscriptions" and cur.rowcount:
-                    bump(cur)
             cur.execute(q("DELETE FROM subscribers WHERE id = ?"), (subscriber_id,))
             found = bool(cur.rowcount)
             if found:
@@ -116,9 +121,18 @@ class Subscribers:
             return [r[0] for r in cur.fetchall()]
 
 
-def bump(cur: Cursor) -> None:
-    """Bump the subscriptions' version (inside the change's own transaction)."""
+def bump(db: Database, cur: Cursor, changed: Iterable[str]) -> None:
+    """Bump the subscriptions' version and log which subscriptions changed under it (inside
+    the change's own transaction). The version's row is locked until the commit, so versions
+    are logged in commit order: a reader that sees one sees every lower one."""
     cur.execute("UPDATE meta SET value = value + 1 WHERE name = 'subscriptions'")
+    cur.executemany(
+        db.q(
+            "INSERT INTO subscription_changes "
+            "SELECT value, ? FROM meta WHERE name = 'subscriptions'"
+        ),
+        [(sid,) for sid in dict.fromkeys(changed)],
+    )
 
 
 class Subscriptions:
@@ -133,7 +147,7 @@ class Subscriptions:
                 self._db.q("INSERT INTO subscriptions VALUES (?, ?, ?)"),
                 (subscription.id, subscription.subscriber_id, dumps(subscription.to_json())),
             )
-            bump(cur)
+            bump(self._db, cur, [subscription.id])
 
     def get(self, subscription_id: str) -> Subscription | None:
         with self._db.read() as cur:
@@ -165,7 +179,7 @@ class Subscriptions:
             cur.execute(self._db.q("DELETE FROM subscriptions WHERE id = ?"), (subscription_id,))
             found = bool(cur.rowcount)
             if found:
-                bump(cur)
+                bump(self._db, cur, [subscription_id])
             return found
 
     def set_status(
@@ -183,7 +197,7 @@ class Subscriptions:
                 q("UPDATE subscriptions SET body = ? WHERE id = ?"),
                 (dumps(body), subscription_id),
             )
-            bump(cur)
+            bump(self._db, cur, [subscription_id])
             return True
 
     def snapshot(self) -> tuple[int, list[Subscription]]:
@@ -222,3 +236,45 @@ class Subscriptions:
         with self._db.read() as cur:
             cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
             return int(cur.fetchone()[0])
+
+    def changes_since(self, version: int) -> SubscriptionChanges | None:
+        """What changed after `version`, read in one transaction: the version now, and each
+        changed subscription as it is now (its id alone when it is gone). None when the log
+        no longer reaches back to `version` (pruned): read everything anew then."""
+        q = self._db.q
+        with self._db.read() as cur:
+            cur.execute(
+                "SELECT name, value FROM meta WHERE name IN ('subscriptions', 'changes_from')"
+            )
+            meta = {str(name): int(value) for name, value in cur.fetchall()}
+            if version < meta.get("changes_from", 0):
+                return None
+            cur.execute(
+                q(
+                    "SELECT DISTINCT c.subscription_id, s.body FROM subscription_changes c "
+                    "LEFT JOIN subscriptions s ON s.id = c.subscription_id WHERE c.version > ?"
+                ),
+                (version,),
+            )
+            rows = cur.fetchall()
+        changed = [
+            subscription_from_json(orjson.loads(body)) if body is not None else str(sid)
+            for sid, body in rows
+        ]
+        return SubscriptionChanges(meta["subscriptions"], changed)
+
+    def prune_changes(self, keep: int) -> int:
+        """Forget the changes of all but the last `keep` versions (a reader further behind
+        reads everything anew); how many rows went."""
+        q = self._db.q
+        with self._db.tx() as cur:
+            cur.execute("SELECT value FROM meta WHERE name = 'subscriptions'")
+            floor = int(cur.fetchone()[0]) - keep
+            cur.execute("SELECT value FROM meta WHERE name = 'changes_from'")
+            row = cur.fetchone()
+            if row is not None and int(row[0]) >= floor:
+                return 0
+            cur.execute(q("DELETE FROM subscription_changes WHERE version <= ?"), (floor,))
+            gone = int(cur.rowcount)
+            cur.execute(q("UPDATE meta SET value = ? WHERE name = 'changes_from'"), (floor,))
+            return gone

@@ -52,11 +52,16 @@ CREATE TABLE IF NOT EXISTS publication_dedup (
     published_at DOUBLE PRECISION NOT NULL, deliveries INTEGER NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS publication_dedup_expiry ON publication_dedup (expires_at);
+CREATE TABLE IF NOT EXISTS subscription_changes (
+    version BIGINT NOT NULL, subscription_id TEXT NOT NULL,
+    PRIMARY KEY (version, subscription_id));
 CREATE TABLE IF NOT EXISTS pending_evaluations (
     publication_id TEXT PRIMARY KEY, publication TEXT NOT NULL, subscription_ids TEXT NOT NULL,
     claimed_by TEXT NOT NULL, claimed_until DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS pending_claims ON pending_evaluations (claimed_until);
 """
+# The change log holds every subscription change after this version (meta 'changes_from')
+CHANGES_FROM = "SELECT 'changes_from', value FROM meta WHERE name = 'subscriptions'"
 # Version 4's endpoints had no retention of their own (a column added when absent)
 ENDPOINT_RETENTION = "ALTER TABLE endpoints ADD COLUMN retention_s DOUBLE PRECISION"
 # Subscribers made before presence existed are seen now, when the table comes: their
@@ -67,7 +72,8 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
 # Bumped with every change to SCHEMA: a broker starting on a current schema runs no DDL
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
 # 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; 6: pending
-# function evaluations and an endpoint's retention; each created (or added) when absent
+# function evaluations, an endpoint's retention, the subscriptions' change log; each created
+# (or added) when absent
 SCHEMA_VERSION = 6
 # Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
 # subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
@@ -121,6 +127,8 @@ class Schema:
             cur.execute(d.q(BACKFILL), (time.time() if now is None else now,))
             for name in ("subscriptions", "schema"):
                 cur.execute(d.ignoring_duplicates("meta", f"VALUES ('{name}', 0)"))
+            # the change log starts now: no reader can ask it for anything older
+            cur.execute(d.ignoring_duplicates("meta", CHANGES_FROM))
             cur.execute(d.q("UPDATE meta SET value = ? WHERE name = 'schema'"), (SCHEMA_VERSION,))
 
     def version(self) -> int | None:

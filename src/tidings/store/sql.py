@@ -37,6 +37,7 @@ from tidings.store.base import (
     QueueStats,
     Reject,
     SubscriberRecord,
+    SubscriptionChanges,
 )
 from tidings.store.bodies import sweep_bodies
 from tidings.store.database import Database
@@ -129,6 +130,12 @@ class SQLStore:
 
     def subscriptions_version(self) -> int:
         return self._subscriptions.version()
+
+    def subscription_changes(self, since: int) -> SubscriptionChanges | None:
+        return self._subscriptions.changes_since(since)
+
+    def prune_subscription_changes(self, keep: int) -> int:
+        return self._subscriptions.prune_changes(keep)
 
     # ---- queues
 
