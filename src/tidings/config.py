@@ -117,6 +117,14 @@ class HTTPSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessSettings:
+    """Who may register and publish (tidings.broker.access): anyone, unless keys are set."""
+
+    registration_key: str = ""  # registering then needs it as the bearer token
+    publish_keys: str = ""  # KEY=PREFIX|PREFIX,KEY2=*: publishing then needs one
+
+
+@dataclass(frozen=True, slots=True)
 class SubscriptionSettings:
     """How this broker's index follows the store's subscriptions (with a shared store)."""
 
@@ -204,6 +212,7 @@ class Settings:
     logs: LogSettings = field(default_factory=LogSettings)
     subscribers: SubscriberSettings = field(default_factory=SubscriberSettings)
     subscriptions: SubscriptionSettings = field(default_factory=SubscriptionSettings)
+    access: AccessSettings = field(default_factory=AccessSettings)
     http: HTTPSettings = field(default_factory=HTTPSettings)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     elastic: ElasticSettings = field(default_factory=ElasticSettings)
@@ -307,6 +316,7 @@ def explain(
     _check_logs(settings.logs)
     _check_subscribers(settings.subscribers)
     _check_subscriptions(settings.subscriptions)
+    _check_access(settings.access)
     _check_webhooks(settings.webhooks)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
@@ -336,6 +346,17 @@ def _check_elastic(elastic: ElasticSettings) -> None:
             field="elastic__unreachable_s",
             detail="elastic.unreachable_s is 0 (off) to 3600 seconds",
         )
+
+
+def _check_access(access: AccessSettings) -> None:
+    from tidings.keys import publisher_keys
+
+    try:
+        publisher_keys(access.publish_keys)
+    except ValueError as exc:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="access__publish_keys", detail=f"publish_keys: {exc}"
+        ) from None
 
 
 def _check_subscriptions(subscriptions: SubscriptionSettings) -> None:

@@ -176,7 +176,16 @@ async def publication_body(request: Request, limit: int) -> Any:
 
 def bearer(request: HTTPConnection) -> str | None:
     """The token of `Authorization: Bearer <token>`, or None."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return _bearer(request.headers.get("authorization", ""))
+
+
+def scope_bearer(scope: Scope) -> str | None:
+    """`bearer` for a pure ASGI endpoint (no request object)."""
+    return _bearer(header(scope, b"authorization"))
+
+
+def _bearer(value: str) -> str | None:
+    scheme, _, token = value.partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 

@@ -7,6 +7,7 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | index.py         | the process-local subscription index (kinds, Matcher, function index)   |
 | routing.py       | the matching mode behind one seam: local, elastic or Spark              |
 | functions.py     | function subscriptions: evaluation after the answer, suspension         |
+| access.py        | the registration and publisher keys an operator may require            |
 | auth.py          | subscribers' and the admin's tokens, the token cache, revocations       |
 | quotas.py        | what one subscriber may hold, registrations, streams, the disk alarm   |
 | rates.py         | token buckets by key (a client's address)                              |

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidings.broker.access import Access
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.auth import Authenticator
 from tidings.broker.dedup import PublisherDedup, answered_as_first
@@ -123,6 +124,7 @@ class Broker:
             clock,
             settings.queues.visibility_timeout_s,  # a claim on pending evaluations: a lease
         )
+        self.access = Access(settings.access)
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
         self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
         self.overview = Overview(self.store, self.index, self.metrics, clock)
@@ -236,8 +238,12 @@ class Broker:
 
     # ---------------------------------------------------------------- subscribers
 
-    async def register(self, ephemeral: bool = False, client: str = "") -> tuple[Subscriber, str]:
-        """A new subscriber and its token; `client`, the caller's address, is rate-limited."""
+    async def register(
+        self, ephemeral: bool = False, client: str = "", key: str | None = None
+    ) -> tuple[Subscriber, str]:
+        """A new subscriber and its token; `client`, the caller's address, is rate-limited;
+        `key`, the bearer token it gave, is checked when registering needs one."""
+        self.access.check_register(key)
         self.quotas.check_register(client)
         token = new_token()
         subscriber = Subscriber(new_id(), hash_token(token), self.clock())
@@ -321,10 +327,14 @@ class Broker:
 
     # ---------------------------------------------------------------- publishing
 
-    async def publish(self, item: PublicationInput) -> Published:
-        return (await self.publish_batch([item]))[0]
+    async def publish(self, item: PublicationInput, key: str | None = None) -> Published:
+        return (await self.publish_batch([item], key))[0]
 
-    async def publish_batch(self, items: Sequence[PublicationInput]) -> list[Published]:
+    async def publish_batch(
+        self, items: Sequence[PublicationInput], key: str | None = None
+    ) -> list[Published]:
+        """`key`: the publisher's, checked against its topic prefixes when keys are set."""
+        self.access.check_publish(key, [i.topics for i in items])
         self.quotas.check_publish()
         now = self.clock()
         pubs = [
@@ -355,9 +365,14 @@ class Broker:
         ]
 
     async def publish_per_topic(
-        self, data: JSON, topics: tuple[str, ...], dedup_id: str | None = None
+        self,
+        data: JSON,
+        topics: tuple[str, ...],
+        dedup_id: str | None = None,
+        key: str | None = None,
     ) -> Published:
         """The thesis's topic publishing: one message per (subscriber, matching topic)."""
+        self.access.check_publish(key, [topics])
         self.quotas.check_publish()
         pub = Publication(new_id(), self.clock(), data, topics, {}, ())
         with self.dedup.batch([pub], [dedup_id]) as claims:

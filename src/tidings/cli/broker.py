@@ -165,6 +165,13 @@ def serve(
     run(settings)
 
 
+KEY = typer.Option(
+    "--key",
+    envvar="TIDINGS_KEY",
+    help="The broker's publisher or registration key, where it requires one.",
+)
+
+
 def publish(
     data: Annotated[str, typer.Argument(help="The data: JSON if it parses, else a string.")],
     topic: Annotated[list[str], typer.Option("--topic", "-t", help="A topic (repeatable).")] = [],  # noqa: B006
@@ -179,6 +186,7 @@ def publish(
         ),
     ] = None,
     url: Annotated[str, URL] = DEFAULT_URL,
+    key: Annotated[str | None, KEY] = None,
 ) -> None:
     """Publish one publication (retried, under its dedup id, if the answer is lost)."""
     try:
@@ -187,7 +195,7 @@ def publish(
         value = data
     if dedup_id is not None and not 1 <= len(dedup_id) <= 128:
         fail("--dedup-id is 1 to 128 characters")
-    with Client(url) as client:
+    with Client(url, key=key) as client:
         result = client.publish(
             value,
             topics=topic,
@@ -214,13 +222,14 @@ def subscribe(
     ] = False,
     count: Annotated[int, typer.Option(help="Stop after this many deliveries (0: never).")] = 0,
     url: Annotated[str, URL] = DEFAULT_URL,
+    key: Annotated[str | None, KEY] = None,
 ) -> None:
     """Register (or reuse) a subscriber, subscribe, print deliveries as JSON lines, ack them.
 
     A new subscriber is ephemeral unless --durable: the broker deletes it, with its queue,
     a while after this command ends."""
     bodies = _subscription_bodies(topic, where, builtin, function_type, param)
-    asyncio.run(_subscribe(url, bodies, subscriber_id, token, durable, count))
+    asyncio.run(_subscribe(url, bodies, subscriber_id, token, durable, count, key))
 
 
 def _subscription_bodies(
@@ -257,8 +266,9 @@ async def _subscribe(
     token: str | None,
     durable: bool,
     count: int,
+    key: str | None = None,
 ) -> None:
-    async with AsyncClient(url) as client:
+    async with AsyncClient(url, key=key) as client:
         if sid and token:
             me = client.subscriber(sid, token)
         else:

@@ -50,9 +50,11 @@ class AsyncClient:
         batch_size: int = 100,
         connections: int = 200,
         retries: int = RETRIES,
+        key: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
+        self.key = key  # sent on registering and publishing, where the broker requires one
         self._http = Client(connections, timeout, MAX_ANSWER)
         self._batcher = Batcher(self.publish_batch, linger, batch_size) if linger > 0 else None
         self._max_answer: int | None = None
@@ -71,7 +73,8 @@ class AsyncClient:
         self._http.close()
 
     async def run(self, call: Call[T], token: str | None = None) -> T:
-        headers = {"Authorization": f"Bearer {token}"} if token and call.auth else {}
+        bearer = token if call.auth else self.key
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         body = b""
         if call.json is not None:
             body, headers["Content-Type"] = call.encoded()

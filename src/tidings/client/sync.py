@@ -27,10 +27,17 @@ class Client:
     (`tidings.client.retries`), so it is delivered once."""
 
     def __init__(
-        self, url: str = "http://127.0.0.1:8080", timeout: float = 30.0, retries: int = RETRIES
+        self,
+        url: str = "http://127.0.0.1:8080",
+        timeout: float = 30.0,
+        retries: int = RETRIES,
+        key: str | None = None,
     ) -> None:
+        """`key`: the broker's registration or publisher key, where it requires one
+        (docs/api.md, "Keys"): sent on registering and publishing."""
         self.url = url.rstrip("/")
         self.retries = retries
+        self.key = key
         self._http = httpx.Client(base_url=self.url, timeout=timeout)
 
     def __enter__(self) -> Client:
@@ -43,7 +50,8 @@ class Client:
         self._http.close()
 
     def run(self, call: Call[T], token: str | None = None) -> T:
-        headers = {"Authorization": f"Bearer {token}"} if token and call.auth else {}
+        bearer = token if call.auth else self.key
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
         body: bytes | None = None
         if call.json is not None:
             body, headers["Content-Type"] = call.encoded()

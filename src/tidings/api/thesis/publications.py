@@ -9,6 +9,7 @@ from starlette.routing import Route
 
 from tidings.api.answers import answer
 from tidings.api.common import broker_of, settings_of
+from tidings.api.io import bearer
 from tidings.api.operations import Operation, described
 from tidings.api.thesis.common import body, numeric
 from tidings.broker import PublicationInput, Published
@@ -49,7 +50,7 @@ async def publish_topics(request: Request) -> Response:
     )
     data = _message(sent.message, request)
     result = await broker_of(request).publish_per_topic(
-        data, checked, dedup_id(request, sent.dedupId)
+        data, checked, dedup_id(request, sent.dedupId), bearer(request)
     )
     return answer(_published(result))
 
@@ -69,7 +70,7 @@ async def publish_content(request: Request) -> Response:
         attributes=attrs,
         dedup_id=dedup_id(request, sent.dedupId),
     )
-    return answer(_published(await broker_of(request).publish(item)))
+    return answer(_published(await broker_of(request).publish(item, bearer(request))))
 
 
 @described(Operation(w.PublishFunctionsBody, answer=w.CompatPublished))
@@ -82,7 +83,7 @@ async def publish_functions(request: Request) -> Response:
         function_types=types,
         dedup_id=dedup_id(request, sent.dedupId),
     )
-    return answer(_published(await broker_of(request).publish(item)))
+    return answer(_published(await broker_of(request).publish(item, bearer(request))))
 
 
 routes = [

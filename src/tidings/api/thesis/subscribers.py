@@ -8,6 +8,7 @@ from starlette.routing import Route
 
 from tidings.api.answers import answer
 from tidings.api.common import broker_of
+from tidings.api.io import bearer
 from tidings.api.operations import Operation, described
 from tidings.api.thesis.common import owned, queue_url
 from tidings.errors import invalid
@@ -18,7 +19,7 @@ from tidings.wire import thesis as w
 async def register_subscriber(request: Request) -> Response:
     """Register a subscriber (takes no body): its id, queue and token."""
     client = request.client.host if request.client else ""
-    subscriber, token = await broker_of(request).register(client=client)
+    subscriber, token = await broker_of(request).register(client=client, key=bearer(request))
     url = queue_url(request, subscriber.id)
     connection = f"Endpoint={url};Token={token}"
     return answer(w.CompatRegistered(subscriber.id, subscriber.id, url, connection, token))

@@ -21,7 +21,15 @@ from starlette.types import Receive, Scope, Send
 from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.common import settings_of
-from tidings.api.io import header, parse_body, publication_body, query_as, receive_body
+from tidings.api.io import (
+    bearer,
+    header,
+    parse_body,
+    publication_body,
+    query_as,
+    receive_body,
+    scope_bearer,
+)
 from tidings.api.operations import Operation, described
 from tidings.broker import Broker, PublicationInput
 from tidings.config import Settings
@@ -85,7 +93,7 @@ class Publish:
         body = await receive_body(scope, receive, settings.limits.max_publication_bytes)
         raw = parse_body(body, header(scope, b"content-type"))
         convert(raw, w.PublicationBody)
-        published = await broker.publish(publication_input(raw, settings))
+        published = await broker.publish(publication_input(raw, settings), scope_bearer(scope))
         return msgspec.json.encode(answers.published(published))
 
 
@@ -130,7 +138,7 @@ async def publish_batch(request: Request) -> Response:
                 else f"publications[{i}]"
             )
             raise
-    results = await request.app.state.broker.publish_batch(inputs)
+    results = await request.app.state.broker.publish_batch(inputs, bearer(request))
     if kind == "count":
         deliveries = sum(r.deliveries for r in results)
         return answer(w.BatchCounts(published=len(results), deliveries=deliveries), 201)
