@@ -157,6 +157,8 @@ class WebhookSettings:
     # networks webhooks never reach: the defaults, unless dropped, and these added to them
     deny_networks: str = ""
     deny_default_networks: bool = True
+    # bytes a second all webhooks together may send one host (tidings.delivery.hosts); 0: no cap
+    host_bytes_per_s: int = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

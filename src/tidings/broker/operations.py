@@ -28,6 +28,7 @@ from tidings.broker.routing import routing_for
 from tidings.broker.telemetry import Telemetry
 from tidings.config import Settings
 from tidings.delivery.committer import Committer
+from tidings.delivery.hosts import HostBudgets
 from tidings.delivery.presence import Presence
 from tidings.delivery.pusher import Outlet
 from tidings.delivery.queues import SubscriberQueues
@@ -126,6 +127,7 @@ class Broker:
         )
         self.access = Access(settings.access)
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
+        self._hosts = HostBudgets(settings.webhooks.host_bytes_per_s)  # every webhook's, shared
         self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
         self.overview = Overview(self.store, self.index, self.metrics, clock)
         self.dedup = PublisherDedup(
@@ -234,6 +236,7 @@ class Broker:
             self.settings.webhooks,
             self.settings.queues.visibility_timeout_s,
             self.settings.queues.retention_s,
+            self._hosts,
         )
 
     # ---------------------------------------------------------------- subscribers

@@ -22,13 +22,14 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tidings import __version__
 from tidings.addresses import deny_list
 from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
+from tidings.delivery.hosts import HostBudgets
 from tidings.delivery.queue import SizedQueue
 from tidings.delivery.signals import Revocations
 from tidings.delivery.signature import HEADER, sign
@@ -118,6 +119,7 @@ class Outlet:
     settings: WebhookSettings
     visibility_timeout_s: float  # the queues' own: a webhook's lease is never shorter
     retention_s: float  # the queues' own: an endpoint's retention is never longer
+    hosts: HostBudgets = field(default_factory=lambda: HostBudgets(0))  # shared by all
 
     def retention_of(self, endpoint: Endpoint) -> float:
         """How long the endpoint's messages are retried from their enqueueing."""
@@ -199,6 +201,7 @@ class Pusher:
 
     async def _post(self, batch: list[Message], attempt: int) -> PostOutcome:
         body = messages_answer(batch)  # a pull's answer: {"messages": [...]}, bodies as stored
+        await self.outlet.hosts.spend(self.endpoint.url, len(body))  # the host's budget
         try:
             answer = await self._http.post(self.endpoint.url, body, self._headers(body, attempt))
         except Exception as exc:  # the endpoint's fault (refused, timed out, garbled): a failure
