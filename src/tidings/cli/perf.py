@@ -75,7 +75,7 @@ def perf(
     """Send and receive for a while; print rates and latency percentiles each second."""
     import uvloop
 
-    from tidings.sim.perf.printout import summary_lines, summary_record
+    from tidings.sim.perf.printout import rate_shortfall, summary_lines, summary_record
     from tidings.sim.perf.traffic import Workload
 
     workload = Workload(
@@ -91,6 +91,9 @@ def perf(
     else:
         for line in summary_lines(summary):
             typer.echo(line)
+    short = rate_shortfall(summary, workload.rate * workload.producers)
+    if short is not None:
+        typer.echo(f"tidings: warning: {short}", err=True)
 
 
 @contextlib.contextmanager

@@ -64,3 +64,19 @@ def summary_record(summary: Summary, workload: Workload, instance: str | None) -
 
 
 PEER_PACKAGES = ("nats-py", "redis", "hiredis", "websockets", "uvloop")
+
+
+SHORTFALL = 0.95  # below this share of the offered rate, the run says it did not reach it
+
+
+def rate_shortfall(summary: Summary, offered_per_s: float) -> str | None:
+    """The warning for a run that sent less than it was asked to (`--rate` per producer,
+    `offered_per_s` in all), or None: a figure measured below the offered load is not a
+    figure at that load."""
+    if offered_per_s <= 0 or summary.sent_per_s >= SHORTFALL * offered_per_s:
+        return None
+    return (
+        f"offered {offered_per_s:,.0f} msg/s, sent {summary.sent_per_s:,.0f} msg/s "
+        f"({summary.sent_per_s / offered_per_s:.0%}): the producers or the broker could not "
+        "keep up; the figures are for the rate reached, not the one asked"
+    )
