@@ -1,6 +1,6 @@
 """What a delivered message looks like on the wire, for pull answers and every push channel.
 
-Bodies are embedded as the bytes stored at publishing (`orjson.Fragment`): a frame of a
+Bodies are embedded as the bytes stored at publishing (`msgspec.Raw`): a frame of a
 hundred messages is one encoding of the envelopes, with no body decoded or encoded again.
 
 Two forms (docs/api.md): `full` (the default) and `compact`, which leaves out what the
@@ -21,8 +21,10 @@ from typing import Any, Literal
 
 import msgspec
 import orjson
+from msgspec import UNSET, Raw
 
 from tidings.store.base import Message
+from tidings.wire.v1 import MessageOut, Messages, MessagesFrame
 
 # A pull's or a push's batch carries at most this many bytes of bodies (and at most its
 # count): one message larger than that goes alone. A client that reads less says so
@@ -53,42 +55,25 @@ Encoding = Literal["json", "msgpack"]
 ENCODINGS: tuple[Encoding, ...] = ("json", "msgpack")
 
 
-def message_json(m: Message) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "receipt": m.receipt,
-        "attempt": m.attempt,
-        "publication_id": m.publication_id,
-        "subscription_ids": list(m.subscription_ids),
-        "enqueued_at": m.enqueued_at,
-        "body": orjson.Fragment(m.raw),
-    }
+def message_out(m: Message, form: Form, body: Any) -> MessageOut:
+    """One message in its wire shape (`tidings.wire.v1.MessageOut`, the one definition)."""
+    ids = list(m.subscription_ids)
+    if form == "compact":
+        return MessageOut(m.receipt, ids, body, m.attempt if m.attempt != 1 else UNSET)
+    return MessageOut(m.receipt, ids, body, m.attempt, m.id, m.publication_id, m.enqueued_at)
 
 
-def compact_json(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "receipt": m.receipt,
-        "subscription_ids": list(m.subscription_ids),
-        "body": orjson.Fragment(m.raw),
-    }
-    if m.attempt != 1:
-        out["attempt"] = m.attempt
-    return out
-
-
-SHAPES = {"full": message_json, "compact": compact_json}
+_JSON = msgspec.json.Encoder()
 
 
 def messages_frame(messages: Sequence[Message], form: Form = "full") -> bytes:
-    """One stream frame (or webhook request body) carrying `messages`."""
-    shape = SHAPES[form]
-    return orjson.dumps({"type": "messages", "messages": [shape(m) for m in messages]})
+    """One stream frame carrying `messages`."""
+    return _JSON.encode(MessagesFrame([message_out(m, form, Raw(m.raw)) for m in messages]))
 
 
 def messages_answer(messages: Sequence[Message], form: Form = "full") -> bytes:
-    """A pull's answer."""
-    shape = SHAPES[form]
-    return orjson.dumps({"messages": [shape(m) for m in messages]})
+    """A pull's answer (and a webhook request's body)."""
+    return _JSON.encode(Messages([message_out(m, form, Raw(m.raw)) for m in messages]))
 
 
 def binary_body(raw: bytes) -> Any:
@@ -100,16 +85,15 @@ def binary_body(raw: bytes) -> Any:
     return body
 
 
-def _packed(messages: Sequence[Message], form: Form) -> list[dict[str, Any]]:
-    shape = SHAPES[form]
-    return [{**shape(m), "body": binary_body(m.raw)} for m in messages]
+def _packed(messages: Sequence[Message], form: Form) -> list[MessageOut]:
+    return [message_out(m, form, binary_body(m.raw)) for m in messages]
 
 
 def msgpack_frame(messages: Sequence[Message], form: Form = "full") -> bytes:
     """`messages_frame` in MessagePack."""
-    return msgspec.msgpack.encode({"type": "messages", "messages": _packed(messages, form)})
+    return msgspec.msgpack.encode(MessagesFrame(_packed(messages, form)))
 
 
 def msgpack_answer(messages: Sequence[Message], form: Form = "full") -> bytes:
     """`messages_answer` in MessagePack."""
-    return msgspec.msgpack.encode({"messages": _packed(messages, form)})
+    return msgspec.msgpack.encode(Messages(_packed(messages, form)))

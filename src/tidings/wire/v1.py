@@ -332,18 +332,26 @@ BatchAnswer = Annotated[
 
 class MessageOut(Struct):
     """A delivered message; the compact form (`form=compact`) leaves out `id`,
-    `publication_id` and `enqueued_at`, and `attempt` when it is 1."""
+    `publication_id` and `enqueued_at`, and `attempt` when it is 1. The broker encodes pull
+    answers, stream frames and webhook requests from it (tidings.delivery.frames), the body
+    as stored (`msgspec.Raw`)."""
 
     receipt: str
     subscription_ids: list[str]
     body: Any
-    attempt: int = 1
+    attempt: int | UnsetType = 1
     id: int | UnsetType = UNSET
     publication_id: str | UnsetType = UNSET
     enqueued_at: float | UnsetType = UNSET
 
 
 class Messages(Struct):
+    messages: list[MessageOut]
+
+
+class MessagesFrame(Struct, tag_field="type", tag="messages"):
+    """What the broker sends on a stream: `{"type": "messages", "messages": [...]}`."""
+
     messages: list[MessageOut]
 
 
