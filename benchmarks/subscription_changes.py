@@ -81,7 +81,7 @@ async def measure(count: int, rounds: int) -> dict[str, float]:
                 incremental.append(time.perf_counter() - started)
             for _ in range(max(1, rounds // 5)):
                 started = time.perf_counter()
-                await b._reload()
+                await b.following.reload()
                 full.append(time.perf_counter() - started)
         finally:
             for x in (a, b):

@@ -4,6 +4,8 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | module           | holds                                                                  |
 |------------------|------------------------------------------------------------------------|
 | operations.py    | `Broker`: register, subscribe, publish, pull, ack ... as composition   |
+| publishing.py    | a batch of publications to the queues: access, dedup, routing, owing    |
+| following.py     | the index kept in line with the store's subscriptions (change log)     |
 | index.py         | the process-local subscription index (kinds, Matcher, function index)   |
 | routing.py       | the matching mode behind one seam: local, elastic or Spark              |
 | functions.py     | function subscriptions: evaluation after the answer, suspension         |
@@ -21,6 +23,7 @@ Below the broker: `tidings.delivery` (queues, group commit, push channels), `tid
 (behind `Store`, awaited through `AsyncStore`), `tidings.matching`, `tidings.sandbox`.
 """
 
-from tidings.broker.operations import Broker, PublicationInput, Published
+from tidings.broker.operations import Broker
+from tidings.broker.publishing import PublicationInput, Published
 
 __all__ = ["Broker", "PublicationInput", "Published"]

@@ -12,17 +12,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidings.broker.access import Access
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.auth import Authenticator
-from tidings.broker.dedup import PublisherDedup, answered_as_first
+from tidings.broker.dedup import PublisherDedup
+from tidings.broker.following import Following
 from tidings.broker.functions import FunctionMatching
 from tidings.broker.housekeeping import Housekeeping
 from tidings.broker.index import SubscriptionIndex
 from tidings.broker.overview import Overview
+from tidings.broker.publishing import Deliveries, PublicationInput, Published, Publishing
 from tidings.broker.quotas import Quotas
 from tidings.broker.routing import routing_for
 from tidings.broker.telemetry import Telemetry
@@ -42,8 +43,6 @@ from tidings.model import (
     JSON,
     FunctionSpec,
     Predicate,
-    Publication,
-    Scalar,
     Subscriber,
     Subscription,
     SubscriptionKind,
@@ -55,8 +54,6 @@ from tidings.store.base import (
     AckResult,
     Change,
     DeadLetter,
-    Enqueue,
-    Fanout,
     Message,
     QueueDepth,
     Store,
@@ -66,23 +63,6 @@ if TYPE_CHECKING:
     from tidings.elastic.hosting.seam import ElasticMatching
 
 log = logging.getLogger("tidings.broker")
-
-
-@dataclass(frozen=True, slots=True)
-class Published:
-    publication: Publication
-    deliveries: int
-    duplicate: bool = False  # its dedup_id was taken: the first publication's answer
-
-
-@dataclass(frozen=True, slots=True)
-class PublicationInput:
-    data: JSON = None
-    topics: tuple[str, ...] = ()
-    attributes: dict[str, Scalar] | None = None
-    function_types: tuple[str, ...] = ()
-    data_encoding: str = "json"  # "base64": binary data, kept as base64 text
-    dedup_id: str | None = None  # the publisher's name for it (docs/guarantees.md)
 
 
 class Broker:
@@ -112,7 +92,13 @@ class Broker:
         self.queues = SubscriberQueues(
             self._committer, settings.queues, self.signals, self.telemetry, clock
         )
-        self.routing = routing_for(settings, self.index, self.telemetry, self._deliver, elastic)
+        self.dedup = PublisherDedup(
+            settings.limits.dedup_window_s, self._committer, self.store, clock
+        )
+        self.deliveries = Deliveries(self.dedup, self._committer, self.telemetry, self.signals)
+        self.routing = routing_for(
+            settings, self.index, self.telemetry, self.deliveries.deliver, elastic
+        )
         rule = FailureRule(settings.functions.failures_to_suspend)
         self.functions = FunctionMatching(
             runner,
@@ -127,18 +113,24 @@ class Broker:
         )
         self.access = Access(settings.access)
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
-        self._hosts = HostBudgets(settings.webhooks.host_bytes_per_s)  # every webhook's, shared
         self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
-        self.overview = Overview(self.store, self.index, self.metrics, clock)
-        self.dedup = PublisherDedup(
-            settings.limits.dedup_window_s, self._committer, self.store, clock
+        self.publishing = Publishing(
+            self.access,
+            self.quotas,
+            self.dedup,
+            self.routing,
+            self.functions,
+            self.telemetry,
+            clock,
         )
+        self._hosts = HostBudgets(settings.webhooks.host_bytes_per_s)  # every webhook's, shared
+        self.overview = Overview(self.store, self.index, self.metrics, clock)
+        self.following = Following(self.store, self.index, self.routing, self.metrics)
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
         )
         self.runner = runner
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._version = -1
         self._unwatch: Callable[[], None] = lambda: None
 
     # ---------------------------------------------------------------- life cycle
@@ -151,8 +143,8 @@ class Broker:
             loop.call_soon_threadsafe(self._on_change, change)
 
         self._unwatch = await self.store.watch(told)
-        await self.routing.start(self._enqueued)
-        await self._reload()
+        await self.routing.start(self.deliveries.enqueued)
+        await self.following.reload()
         self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
         self._spawn(self.housekeeping.run(self))
         self._spawn(self.functions.keep_pending(self._spawn))  # what a dead broker left
@@ -197,33 +189,9 @@ class Broker:
         if not task.cancelled() and task.exception() is not None:
             self.telemetry.background_failed("background task", task.exception())
 
-    async def _reload(self) -> None:
-        """Rebuild the derived state from the store's subscriptions."""
-        version, subscriptions = await self.store.snapshot()
-        await self.index.load(subscriptions)
-        self.routing.loaded(subscriptions)
-        self._version = version
-        self.metrics.inc("subscription_reloads_total")
-
     async def refresh(self, shared: bool) -> None:
-        """Housekeeping's turn: settle the heap; with a shared store, apply what changed since
-        the version this broker holds (the store's change log: work in proportion to the
-        changes, not to the index), or read everything anew when the log no longer reaches
-        back that far."""
-        self.index.settle()
-        if not shared or await self.store.subscriptions_version() == self._version:
-            return
-        changes = await self.store.subscription_changes(self._version)
-        if changes is None:
-            await self._reload()
-            return
-        for changed in changes.changed:
-            if isinstance(changed, str):  # gone
-                self._unindex(changed)
-            else:
-                self._index(changed)
-        self._version = changes.version
-        self.metrics.inc("subscription_changes_applied_total", len(changes.changed))
+        """Housekeeping's turn (`Following.refresh`)."""
+        await self.following.refresh(shared)
 
     def outlet(self) -> Outlet:
         """What the push channels (webhooks) need, without the broker."""
@@ -272,7 +240,7 @@ class Broker:
         if not await self.store.remove_subscriber(subscriber_id):
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
         for sub in owned:
-            self._unindex(sub.id)
+            self.following.unindex(sub.id)
         self.auth.forget(subscriber_id)
 
     # ---------------------------------------------------------------- subscriptions
@@ -292,7 +260,7 @@ class Broker:
             new_id(), subscriber_id, kind, topics, predicates, function, self.clock()
         )
         await self.store.add_subscription(sub)
-        self._index(sub)
+        self.following.index_one(sub)
         return sub
 
     async def subscriptions(self, subscriber_id: str) -> list[Subscription]:
@@ -307,19 +275,12 @@ class Broker:
     async def unsubscribe(self, subscriber_id: str, subscription_id: str) -> None:
         await self.subscription(subscriber_id, subscription_id)
         await self.store.remove_subscription(subscription_id)
-        self._unindex(subscription_id)
+        self.following.unindex(subscription_id)
 
     async def resume(self, subscriber_id: str, subscription_id: str) -> Subscription:
         await self.subscription(subscriber_id, subscription_id)
         await self.functions.set_status(subscription_id, "active", None)
         return await self.subscription(subscriber_id, subscription_id)
-
-    def _index(self, sub: Subscription) -> None:
-        self.index.add(sub)
-        self.routing.added(sub)
-
-    def _unindex(self, subscription_id: str) -> None:
-        self.routing.removed(subscription_id, self.index.remove(subscription_id))
 
     def suspended(self) -> list[Subscription]:
         return self.functions.suspended()
@@ -336,36 +297,7 @@ class Broker:
     async def publish_batch(
         self, items: Sequence[PublicationInput], key: str | None = None
     ) -> list[Published]:
-        """`key`: the publisher's, checked against its topic prefixes when keys are set."""
-        self.access.check_publish(key, [i.topics for i in items])
-        self.quotas.check_publish()
-        now = self.clock()
-        pubs = [
-            Publication(
-                new_id(),
-                now,
-                i.data,
-                i.topics,
-                dict(i.attributes or {}),
-                i.function_types,
-                i.data_encoding,
-            )
-            for i in items
-        ]
-        owed = self.functions.owed(pubs) if self.routing.runs_functions else []
-        with self.dedup.batch(pubs, [i.dedup_id for i in items]) as claims:
-            counts = await self.functions.routed_owing(self.routing.route(pubs), owed)
-            firsts = await self.dedup.settle(claims, self._spawn)
-        if firsts:  # a repeated publish owes nothing: its first did
-            owed = await self.functions.forgive(owed, set(firsts))
-        self.telemetry.published([p for p in pubs if p.id not in firsts] if firsts else pubs)
-        self.functions.spawn_for(owed, self._spawn)
-        return [
-            Published(answered_as_first(p, f), f.deliveries, True)
-            if (f := firsts.get(p.id))
-            else Published(p, n)
-            for p, n in zip(pubs, counts, strict=True)
-        ]
+        return await self.publishing.batch(items, key, self._spawn)
 
     async def publish_per_topic(
         self,
@@ -374,32 +306,7 @@ class Broker:
         dedup_id: str | None = None,
         key: str | None = None,
     ) -> Published:
-        """The thesis's topic publishing: one message per (subscriber, matching topic)."""
-        self.access.check_publish(key, [topics])
-        self.quotas.check_publish()
-        pub = Publication(new_id(), self.clock(), data, topics, {}, ())
-        with self.dedup.batch([pub], [dedup_id]) as claims:
-            deliveries = await self.routing.route_per_topic(pub)
-            first = (await self.dedup.settle(claims, self._spawn)).get(pub.id)
-        if first is not None:
-            return Published(answered_as_first(pub, first), first.deliveries, True)
-        self.telemetry.published([pub])
-        return Published(pub, deliveries)
-
-    async def _deliver(self, fanouts: list[Fanout]) -> None:
-        """Enqueue fan-outs in one group commit (with their dedup ids' claims), then tell."""
-        claimed = await self.dedup.enqueue(fanouts)
-        if claimed is not None:
-            fanouts = claimed
-        elif fanouts:  # fresh: a new publication's keys were never enqueued before
-            await self._committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
-        self._enqueued(fanouts)
-
-    def _enqueued(self, fanouts: Sequence[Fanout]) -> None:
-        """Deliveries enqueued (here, or by an exit point of this process): count, log,
-        wake subscribers."""
-        self.telemetry.enqueued(fanouts)
-        self.signals.notify({owner for f in fanouts for owner in f.owners})
+        return await self.publishing.per_topic(data, topics, dedup_id, key, self._spawn)
 
     # ---------------------------------------------------------------- receiving
 

@@ -1,0 +1,54 @@
+"""Following the store's subscriptions: the index read whole at start, then kept in line
+with what changed (`Store.subscription_changes`, the change log) at each of housekeeping's
+turns, so a change costs each broker work in proportion to the change, not to the index;
+read whole again only when the log no longer reaches back. Every change, made here or
+through another broker, goes to the index and to the routing (`index`, `unindex`)."""
+
+from __future__ import annotations
+
+from tidings.broker.index import SubscriptionIndex
+from tidings.broker.routing import Routing
+from tidings.metrics import Metrics
+from tidings.model import Subscription
+from tidings.store.asyncstore import AsyncStore
+
+
+class Following:
+    def __init__(
+        self, store: AsyncStore, index: SubscriptionIndex, routing: Routing, metrics: Metrics
+    ) -> None:
+        self.store, self.index, self.routing, self.metrics = store, index, routing, metrics
+        self.version = -1  # of the subscriptions the index holds
+
+    def index_one(self, sub: Subscription) -> None:
+        self.index.add(sub)
+        self.routing.added(sub)
+
+    def unindex(self, subscription_id: str) -> None:
+        self.routing.removed(subscription_id, self.index.remove(subscription_id))
+
+    async def reload(self) -> None:
+        """Rebuild the derived state from the store's subscriptions."""
+        version, subscriptions = await self.store.snapshot()
+        await self.index.load(subscriptions)
+        self.routing.loaded(subscriptions)
+        self.version = version
+        self.metrics.inc("subscription_reloads_total")
+
+    async def refresh(self, shared: bool) -> None:
+        """Housekeeping's turn: settle the heap; with a shared store, apply what changed
+        since the version held, or read everything anew behind the change log."""
+        self.index.settle()
+        if not shared or await self.store.subscriptions_version() == self.version:
+            return
+        changes = await self.store.subscription_changes(self.version)
+        if changes is None:
+            await self.reload()
+            return
+        for changed in changes.changed:
+            if isinstance(changed, str):  # gone
+                self.unindex(changed)
+            else:
+                self.index_one(changed)
+        self.version = changes.version
+        self.metrics.inc("subscription_changes_applied_total", len(changes.changed))

@@ -1,0 +1,132 @@
+"""Publishing: a batch of publications from the API to the queues. Access and quotas are
+checked, each publication is routed (its topic and content deliveries enqueued in one group
+commit) with what it owes its function subscriptions recorded beside, a repeated `dedup_id`
+is answered as its first publication was, and the function evaluations start after the
+answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tidings.broker.access import Access
+from tidings.broker.dedup import PublisherDedup, answered_as_first
+from tidings.broker.functions import FunctionMatching
+from tidings.broker.quotas import Quotas
+from tidings.broker.routing import Routing
+from tidings.broker.telemetry import Telemetry
+from tidings.delivery.committer import Committer
+from tidings.delivery.signals import Signals
+from tidings.ids import new_id
+from tidings.model import JSON, Publication, Scalar
+from tidings.store.base import Enqueue, Fanout
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    publication: Publication
+    deliveries: int
+    duplicate: bool = False  # its dedup_id was taken: the first publication's answer
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationInput:
+    data: JSON = None
+    topics: tuple[str, ...] = ()
+    attributes: dict[str, Scalar] | None = None
+    function_types: tuple[str, ...] = ()
+    data_encoding: str = "json"  # "base64": binary data, kept as base64 text
+    dedup_id: str | None = None  # the publisher's name for it (docs/guarantees.md)
+
+
+class Deliveries:
+    """What routing enqueues: fan-outs in one group commit (with their dedup ids' claims),
+    then counted, logged and their subscribers woken."""
+
+    def __init__(
+        self, dedup: PublisherDedup, committer: Committer, telemetry: Telemetry, signals: Signals
+    ) -> None:
+        self.dedup, self.committer, self.telemetry, self.signals = (
+            dedup,
+            committer,
+            telemetry,
+            signals,
+        )
+
+    async def deliver(self, fanouts: list[Fanout]) -> None:
+        claimed = await self.dedup.enqueue(fanouts)
+        if claimed is not None:
+            fanouts = claimed
+        elif fanouts:  # fresh: a new publication's keys were never enqueued before
+            await self.committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
+        self.enqueued(fanouts)
+
+    def enqueued(self, fanouts: Sequence[Fanout]) -> None:
+        """Deliveries enqueued (here, or by an exit point of this process)."""
+        self.telemetry.enqueued(fanouts)
+        self.signals.notify({owner for f in fanouts for owner in f.owners})
+
+
+class Publishing:
+    def __init__(
+        self,
+        access: Access,
+        quotas: Quotas,
+        dedup: PublisherDedup,
+        routing: Routing,
+        functions: FunctionMatching,
+        telemetry: Telemetry,
+        clock: Callable[[], float],
+    ) -> None:
+        self.access, self.quotas, self.dedup, self.routing = access, quotas, dedup, routing
+        self.functions, self.telemetry, self.clock = functions, telemetry, clock
+
+    async def batch(
+        self, items: Sequence[PublicationInput], key: str | None, spawn: Spawn
+    ) -> list[Published]:
+        """`key`: the publisher's, checked against its topic prefixes when keys are set."""
+        self.access.check_publish(key, [i.topics for i in items])
+        self.quotas.check_publish()
+        now = self.clock()
+        pubs = [
+            Publication(new_id(), now, i.data, i.topics, dict(i.attributes or {}),
+                        i.function_types, i.data_encoding)
+            for i in items
+        ]  # fmt: skip
+        owed = self.functions.owed(pubs) if self.routing.runs_functions else []
+        with self.dedup.batch(pubs, [i.dedup_id for i in items]) as claims:
+            counts = await self.functions.routed_owing(self.routing.route(pubs), owed)
+            firsts = await self.dedup.settle(claims, spawn)
+        if firsts:  # a repeated publish owes nothing: its first did
+            owed = await self.functions.forgive(owed, set(firsts))
+        self.telemetry.published([p for p in pubs if p.id not in firsts] if firsts else pubs)
+        self.functions.spawn_for(owed, spawn)
+        return [
+            Published(answered_as_first(p, f), f.deliveries, True)
+            if (f := firsts.get(p.id))
+            else Published(p, n)
+            for p, n in zip(pubs, counts, strict=True)
+        ]
+
+    async def per_topic(
+        self,
+        data: JSON,
+        topics: tuple[str, ...],
+        dedup_id: str | None,
+        key: str | None,
+        spawn: Spawn,
+    ) -> Published:
+        """The thesis's topic publishing: one message per (subscriber, matching topic)."""
+        self.access.check_publish(key, [topics])
+        self.quotas.check_publish()
+        pub = Publication(new_id(), self.clock(), data, topics, {}, ())
+        with self.dedup.batch([pub], [dedup_id]) as claims:
+            deliveries = await self.routing.route_per_topic(pub)
+            first = (await self.dedup.settle(claims, spawn)).get(pub.id)
+        if first is not None:
+            return Published(answered_as_first(pub, first), first.deliveries, True)
+        self.telemetry.published([pub])
+        return Published(pub, deliveries)
