@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tidings.addresses import DEFAULT_DENIED, denied, deny_list, networks, url_problem
+from tidings.addresses import DEFAULT_DENIED, Own, denied, deny_list, networks, url_problem
 
 METADATA = networks("169.254.0.0/16")
 
@@ -90,3 +90,13 @@ def test_a_url_is_checked_strictly(url: str, problem: str) -> None:
 )
 def test_a_plain_url_passes(url: str) -> None:
     assert url_problem(url, deny_list("")) is None
+
+
+def test_the_broker_s_own_endpoint_is_known_in_every_spelling() -> None:
+    own = Own("127.0.0.1", 8080)
+    for address in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "::ffff:127.0.0.1", "0.0.0.0"):
+        assert own.is_self(address, 8080), address
+    assert not own.is_self("127.0.0.1", 8081)
+    assert not own.is_self("10.0.0.1", 8080)
+    assert url_problem("http://localhost:8080/api/RegisterSubscriber", (), own) is not None
+    assert url_problem("http://localhost:8081/hook", (), own) is None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tidings.addresses import networks
+from tidings.addresses import Own, networks
 from tidings.http1 import AnswerTooLarge, Client, Denied
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -222,3 +222,13 @@ async def test_an_ipv6_origin_is_named_in_brackets() -> None:
         client.close()
     assert answer.status == 200
     assert f"Host: [::1]:{port}".encode() in heads[0]
+
+
+async def test_the_broker_s_own_endpoint_is_refused_at_connect_by_any_name() -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=2, own=Own("127.0.0.1", server.port))
+        for host in ("localhost", "127.0.0.1"):
+            with pytest.raises(Denied):
+                await client.post(f"http://{host}:{server.port}/api/RegisterSubscriber", b"")
+        client.close()
+    assert server.connections == 0

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from collections.abc import Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -76,11 +78,46 @@ def _forms(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[IPAddress]
     return forms
 
 
+@dataclass(frozen=True, slots=True)
+class Own:
+    """The broker's own listening endpoint: never a target of its webhooks or URL functions
+    (a webhook pointed at its own /api/RegisterSubscriber registered subscribers)."""
+
+    host: str  # as bound: an address, or 0.0.0.0 / :: for every one of this machine's
+    port: int
+
+    def is_self(self, address: str, port: int) -> bool:
+        if port != self.port:
+            return False
+        if address.lower() in ("localhost", self.host):
+            return True
+        try:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+        except ValueError:
+            return False
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        ip = mapped or ip
+        return (
+            ip.is_loopback
+            or ip.is_unspecified
+            or (self.host in ("0.0.0.0", "::", "") and address in _this_machine())
+        )
+
+
+def _this_machine() -> set[str]:
+    """This machine's addresses, as its name resolves."""
+    try:
+        found = socket.getaddrinfo(socket.gethostname(), None)
+    except OSError:
+        return set()
+    return {str(info[4][0]) for info in found}
+
+
 MAX_URL = 2048
 LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 
-def url_problem(url: str, deny: Sequence[Network]) -> str | None:
+def url_problem(url: str, deny: Sequence[Network], own: Own | None = None) -> str | None:
     """What is wrong with a URL the broker is asked to call (a webhook, a URL function), or
     None. Strict: http(s), printable ASCII, no credentials, a host that is a DNS name or an
     address literal outside the denied networks. A name is checked again as resolved, at
@@ -99,8 +136,14 @@ def url_problem(url: str, deny: Sequence[Network]) -> str | None:
         (port == 0, "port 0 cannot be reached"),
         ("@" in parts.netloc, "no credentials in the URL: receivers verify the signature"),
         (bool(host) and _host_problem(host, deny) is not None, _host_problem(host, deny) or ""),
-    ]
+        (own is not None and bool(host) and own.is_self(host, _port(parts.scheme, port)),
+         "the URL is this broker's own"),
+    ]  # fmt: skip
     return next((rule for wrong, rule in problems if wrong), None)
+
+
+def _port(scheme: str, port: int | None) -> int:
+    return port if port is not None else 443 if scheme == "https" else 80
 
 
 def _host_problem(host: str, deny: Sequence[Network]) -> str | None:

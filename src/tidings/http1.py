@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from tidings.addresses import Network, denied
+from tidings.addresses import Network, Own, denied
 
 READ_CHUNK = 64 * 1024
 MAX_ANSWER = 1024 * 1024  # bytes of an answer's body read at most (a webhook's, a URL function's)
@@ -105,11 +105,12 @@ class Origin:
     port: int
     gate: asyncio.Semaphore
     deny: Sequence[Network] = ()
+    own: Own | None = None  # the broker's own endpoint: never connected to
     idle: list[Connection] = field(default_factory=list)
 
     async def connect(self) -> Connection:
         context = _tls() if self.scheme == "https" else None
-        host = await self._address() if self.deny else self.host
+        host = await self._address() if self.deny or self.own else self.host
         reader, writer = await asyncio.open_connection(
             host,
             self.port,
@@ -126,6 +127,8 @@ class Origin:
             self.host, self.port, type=socket.SOCK_STREAM
         )
         addresses = [str(info[4][0]) for info in found]
+        if self.own is not None and any(self.own.is_self(a, self.port) for a in addresses):
+            raise Denied(f"{self.host}:{self.port} is this broker's own endpoint")
         allowed = [a for a in addresses if not denied(a, self.deny)]
         if not allowed:
             raise Denied(f"{self.host} is in a denied network ({addresses[0]})")
@@ -150,11 +153,13 @@ class Client:
         timeout_s: float,
         max_answer: int = MAX_ANSWER,
         deny: Sequence[Network] = (),
+        own: Own | None = None,
     ) -> None:
         self.per_origin = per_origin
         self.timeout_s = timeout_s
         self.max_answer = max_answer
         self.deny = tuple(deny)
+        self.own = own
         self._origins: dict[tuple[str, str, int], Origin] = {}
 
     def _origin(self, url: str) -> tuple[Origin, str]:
@@ -166,7 +171,7 @@ class Client:
         origin = self._origins.get(key)
         if origin is None:
             gate = asyncio.Semaphore(self.per_origin)
-            origin = Origin(parts.scheme, parts.hostname, port, gate, self.deny)
+            origin = Origin(parts.scheme, parts.hostname, port, gate, self.deny, self.own)
             self._origins[key] = origin
         target = parts.path or "/"
         return origin, f"{target}?{parts.query}" if parts.query else target

@@ -9,6 +9,8 @@ import httpx
 import pytest
 from tests.api.conftest import Sub
 
+from tidings.server import EmbeddedServer
+
 # no subscription, so nothing is ever pushed to these
 URL = "http://127.0.0.1:9/hook"
 OTHER = "https://hooks.example.org:8443/in?key=1"
@@ -116,3 +118,13 @@ def test_the_webhook_is_the_subscribers_alone(http: httpx.Client, sub: Sub) -> N
         assert http.request(method, url, json=body, headers=other.auth).status_code == 403
         assert http.request(method, url, json=body).status_code == 401
     assert sub.get("/webhook").json()["url"] == URL  # untouched
+
+
+def test_a_webhook_to_the_broker_itself_is_refused(sub: Sub, server: EmbeddedServer) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    for host in ("127.0.0.1", "localhost", "127.0.0.2"):
+        answer = put(sub, {"url": f"http://{host}:{port}/api/RegisterSubscriber"})
+        assert answer.status_code == 422, (host, answer.text)
+        assert answer.json()["error"]["field"] == "url"
+        assert "own" in answer.json()["error"]["message"]
+    assert sub.get("/webhook").status_code == 404

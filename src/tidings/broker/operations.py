@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tidings.addresses import Own
 from tidings.broker.access import Access
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.auth import Authenticator
@@ -205,6 +206,7 @@ class Broker:
             self.settings.queues.visibility_timeout_s,
             self.settings.queues.retention_s,
             self._hosts,
+            Own(self.settings.host, self.settings.port),
         )
 
     # ---------------------------------------------------------------- subscribers

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tidings import __version__
-from tidings.addresses import deny_list
+from tidings.addresses import Own, deny_list
 from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
 from tidings.delivery.hosts import HostBudgets
@@ -120,6 +120,7 @@ class Outlet:
     visibility_timeout_s: float  # the queues' own: a webhook's lease is never shorter
     retention_s: float  # the queues' own: an endpoint's retention is never longer
     hosts: HostBudgets = field(default_factory=lambda: HostBudgets(0))  # shared by all
+    own: Own | None = None  # the broker's own endpoint: never a webhook's target
 
     def retention_of(self, endpoint: Endpoint) -> float:
         """How long the endpoint's messages are retried from their enqueueing."""
@@ -149,6 +150,7 @@ class Pusher:
             settings.concurrency,
             settings.timeout_s,
             deny=deny_list(settings.deny_networks, settings.deny_default_networks),
+            own=outlet.own,
         )
         # leased for longer than a request may take, so no batch comes back while in flight
         visibility_s = max(outlet.visibility_timeout_s, 3 * settings.timeout_s)

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.addresses import Network, deny_list, url_problem
+from tidings.addresses import Network, Own, deny_list, url_problem
 from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.common import SMALL_BODY, owner, webhooks_of
@@ -22,9 +22,9 @@ from tidings.store.base import Endpoint
 from tidings.wire import v1 as w
 
 
-def endpoint_url(url: str, deny: Sequence[Network] = ()) -> str:
+def endpoint_url(url: str, deny: Sequence[Network] = (), own: Own | None = None) -> str:
     """The URL, or 422 naming `url` with what is wrong with it (`addresses.url_problem`)."""
-    problem = url_problem(url, deny)
+    problem = url_problem(url, deny, own)
     if problem is not None:
         raise invalid("url", problem)
     return url
@@ -41,7 +41,8 @@ async def set_webhook(request: Request) -> Response:
     most = webhooks.outlet.retention_s
     if body.retention_s is not None and body.retention_s > most:
         raise invalid("retention_s", f"at most the queues' retention, {most:g} s")
-    endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny), body.retention_s)
+    own = webhooks.outlet.own
+    endpoint = await webhooks.configure(sid, endpoint_url(body.url, deny, own), body.retention_s)
     return answer(_webhook(request, endpoint))
 
 
