@@ -39,6 +39,11 @@ class Limits:
     rate_limit_loopback: bool = False
     max_streams: int = 2048
     max_streams_per_subscriber: int = 16
+    # one subscriber's queue, at most (its dead letters apart), and what happens past it, as
+    # RabbitMQ's max-length: dead-letter-oldest (drop-head) or refuse-new (reject-publish)
+    max_queue_messages: int = 1_000_000
+    max_queue_bytes: int = 1024**3
+    queue_overflow: str = "dead-letter-oldest"
     # below this much free disk under data_dir publishing answers 507 (RabbitMQ's disk alarm)
     min_free_disk_bytes: int = 64 * 1024 * 1024
     max_predicate_string: int = 1024
@@ -319,6 +324,7 @@ def explain(
     _check_subscribers(settings.subscribers)
     _check_subscriptions(settings.subscriptions)
     _check_access(settings.access)
+    _check_limits(settings.limits)
     _check_webhooks(settings.webhooks)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
@@ -347,6 +353,24 @@ def _check_elastic(elastic: ElasticSettings) -> None:
             ErrorCode.CONFIG_INVALID,
             field="elastic__unreachable_s",
             detail="elastic.unreachable_s is 0 (off) to 3600 seconds",
+        )
+
+
+OVERFLOWS = ("dead-letter-oldest", "refuse-new")
+
+
+def _check_limits(limits: Limits) -> None:
+    if limits.queue_overflow not in OVERFLOWS:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="limits__queue_overflow",
+            detail=f"the queue overflow policy is {' or '.join(OVERFLOWS)}",
+        )
+    if limits.max_queue_messages < 1 or limits.max_queue_bytes < 1:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="limits__max_queue_messages",
+            detail="a queue holds at least 1 message and 1 byte",
         )
 
 

@@ -39,6 +39,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "subscribers_registered": ("Subscribers registered.", ()),
     "subscribers_expired": ("Subscribers deleted as ephemeral or idle.", ()),
     "background_errors": ("Background tasks that failed.", ()),
+    "queue_overflow": ("Deliveries dead-lettered or refused because their subscriber's queue "
+                       "was full, by policy.", ("policy",)),
     "subscription_reloads": ("Full reads of the store's subscriptions into the index (at "
                              "start, or when the change log no longer reaches back).", ()),
     "subscription_changes_applied": ("Subscription changes applied from the store's change "

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -93,3 +94,77 @@ def test_streams_past_the_broker_s_limit_are_refused(streams: EmbeddedServer) ->
             assert refusal(three) == "limit_exceeded"
         one.ping().wait(timeout=10)
         two.ping().wait(timeout=10)
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not within the time given"
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def bounded(tmp: pytest.TempPathFactory, policy: str) -> Iterator[tuple[str, dict[str, str], str]]:
+    limits = Limits(max_queue_messages=3, queue_overflow=policy)
+    with started(tmp, limits) as server:
+        raw = httpx.post(f"{server.url}/v1/subscribers").json()
+        auth = {"Authorization": f"Bearer {raw['token']}"}
+        mine = f"{server.url}/v1/subscribers/{raw['id']}"
+        httpx.post(f"{mine}/subscriptions", json={"topics": ["q"]}, headers=auth)
+        yield server.url, auth, mine
+
+
+def publish(url: str, count: int) -> None:
+    for n in range(count):
+        assert (
+            httpx.post(f"{url}/v1/publications", json={"data": n, "topics": ["q"]}).status_code
+            == 201
+        )
+
+
+def depth(mine: str, auth: dict[str, str]) -> dict[str, int]:
+    return httpx.get(mine, headers=auth).json()["depth"]  # type: ignore[no-any-return]
+
+
+def test_a_full_queue_dead_letters_its_oldest(tmp_path_factory: pytest.TempPathFactory) -> None:
+    with bounded(tmp_path_factory, "dead-letter-oldest") as (url, auth, mine):
+        publish(url, 5)
+        wait_until(lambda: depth(mine, auth)["dead"] == 2)
+        pulled = httpx.get(f"{mine}/messages", params={"max": 10}, headers=auth).json()["messages"]
+        dead = httpx.get(f"{mine}/dead-letters", headers=auth).json()["dead_letters"]
+    assert [m["body"]["data"] for m in pulled] == [2, 3, 4]
+    assert {d["reason"] for d in dead} == {"overflow"}
+
+
+def refused(url: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith('tidings_queue_overflow_total{policy="refuse-new"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_full_queue_refuses_new_deliveries_until_it_drains(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    with bounded(tmp_path_factory, "refuse-new") as (url, auth, mine):
+        publish(url, 4)  # the 4th arrives before the broker has looked: a bounded overshoot
+        sent = 4
+
+        def refuses() -> bool:
+            nonlocal sent
+            publish(url, 1)
+            sent += 1
+            return refused(url) > 0
+
+        wait_until(refuses)
+        got = httpx.get(f"{mine}/messages", params={"max": 100}, headers=auth).json()["messages"]
+        assert 4 <= len(got) < sent  # the refused ones are not there
+        receipts = [m["receipt"] for m in got]
+        httpx.post(f"{mine}/messages/ack", json={"receipts": receipts}, headers=auth)
+
+        def delivered_again() -> bool:
+            httpx.post(f"{url}/v1/publications", json={"data": "after", "topics": ["q"]})
+            again = httpx.get(f"{mine}/messages", params={"max": 100}, headers=auth).json()
+            return any(m["body"]["data"] == "after" for m in again["messages"])
+
+        wait_until(delivered_again)

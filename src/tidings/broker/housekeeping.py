@@ -23,6 +23,7 @@ from tidings.store.asyncstore import AsyncStore
 log = logging.getLogger("tidings.broker")
 PAUSE_S = 1.0  # after a failed pass
 EXPIRE_EVERY_S = 60.0
+QUOTAS_EVERY_S = 2.0  # the queues that got deliveries meanwhile are measured this often
 
 
 class Household(Protocol):
@@ -31,6 +32,10 @@ class Household(Protocol):
     async def unregister(self, subscriber_id: str) -> None: ...
     async def refresh(self, shared: bool) -> None:
         """Settle the heap; with a `shared` store, reload what other brokers changed."""
+        ...
+
+    async def enforce_quotas(self, now: float) -> None:
+        """Bring the queues that got deliveries within their bounds."""
         ...
 
 
@@ -51,7 +56,7 @@ class Housekeeping:
 
     async def run(self, household: Household) -> None:
         shared = self.settings.resolved_store_url.startswith("postgres")
-        due = {"presence": 0.0, "expire": 0.0, "refresh": 0.0}
+        due = {"presence": 0.0, "expire": 0.0, "refresh": 0.0, "quotas": 0.0}
         every = min(1.0, self.presence.every_s, self.settings.subscriptions.staleness_s)
         while True:
             with contextlib.suppress(TimeoutError):
@@ -74,6 +79,9 @@ class Housekeeping:
         if now - due["expire"] >= EXPIRE_EVERY_S:
             await self.expire(now)
             due["expire"] = now
+        if now - due["quotas"] >= QUOTAS_EVERY_S:
+            await household.enforce_quotas(now)
+            due["quotas"] = now
         if now - due["refresh"] >= self.settings.subscriptions.staleness_s:
             await household.refresh(shared)
             due["refresh"] = now

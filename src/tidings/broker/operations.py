@@ -93,10 +93,17 @@ class Broker:
         self.queues = SubscriberQueues(
             self._committer, settings.queues, self.signals, self.telemetry, clock
         )
+        self.access = Access(settings.access)
+        disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
+        self.quotas = Quotas(
+            settings.limits, self.store, disk, self.revocations, clock, self.metrics
+        )
         self.dedup = PublisherDedup(
             settings.limits.dedup_window_s, self._committer, self.store, clock
         )
-        self.deliveries = Deliveries(self.dedup, self._committer, self.telemetry, self.signals)
+        self.deliveries = Deliveries(
+            self.dedup, self._committer, self.telemetry, self.signals, self.quotas
+        )
         self.routing = routing_for(
             settings, self.index, self.telemetry, self.deliveries.deliver, elastic
         )
@@ -112,9 +119,6 @@ class Broker:
             clock,
             settings.queues.visibility_timeout_s,  # a claim on pending evaluations: a lease
         )
-        self.access = Access(settings.access)
-        disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
-        self.quotas = Quotas(settings.limits, self.store, disk, self.revocations, clock)
         self.publishing = Publishing(
             self.access,
             self.quotas,
@@ -193,6 +197,10 @@ class Broker:
     async def refresh(self, shared: bool) -> None:
         """Housekeeping's turn (`Following.refresh`)."""
         await self.following.refresh(shared)
+
+    async def enforce_quotas(self, now: float) -> None:
+        """Housekeeping's turn (`Quotas.enforce`)."""
+        await self.quotas.enforce(now)
 
     def outlet(self) -> Outlet:
         """What the push channels (webhooks) need, without the broker."""

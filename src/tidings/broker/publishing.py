@@ -6,6 +6,7 @@ answer."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,16 +48,19 @@ class Deliveries:
     then counted, logged and their subscribers woken."""
 
     def __init__(
-        self, dedup: PublisherDedup, committer: Committer, telemetry: Telemetry, signals: Signals
+        self,
+        dedup: PublisherDedup,
+        committer: Committer,
+        telemetry: Telemetry,
+        signals: Signals,
+        quotas: Quotas,
     ) -> None:
-        self.dedup, self.committer, self.telemetry, self.signals = (
-            dedup,
-            committer,
-            telemetry,
-            signals,
-        )
+        self.dedup, self.committer, self.telemetry = dedup, committer, telemetry
+        self.signals, self.quotas = signals, quotas
 
     async def deliver(self, fanouts: list[Fanout]) -> None:
+        if self.quotas.full:  # refuse-new: full queues get nothing until they drain
+            fanouts = self._within_quotas(fanouts)
         claimed = await self.dedup.enqueue(fanouts)
         if claimed is not None:
             fanouts = claimed
@@ -64,9 +68,20 @@ class Deliveries:
             await self.committer.submit(Enqueue([], fresh=True, fanouts=fanouts))
         self.enqueued(fanouts)
 
+    def _within_quotas(self, fanouts: list[Fanout]) -> list[Fanout]:
+        kept, refused = [], 0
+        for fanout in fanouts:
+            owners = {o: ids for o, ids in fanout.owners.items() if self.quotas.accepts(o)}
+            refused += len(fanout.owners) - len(owners)
+            if owners:
+                kept.append(dataclasses.replace(fanout, owners=owners))
+        self.quotas.refused(refused)
+        return kept
+
     def enqueued(self, fanouts: Sequence[Fanout]) -> None:
         """Deliveries enqueued (here, or by an exit point of this process)."""
         self.telemetry.enqueued(fanouts)
+        self.quotas.touched(fanouts)
         self.signals.notify({owner for f in fanouts for owner in f.owners})
 
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.rates import TokenBuckets
 from tidings.config import Limits
 from tidings.delivery.signals import Revocations
 from tidings.errors import ErrorCode, TidingsError
+from tidings.metrics import Metrics
 from tidings.store.asyncstore import AsyncStore
+from tidings.store.base import Fanout
+
+log = logging.getLogger("tidings.broker")
+NEAR = 0.9  # an estimate past this share of a bound gets its queue measured
 
 
 class Quotas:
@@ -21,8 +27,13 @@ class Quotas:
         disk: DiskAlarm,
         revocations: Revocations,
         clock: Callable[[], float],
+        metrics: Metrics,
     ) -> None:
         self.limits, self.store, self.disk, self.revocations = limits, store, disk, revocations
+        self.metrics = metrics
+        self._estimates: dict[str, list[int]] = {}  # owner -> [messages, bytes], at most
+        self._unmeasured: set[str] = set()
+        self.full: set[str] = set()  # queues refusing new deliveries (refuse-new)
         per_s = limits.registrations_per_minute / 60
         self.registrations = TokenBuckets(per_s, limits.registrations_per_minute, clock)
 
@@ -45,6 +56,69 @@ class Quotas:
         if every > self.limits.max_streams:
             detail = f"at most {self.limits.max_streams} streams on this broker"
             raise TidingsError(ErrorCode.LIMIT_EXCEEDED, field="stream", detail=detail)
+
+    # ---- each subscriber's queue
+
+    def touched(self, fanouts: Iterable[Fanout]) -> None:
+        """These deliveries were enqueued: their queues' estimates grow (an upper bound:
+        acknowledgements only shrink a queue), and a queue seen for the first time is
+        measured at the next `enforce`."""
+        for fanout in fanouts:
+            for owner in fanout.owners:
+                estimate = self._estimates.get(owner)
+                if estimate is None:
+                    self._unmeasured.add(owner)
+                else:
+                    estimate[0] += 1
+                    estimate[1] += len(fanout.body)
+
+    def accepts(self, owner: str) -> bool:
+        """False while the owner's queue is full under `refuse-new`."""
+        return owner not in self.full
+
+    async def enforce(self, now: float) -> int:
+        """Measure the queues that may be past `max_queue_messages` or `max_queue_bytes`
+        (their estimate near a bound, first seen, or full), and bring them within: their
+        oldest dead-lettered (`overflow`), or new deliveries refused until they drain; how
+        many went. A queue far from its bounds costs no query."""
+        most = (self.limits.max_queue_messages, self.limits.max_queue_bytes)
+        near = {
+            o
+            for o, (n, size) in self._estimates.items()
+            if n > most[0] * NEAR or size > most[1] * NEAR
+        }
+        looked, self._unmeasured = self._unmeasured | self.full | near, set()
+        gone = 0
+        for owner in looked:
+            count, size = await self.store.queue_size(owner)
+            self._estimates[owner] = [count, size]
+            if count <= most[0] and size <= most[1]:
+                self.full.discard(owner)
+            else:
+                gone += await self._overflow(owner, count, size, now)
+        return gone
+
+    async def _overflow(self, owner: str, count: int, size: int, now: float) -> int:
+        policy = self.limits.queue_overflow
+        if policy == "refuse-new":
+            if owner not in self.full:
+                log.warning(
+                    "queue of %s full (%d messages, %d bytes): new deliveries refused",
+                    owner,
+                    count,
+                    size,
+                )
+            self.full.add(owner)
+            return 0
+        most = (self.limits.max_queue_messages, self.limits.max_queue_bytes)
+        moved = await self.store.trim_queue(owner, *most, now)
+        self._estimates[owner] = [min(count, most[0]), min(size, most[1])]
+        self.metrics.inc("queue_overflow_total", moved, policy=policy)
+        log.warning("queue of %s full: its %d oldest messages dead-lettered", owner, moved)
+        return moved
+
+    def refused(self, count: int) -> None:
+        self.metrics.inc("queue_overflow_total", count, policy="refuse-new")
 
     def check_publish(self) -> None:
         """INSUFFICIENT_STORAGE while the disk alarm is on."""

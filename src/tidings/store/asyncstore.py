@@ -117,6 +117,14 @@ class AsyncStore:
     async def expire(self, now: float, retention_s: float) -> int:
         return await _run(self.sync.expire, now, retention_s)
 
+    async def queue_size(self, subscriber_id: str) -> tuple[int, int]:
+        return await _run(self.sync.queue_size, subscriber_id)
+
+    async def trim_queue(
+        self, subscriber_id: str, max_messages: int, max_bytes: int, now: float
+    ) -> int:
+        return await _run(self.sync.trim_queue, subscriber_id, max_messages, max_bytes, now)
+
     async def sweep_bodies(self) -> int:
         return await _run(self.sync.sweep_bodies)
 

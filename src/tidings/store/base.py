@@ -444,6 +444,14 @@ class Store(EndpointStore, Protocol):
         ...
 
     def expire(self, now: float, retention_s: float) -> int: ...
+    def queue_size(self, subscriber_id: str) -> tuple[int, int]:
+        """A queue's messages and their bodies' bytes (dead letters apart)."""
+        ...
+
+    def trim_queue(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
+        """Dead-letter the oldest messages (reason `overflow`) past these bounds; how many."""
+        ...
+
     def sweep_bodies(self) -> int:
         """Delete the bodies nothing refers to any more, where concurrent writers can leave
         one behind (docs/storage.md); how many went."""

@@ -306,6 +306,53 @@ class Queues:
             cur.execute(self._db.q(f"DELETE FROM dead_letters WHERE {where}"), params)
             return int(cur.rowcount)
 
+    def size(self, subscriber_id: str) -> tuple[int, int]:
+        """A queue's messages and their bodies' bytes (dead letters apart)."""
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(b.body)), 0) FROM messages m "
+                    "JOIN bodies b ON b.key = m.body_key WHERE m.subscriber_id = ?"
+                ),
+                (subscriber_id,),
+            )
+            count, size = cur.fetchone()
+        return int(count), int(size)
+
+    def trim(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
+        """Dead-letter a queue's oldest messages (reason `overflow`) until at most
+        `max_messages` of at most `max_bytes` are left; how many went. The newest are read a
+        page at a time down to the first that does not fit."""
+        with self._db.tx() as cur:
+            first_gone = self._overflow_from(cur, subscriber_id, max_messages, max_bytes)
+            if first_gone is None:
+                return 0
+            where = "subscriber_id = ? AND seq <= ?"
+            return self._dead_letter(cur, where, (subscriber_id, first_gone), "overflow", now)
+
+    def _overflow_from(
+        self, cur: Cursor, subscriber_id: str, max_messages: int, max_bytes: int
+    ) -> int | None:
+        """The newest seq that does not fit the bounds, counted from the newest; None: all fit."""
+        page, kept, size, below = 10_000, 0, 0, None
+        newest = (
+            "SELECT m.seq, LENGTH(b.body) FROM messages m JOIN bodies b ON b.key = m.body_key "
+            "WHERE m.subscriber_id = ? {below} ORDER BY m.seq DESC LIMIT ?"
+        )
+        while True:
+            if below is None:
+                cur.execute(self._db.q(newest.format(below="")), (subscriber_id, page))
+            else:
+                query = newest.format(below="AND m.seq < ?")
+                cur.execute(self._db.q(query), (subscriber_id, below, page))
+            rows = cur.fetchall()
+            for seq, length in rows:
+                if kept + 1 > max_messages or size + int(length) > max_bytes:
+                    return int(seq)
+                kept, size, below = kept + 1, size + int(length), int(seq)
+            if len(rows) < page:
+                return None
+
     def expire(self, now: float, retention_s: float) -> int:
         cutoff = now - retention_s
         with self._db.tx() as cur:

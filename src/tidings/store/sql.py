@@ -182,6 +182,12 @@ class SQLStore:
     def expire(self, now: float, retention_s: float) -> int:
         return self._queues.expire(now, retention_s)
 
+    def queue_size(self, subscriber_id: str) -> tuple[int, int]:
+        return self._queues.size(subscriber_id)
+
+    def trim_queue(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
+        return self._queues.trim(subscriber_id, max_messages, max_bytes, now)
+
     def sweep_bodies(self) -> int:
         return sweep_bodies(self.db)
 
