@@ -38,7 +38,11 @@ def main() -> int:
     token = os.environ.get("TIDINGS_ADMIN_TOKEN") or new_token()
     with tempfile.TemporaryDirectory(prefix="tidings-ha-") as root:
         dirs = [Path(root) / f"broker{i}" for i in range(args.brokers)]
-        env = {"TIDINGS_ADMIN_TOKEN": token}
+        # one key for the webhook secrets the brokers seal in the shared store
+        key = os.environ.get("TIDINGS_WEBHOOKS__SECRETS_KEY_FILE") or str(
+            Path(root) / "secrets.key"
+        )
+        env = {"TIDINGS_ADMIN_TOKEN": token, "TIDINGS_WEBHOOKS__SECRETS_KEY_FILE": key}
         with (
             broker_processes(dirs, ports, "--store", args.store, env=env) as brokers,
             haproxy(args.port, [f"127.0.0.1:{p}" for p in ports]) as url,

@@ -164,6 +164,9 @@ class WebhookSettings:
     deny_default_networks: bool = True
     # bytes a second all webhooks together may send one host (tidings.delivery.hosts); 0: no cap
     host_bytes_per_s: int = 1024 * 1024
+    # the key sealing webhook secrets in the store (tidings.delivery.sealing); empty:
+    # data_dir/secrets.key, made at the first start. Brokers sharing a store share this file.
+    secrets_key_file: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,11 @@ class Settings:
     def resolved_store_url(self) -> str:
         """The store URL, defaulting to the embedded SQLite file under data_dir."""
         return self.store_url or f"sqlite:///{self.data_dir / 'tidings.db'}"
+
+    @property
+    def secrets_key_path(self) -> Path:
+        """The key sealing webhook secrets at rest (tidings.delivery.sealing)."""
+        return Path(self.webhooks.secrets_key_file or self.data_dir / "secrets.key")
 
     @property
     def log_dir(self) -> Path:

@@ -284,6 +284,22 @@ def test_a_new_url_moves_delivery_and_keeps_the_secret(
     assert [m["publication_id"] for m in receiver.delivered()] == [pub]
 
 
+def test_the_store_holds_the_secret_sealed_and_its_subscriber_sees_it_clear(
+    broker: EmbeddedServer, receiver: Receiver
+) -> None:
+    with httpx.Client(base_url=broker.url) as http:
+        sub = Hooked(http, receiver)
+        [pub] = publish(http, 1)
+        [request] = wait_for(receiver.taken, "a delivery", timeout_s=30)
+        shown = sub.webhook()
+    stored = broker.broker.store.sync.get_endpoint(sub.id)
+    assert stored is not None and stored.secret.startswith("sealed:")
+    assert sub.hook["secret"] not in stored.secret
+    assert shown["secret"] == sub.hook["secret"] and shown["secret"].startswith("whsec_")
+    assert request.verified and request.messages()[0]["publication_id"] == pub
+    assert (broker.settings.data_dir / "secrets.key").exists()
+
+
 def test_an_endpoint_stored_through_another_broker_is_pushed_to(
     broker: EmbeddedServer, receiver: Receiver
 ) -> None:
@@ -351,7 +367,8 @@ def test_two_brokers_on_one_postgresql_both_push_and_both_stop(
 
     def broker(name: str) -> EmbeddedServer:
         settings = load_settings({"store_url": f"{PG}?schema={schema}"}, env={})
-        hooks = WebhookSettings(**(FAST | {"failures_to_pause": 100}))
+        key = str(tmp_path / "secrets.key")  # brokers on one store share the sealing key
+        hooks = WebhookSettings(**(FAST | {"failures_to_pause": 100, "secrets_key_file": key}))
         return EmbeddedServer(
             dataclasses.replace(settings, data_dir=tmp_path / name, webhooks=hooks)
         )

@@ -31,6 +31,7 @@ from tidings.config import WebhookSettings
 from tidings.delivery.frames import messages_answer
 from tidings.delivery.hosts import HostBudgets
 from tidings.delivery.queue import SizedQueue
+from tidings.delivery.sealing import Sealer
 from tidings.delivery.signals import Revocations
 from tidings.delivery.signature import HEADER, sign
 from tidings.delivery.stream import PushStream
@@ -121,6 +122,7 @@ class Outlet:
     retention_s: float  # the queues' own: an endpoint's retention is never longer
     hosts: HostBudgets = field(default_factory=lambda: HostBudgets(0))  # shared by all
     own: Own | None = None  # the broker's own endpoint: never a webhook's target
+    sealer: Sealer | None = None  # seals secrets at rest; None: kept as they are (tests)
 
     def retention_of(self, endpoint: Endpoint) -> float:
         """How long the endpoint's messages are retried from their enqueueing."""

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import logging
 import random
+from dataclasses import replace
 
 from tidings.delivery.pusher import Outlet, Pusher
 from tidings.delivery.signature import new_secret
@@ -59,7 +60,8 @@ class Webhooks:
     # ---------------------------------------------------------------- the API's calls
 
     async def endpoint(self, subscriber_id: str) -> Endpoint | None:
-        return await self.store.get_endpoint(subscriber_id)
+        stored = await self.store.get_endpoint(subscriber_id)
+        return None if stored is None else self._opened(stored)
 
     async def configure(
         self, subscriber_id: str, url: str, retention_s: float | None = None
@@ -72,7 +74,7 @@ class Webhooks:
             subscriber_id, url, secret, updated_at=self.outlet.clock(), retention_s=retention_s
         )
         self._changed()
-        if not await self.store.set_endpoint(subscriber_id, endpoint):
+        if not await self.store.set_endpoint(subscriber_id, self._sealed(endpoint)):
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
         self._apply(subscriber_id, endpoint)
         return endpoint
@@ -97,6 +99,18 @@ class Webhooks:
         self._apply(subscriber_id, endpoint)
         return endpoint
 
+    # ---------------------------------------------------------------- secrets at rest
+
+    def _sealed(self, endpoint: Endpoint) -> Endpoint:
+        sealer = self.outlet.sealer
+        return (
+            endpoint if sealer is None else replace(endpoint, secret=sealer.seal(endpoint.secret))
+        )
+
+    def _opened(self, stored: Endpoint) -> Endpoint:
+        sealer = self.outlet.sealer
+        return stored if sealer is None else replace(stored, secret=sealer.open(stored.secret))
+
     # ---------------------------------------------------------------- pushers
 
     def _changed(self) -> None:
@@ -111,7 +125,13 @@ class Webhooks:
                 break
         else:
             return  # changing faster than it can be read: the next round
-        wanted = {e.subscriber_id: e for e in endpoints}
+        wanted = {}
+        for stored in endpoints:
+            try:
+                wanted[stored.subscriber_id] = self._opened(stored)
+            except TidingsError as e:  # sealed with another broker's key: not pushed here
+                self.outlet.metrics.inc("background_errors_total")
+                log.error("webhook of %s: %s", stored.subscriber_id, e.message)
         for subscriber_id in set(self._running) | set(wanted):
             self._apply(subscriber_id, wanted.get(subscriber_id))
 

@@ -1,0 +1,64 @@
+"""Webhook secrets at rest: sealed (Fernet: AES-128-CBC with HMAC-SHA256, from the maintained
+`cryptography` library) with a key file of the broker's, so the store, its backups and its
+dumps hold no secret a receiver verifies signatures with. The broker opens a secret when it
+signs a request or shows the webhook to its subscriber.
+
+The key is `webhooks.secrets_key_file`, or `data_dir/secrets.key` made (0600) at the first
+start; brokers sharing a store must be given the same file. A secret stored before sealing
+(no `sealed:` prefix) is read as it is and sealed at its next write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from cryptography.fernet import Fernet, InvalidToken
+
+from tidings.errors import ErrorCode, TidingsError
+from tidings.private import create_private
+
+PREFIX = "sealed:"
+
+
+class Sealer:
+    def __init__(self, key: bytes) -> None:
+        self._fernet = Fernet(key)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Sealer:
+        """The key in `path`, made there (0600) when there is none yet: written aside and
+        linked into place, so brokers starting together on one file all read one key."""
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            aside = path.with_name(f".{path.name}.{os.getpid()}")
+            create_private(aside)
+            aside.write_bytes(Fernet.generate_key())
+            with contextlib.suppress(FileExistsError):  # another made it first: theirs
+                os.link(aside, path)
+            aside.unlink()
+        try:
+            return cls(path.read_bytes().strip())
+        except ValueError:
+            detail = f"{path} is not a secrets key (32 url-safe base64 bytes)"
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID, field="webhooks__secrets_key_file", detail=detail
+            ) from None
+
+    def seal(self, secret: str) -> str:
+        return PREFIX + self._fernet.encrypt(secret.encode()).decode("ascii")
+
+    def open(self, stored: str) -> str:
+        """The secret; UNAVAILABLE when it was sealed with another key (a broker on a shared
+        store given another key file)."""
+        if not stored.startswith(PREFIX):
+            return stored  # stored before sealing
+        try:
+            return self._fernet.decrypt(stored[len(PREFIX) :].encode("ascii")).decode()
+        except InvalidToken:
+            detail = (
+                "a webhook secret was sealed with another key: give every broker on this "
+                "store the same webhooks.secrets_key_file"
+            )
+            raise TidingsError(ErrorCode.UNAVAILABLE, detail=detail) from None
