@@ -80,7 +80,7 @@ class FunctionSettings:
     memory_mib: int = 256
     url_timeout_s: float = 2.0
     url_concurrency: int = 64
-    # networks URL functions never reach: the defaults (tidings.addresses.DEFAULT_DENIED),
+    # networks URL functions never reach: the defaults (tidings.networks.DEFAULT_DENIED),
     # unless told to drop them, and these, comma-separated, added to them
     url_deny_networks: str = ""
     url_deny_default_networks: bool = True
@@ -340,7 +340,7 @@ def explain(
 
 
 def _check_networks(name: str, text: str) -> None:
-    from tidings.addresses import networks
+    from tidings.networks import networks
 
     try:
         networks(text)

@@ -1,0 +1,74 @@
+"""Networks an outbound call may not reach, parsed from settings, and the check of one
+address against them. Pure (no sockets): the settings check their networks with it, and
+`tidings.addresses` builds the URL checks on it."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Never reached unless the operator says otherwise (`deny_default_networks = false`): the cloud
+# metadata services (link-local, and 100.100.100.200 in shared address space), "this network"
+# and IPv6's unspecified address (both reach this machine), IPv6 loopback, multicast, reserved.
+DEFAULT_DENIED = (
+    "169.254.0.0/16,100.64.0.0/10,0.0.0.0/8,224.0.0.0/4,240.0.0.0/4,"
+    "::/128,::1/128,fe80::/10,ff00::/8"
+)
+
+
+def networks(text: str) -> tuple[Network, ...]:
+    """`"10.0.0.0/8, fe80::/10"` -> the networks; ValueError names the one that is not."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            try:
+                out.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ValueError(
+                    f"{part!r} is not a network (as 10.0.0.0/8 or fe80::/10)"
+                ) from None
+    return tuple(out)
+
+
+def deny_list(extra: str, defaults: bool = True) -> tuple[Network, ...]:
+    """The networks to refuse: the defaults (unless told to drop them) and the operator's
+    `extra` ones, which add to the defaults rather than replace them."""
+    return networks(DEFAULT_DENIED if defaults else "") + networks(extra)
+
+
+def denied(address: str, deny: Sequence[Network]) -> bool:
+    """Whether `address` is in a denied network, as itself or as any IPv4 address it embeds:
+    an attacker writes 169.254.169.254 as ::ffff:a9fe:a9fe, ::a9fe:a9fe, 64:ff9b::a9fe:a9fe,
+    2002:a9fe:a9fe:: or a Teredo address, and each of them reaches it (or may, through a
+    translator)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone is not the address
+    return any(one.version == n.version and one in n for one in _forms(ip) for n in deny)
+
+
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+COMPATIBLE = ipaddress.ip_network("::/96")  # IPv4-compatible (deprecated): ::a.b.c.d
+
+
+def _forms(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[IPAddress]:
+    """The address and every IPv4 address it embeds."""
+    forms: list[IPAddress] = [ip]
+    if isinstance(ip, ipaddress.IPv4Address):
+        return forms
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None:
+        forms.append(ip.ipv4_mapped)
+    if ip in COMPATIBLE and int(ip) > 1:  # not :: or ::1, which are IPv6's own
+        forms.append(low32)
+    if any(ip in prefix for prefix in NAT64):
+        forms.append(low32)  # RFC 6052's /96 layout, also used inside the local-use prefix
+    if ip in NAT64[1]:  # RFC 6052's /48 layout: bits 48-63 and 72-87 (octet 64-71 is u)
+        value = int(ip)
+        forms.append(ipaddress.IPv4Address(((value >> 64) & 0xFFFF) << 16 | (value >> 40) & 0xFFFF))
+    if ip.sixtofour is not None:
+        forms.append(ip.sixtofour)
+    if ip.teredo is not None:
+        forms.extend(ip.teredo)  # the server's and the (de-obfuscated) client's
+    return forms
