@@ -1,5 +1,6 @@
-"""Help reads as sentences: a command's summary is one line in the lists, a flag has no type
-tag (it takes no value)."""
+"""Help reads as sentences: a command's summary is one line in the lists, values are named
+as click names them (TEXT, INTEGER, a|b) rather than as Python types, and a flag, which
+takes no value, names none."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_every_command_s_summary_is_one_line() -> None:
     assert broken == []
 
 
-def test_a_flag_shows_no_type_tag() -> None:
+def test_help_names_values_plainly_and_a_flag_not_at_all() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tidings.cli.main", "serve", "--help"],
         capture_output=True,
@@ -39,5 +40,6 @@ def test_a_flag_shows_no_type_tag() -> None:
         env={"COLUMNS": "200", "PATH": ""},
     )
     flags = [line for line in done.stdout.splitlines() if "--event-log" in line or "--help" in line]
-    assert flags and not any("<bool>" in line for line in flags)
-    assert any("<int>" in line for line in done.stdout.splitlines() if "--port" in line)
+    assert flags and not any("<bool>" in line or "BOOLEAN" in line for line in flags)
+    assert not any("<" in line for line in done.stdout.splitlines() if "--" in line)
+    assert any("INTEGER" in line for line in done.stdout.splitlines() if "--port" in line)

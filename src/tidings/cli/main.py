@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 import typer
-from typer.core import TyperOption
+from typer.core import TyperArgument, TyperOption
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.extras import extra_for, hint
@@ -21,15 +21,27 @@ app = typer.Typer(
 )
 
 
-def _no_type_for_flags() -> None:
-    """typer shows every option's type (`<bool>` beside a flag, which takes no value): a
-    flag's help shows none."""
-    shown = TyperOption.display_type_rich
+PLAIN = {"int": "INTEGER", "float": "NUMBER", "Path": "PATH", "datetime": "TIME"}
 
-    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
-        return None if self.is_flag else shown(self, ctx)
+
+def _plain_value_names() -> None:
+    """typer writes a Python type beside every parameter (`<list[str]>`, `<bool>` beside a
+    flag, which takes no value): help shows click's plain names instead (TEXT, INTEGER,
+    a|b for choices) and nothing beside a flag."""
+
+    def display_type_rich(self: TyperOption | TyperArgument, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False):
+            return None
+        if self.metavar is not None:
+            return self.metavar
+        label = (self.display_type(ctx) or "").strip("<>")
+        label = label.removeprefix("list[").removesuffix("]")
+        if "|" in label:
+            return label
+        return PLAIN.get(label, "TEXT")
 
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
 
 
 def _version(shown: bool) -> None:
@@ -69,7 +81,7 @@ def _register() -> None:
 
 
 def main() -> None:
-    _no_type_for_flags()
+    _plain_value_names()
     _register()
     try:
         app()
