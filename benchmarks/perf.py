@@ -7,9 +7,12 @@ Every (case, target) runs `--runs` times (3; 1 with --quick), interleaved over t
 run a `tidings perf` process of its own with its consumers in processes of their own; Tidings
 gets a fresh broker process (SQLite in a temporary directory) per run. Each line is the median
 run of one (case, target) by the case's metric, with every run's figure, the broker process's
-memory (before, peak, after, from /proc), the load average before and after, and ratios
-measured in the same run: on Tidings' line Tidings over each peer, on a peer's line Tidings over
-it, and how the peer compares with the figure issue #14 measured on this machine kind.
+memory (before, peak, after, from /proc), the broker's CPU time over the run and per delivered
+message (from /proc: the headline figure, since time spent waiting for a loaded machine's
+cores is not counted), the load average before and after, and ratios measured in the same
+run: on Tidings' line Tidings over each peer (throughput and CPU per message), on a peer's
+line Tidings over it, and how the peer compares with the figure issue #14 measured on this
+machine kind.
 
 Durable peers run durable: JetStream with file storage and publish acks, RabbitMQ with durable
 queues, persistent messages and publisher confirms (MQTT: QoS 1, kept sessions).
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, versions
 
 from tidings.server import broker_process
+from tidings.sim.perf.cpu import cpu_seconds
 from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
 
 TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
@@ -117,16 +121,28 @@ def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | s
         command += [*DURABLE.get(target, []), "-z", str(seconds), "--json"]
         command += ["--url", url] if url else []
         sampler = RssSampler(pid).start() if pid else None
+        cpu_before = cpu_seconds(pid) if pid else None
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 1200)
         except subprocess.TimeoutExpired:
             return "timed out"
         finally:
             memory = sampler.stop() if sampler else {}
+        cpu_after = cpu_seconds(pid) if pid else None
     if done.returncode != 0:
         return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     result: dict[str, Any] = orjson.loads(done.stdout.splitlines()[-1])
-    return result | {"broker_memory": memory}
+    return result | {"broker_memory": memory} | _cpu(cpu_before, cpu_after, result)
+
+
+def _cpu(before: float | None, after: float | None, result: dict[str, Any]) -> dict[str, Any]:
+    """The broker's CPU seconds over the run, and microseconds per delivered message."""
+    if before is None or after is None:
+        return {"broker_cpu_s": None, "broker_cpu_us_per_msg": None}
+    spent = after - before
+    received = result.get("received") or 0
+    per = round(spent * 1e6 / received, 1) if received else None
+    return {"broker_cpu_s": round(spent, 2), "broker_cpu_us_per_msg": per}
 
 
 def case_args(name: str, case: Case, quick: bool, rate: float | None) -> list[str]:
@@ -165,13 +181,18 @@ def median_run(results: list[dict[str, Any]], metric: str) -> dict[str, Any]:
 KEEP = (
     "sent", "received", "expected", "lost", "duplicates", "closed", "wasted", "send_errors",
     "first_error", "sent_per_s", "received_per_s", "drain_per_s", "p50_ms", "p95_ms", "p99_ms",
-    "max_ms", "broker_memory", "workload",
+    "max_ms", "broker_memory", "broker_cpu_s", "broker_cpu_us_per_msg", "workload",
 )  # fmt: skip
 
 
 def lines(name: str, case: Case, measured: dict[str, Runs]) -> list[dict[str, Any]]:
     medians = {
         t: median_run(r.results, case.metric)[case.metric] for t, r in measured.items() if r.results
+    }
+    cpu = {
+        t: median_run(r.results, case.metric).get("broker_cpu_us_per_msg")
+        for t, r in measured.items()
+        if r.results
     }
     out = []
     for target, runs in measured.items():
@@ -186,6 +207,7 @@ def lines(name: str, case: Case, measured: dict[str, Runs]) -> list[dict[str, An
         record["runs"] = [round(r.get(case.metric) or 0.0, 1) for r in runs.results]
         record["failed_runs"] = runs.failures
         record |= _ratios(target, medians)
+        record |= _cpu_ratios(target, cpu)
         record |= _against_issue(name, target, medians[target])
         record |= {"load_avg_before": runs.load_before, "load_avg_after": runs.load_after}
         out.append(record)
@@ -204,6 +226,16 @@ def _ratios(target: str, medians: dict[str, float]) -> dict[str, Any]:
         peers = {t: round(tidings / m, 3) for t, m in medians.items() if t != target and m}
         return {"tidings_over_peer": peers}
     return {"tidings_over_this": round(tidings / medians[target], 3) if medians[target] else None}
+
+
+def _cpu_ratios(target: str, per_msg: dict[str, float | None]) -> dict[str, Any]:
+    """On Tidings' line, its broker CPU per delivered message over each peer's (below 1:
+    Tidings spends less)."""
+    tidings = per_msg.get("tidings")
+    if target != "tidings" or not tidings:
+        return {}
+    peers = {t: round(tidings / m, 3) for t, m in per_msg.items() if t != target and m}
+    return {"cpu_per_msg_over_peer": peers}
 
 
 def _against_issue(name: str, target: str, figure: float) -> dict[str, Any]:
