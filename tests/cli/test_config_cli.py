@@ -22,7 +22,7 @@ def tidings(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 def test_show_says_each_setting_s_value_and_source(tmp_path: Path) -> None:
     path = tmp_path / "tidings.toml"
-    path.write_text('admin_token = "secret"\n[queues]\nmax_attempts = 3\n')
+    path.write_text('admin_token = "hunter2-token"\n[queues]\nmax_attempts = 3\n')
     done = tidings("config", "show", "--config", str(path), "--json", env={"TIDINGS_PORT": "9"})
     assert done.returncode == 0, done.stderr
     lines = {line["setting"]: line for line in map(orjson.loads, done.stdout.splitlines())}
@@ -34,7 +34,7 @@ def test_show_says_each_setting_s_value_and_source(tmp_path: Path) -> None:
     assert (lines["port"]["value"], lines["port"]["source"]) == (9, "environment")
     assert lines["host"]["source"] == "default"
     table = tidings("config", "show", "--config", str(path))
-    assert "secret" not in table.stdout and "(set)" in table.stdout
+    assert "hunter2-token" not in table.stdout and "(set)" in table.stdout
 
 
 def test_an_unknown_key_is_one_line_and_exit_2(tmp_path: Path) -> None:
