@@ -76,6 +76,16 @@ class FunctionSettings:
     quarantine_workers: int = 1
     quarantine_queue: int = 4
     slow_call_ms: float = 25.0
+    # tenants (docs/sandbox.md): a code worker serves one subscriber for life; at most this
+    # many live (the least recently used idle one is killed past it), a few started ahead
+    max_workers: int = 16
+    spare_workers: int = 1
+    # the library's inputs (docs/functions.md): images past this many pixels and texts past
+    # this many bytes are refused before any work; /api/Detect* per client address
+    max_image_pixels: int = 40_000_000
+    max_text_bytes: int = 100_000
+    detect_rate_per_s: float = 5.0
+    detect_burst: int = 10
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,16 +16,20 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from tidings.functions.caps import check_pixels
+
 MAX_SIDE = 1024  # larger images are scaled down first: bounded work per call
 
 
 def image_of(data: Any) -> np.ndarray | None:
-    """The RGB pixels of the data's image, or None when there is no readable image."""
+    """The RGB pixels of the data's image, or None when there is no readable image;
+    InputTooLarge past the pixel cap, known from the header before anything is decoded."""
     raw = data.get("image") if isinstance(data, Mapping) else None
     if not isinstance(raw, str):
         return None
     try:
-        img = Image.open(io.BytesIO(base64.b64decode(raw, validate=True)))
+        img = Image.open(io.BytesIO(base64.b64decode(raw, validate=True)))  # the header only
+        check_pixels(*img.size)
         img.thumbnail((MAX_SIDE, MAX_SIDE))
         return np.asarray(img.convert("RGB"))
     except (binascii.Error, ValueError, UnidentifiedImageError, OSError):

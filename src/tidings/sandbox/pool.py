@@ -1,16 +1,18 @@
-"""A pool of sandbox worker processes, driven from asyncio without blocking the loop.
+"""Sandbox worker processes driven from asyncio without blocking the loop, and the pool of
+the library's (trusted) workers.
 
 A request (one publication, many functions) goes to one worker, which answers call by
-call. When a call overruns its wall-clock budget (the worker's own CPU timer failed, e.g. a
-long C-level operation) or the worker dies, the worker is killed and replaced, that call is
-recorded as a failure, and the calls it had not reached are sent again to a fresh worker,
-so one runaway function does not take others down with it.
+call. When the kernel ends a worker (its RLIMIT_CPU, or memory) or a call overruns the
+parent's wall-clock watchdog, that call is recorded as a failure. The library's pool then
+replaces the worker and sends the calls it had not reached to a fresh one; subscribers'
+code runs in workers of its own (`sandbox/tenants.py`), never in this pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +50,28 @@ Result = tuple[bool, str | None]  # matched, error
 Keep = Callable[[WorkerCall], bool]
 BUILTIN_BUDGET_S = 15.0  # wall clock for one of the library's functions (vision is slow)
 START_BUDGET_S = 60.0  # a new worker loads the library and its models first
+KILLED_BY_KERNEL = "killed: cpu time or memory limit exceeded (the worker was ended)"
+KILLED_BY_WATCHDOG = "killed: wall-clock limit exceeded"
+
+
+class WorkerDied(Exception):
+    """The worker ended (the kernel's CPU or memory limit), or was killed by the watchdog."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def watchdog_s(settings: FunctionSettings) -> float:
+    """Wall clock for one code call: past the kernel's CPU limit (the call's budget, whole
+    seconds up, from the CPU used so far) with room to spare; the last resort."""
+    cpu_s = settings.cpu_ms / 1000
+    return math.ceil(cpu_s) + 1.0 + max(0.5, cpu_s * 5)
+
+
+def publication_text(publication: Any) -> str:
+    """The publication as JSON text: each call in a worker decodes its own copy."""
+    return orjson.dumps(publication).decode()
 
 
 class WorkerProcess:
@@ -80,28 +104,39 @@ class WorkerProcess:
 
     async def run(
         self,
-        publication: Any,
+        publication: str,
         calls: Sequence[WorkerCall],
         budget_s: float,
         results: dict[str, Result],
         ms: dict[str, float] | None = None,
     ) -> None:
-        """Fill `results` in call order; raise when a call overruns or the worker dies."""
+        """Fill `results` in call order (`publication`: its JSON text); raise WorkerDied
+        when the worker ends or a call overruns (the worker is then dead)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         request = {"publication": publication, "calls": [c.wire(self.known) for c in calls]}
-        self.proc.stdin.write(orjson.dumps(request) + b"\n")
-        await self.proc.stdin.drain()
-        self.known.update(c.key for c in calls if c.kind == "code")
-        for call in calls:
-            wait = budget_s if call.kind == "code" else BUILTIN_BUDGET_S
-            line = await asyncio.wait_for(self.proc.stdout.readline(), wait)
-            if not line:
-                raise EOFError("worker exited")
-            answer = orjson.loads(line)
-            results[call.sid] = (bool(answer["match"]), answer["error"])
-            if ms is not None:
-                ms[call.sid] = float(answer.get("ms") or 0.0)
-        await asyncio.wait_for(self.proc.stdout.readline(), BUILTIN_BUDGET_S)  # {"done": true}
+        try:
+            self.proc.stdin.write(orjson.dumps(request) + b"\n")
+            await self.proc.stdin.drain()
+            self.known.update(c.key for c in calls if c.kind == "code")
+            for call in calls:
+                wait = budget_s if call.kind == "code" else BUILTIN_BUDGET_S
+                line = await asyncio.wait_for(self.proc.stdout.readline(), wait)
+                if not line:
+                    raise WorkerDied(KILLED_BY_KERNEL)
+                answer = orjson.loads(line)
+                results[call.sid] = (bool(answer["match"]), answer["error"])
+                if ms is not None:
+                    ms[call.sid] = float(answer.get("ms") or 0.0)
+            await asyncio.wait_for(self.proc.stdout.readline(), BUILTIN_BUDGET_S)  # done
+        except TimeoutError:
+            await self.kill()
+            raise WorkerDied(KILLED_BY_WATCHDOG) from None
+        except (OSError, ValueError):  # a broken pipe, or garbage from a dying worker
+            await self.kill()
+            raise WorkerDied(KILLED_BY_KERNEL) from None
+        except WorkerDied:
+            await self.kill()
+            raise
 
     async def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -110,16 +145,17 @@ class WorkerProcess:
 
 
 class WorkerPool:
-    """`size` workers started with `argv` (default: the settings' worker count, code
-    profile, inside the OS boundary)."""
+    """`size` workers started with `argv` (default: the settings' worker count, library
+    profile, inside the OS boundary). Trusted code only: the library's functions may share
+    a worker; a subscriber's code may not (`sandbox/tenants.py`)."""
 
     def __init__(
         self, settings: FunctionSettings, argv: Sequence[str] | None = None, size: int = 0
     ) -> None:
         self.settings = settings
-        self.argv = list(argv or command(settings, "code", bounded=True))
+        self.argv = list(argv or command(settings, "library", bounded=True))
         self.size = size or settings.workers
-        self.budget_s = max(0.5, settings.cpu_ms / 1000 * 5)  # wall clock per call
+        self.budget_s = watchdog_s(settings)
         self._idle: asyncio.Queue[WorkerProcess] | None = None
         self._workers: list[WorkerProcess] = []
         self.killed = 0
@@ -142,10 +178,11 @@ class WorkerPool:
         self._idle.put_nowait(fresh)
 
     async def run(
-        self, publication: Any, calls: Sequence[WorkerCall], keep: Keep | None = None
+        self, publication: str, calls: Sequence[WorkerCall], keep: Keep | None = None
     ) -> dict[str, Result]:
-        """Evaluate every call; a call that brings its worker down is that call's failure.
-        `keep`, asked once a worker is free, drops calls cancelled while they waited."""
+        """Evaluate every call (`publication`: its JSON text); a call that brings its worker
+        down is that call's failure. `keep`, asked once a worker is free, drops calls
+        cancelled while they waited."""
         results: dict[str, Result] = {}
         pending = list(calls)
         while pending:
@@ -158,15 +195,15 @@ class WorkerPool:
                 await worker.run(publication, pending, self.budget_s, results, self.ms)
                 self._idle.put_nowait(worker)  # type: ignore[union-attr]
                 return results
-            except (TimeoutError, EOFError, OSError, ValueError):
+            except WorkerDied as died:
                 done = sum(1 for c in pending if c.sid in results)
-                results[pending[done].sid] = (False, "killed: time or memory limit exceeded")
+                results[pending[done].sid] = (False, died.error)
                 pending = pending[done + 1 :]
                 await self._replace(worker)
         return results
 
     async def run_many(
-        self, publication: Any, calls: Sequence[WorkerCall], keep: Keep | None = None
+        self, publication: str, calls: Sequence[WorkerCall], keep: Keep | None = None
     ) -> dict[str, Result]:
         """Spread the calls over the workers."""
         if not calls:
