@@ -1,7 +1,7 @@
 """Fair turns by subscriber: at most `slots` evaluations run at once (the CPU budget), and
-a free slot goes to the subscribers waiting in turn, round-robin, whatever the length of
-each one's queue. A subscriber with many slow evaluations waits behind its own; a
-neighbour with one waits at most one turn of each subscriber ahead of it."""
+a free slot goes to the waiting subscriber served longest ago (round-robin), whatever the
+length of each one's queue. A subscriber with many slow evaluations waits behind its own;
+a neighbour with one waits at most one turn of each subscriber ahead of it."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+REMEMBERED = 4096  # owners whose last turn is remembered, past those waiting or running
+
 
 class FairShare:
     def __init__(self, slots: int) -> None:
         self.free = max(1, slots)
-        # owner -> its waiters, in the order owners take their turns (a dict is the ring)
-        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # owner -> its waiters
+        self._last: dict[str, int] = {}  # owner -> when it last got a turn
+        self._running: dict[str, int] = {}
+        self._tick = 0
 
     def waiting(self, owner: str) -> int:
         return len(self._waiting.get(owner, ()))
@@ -26,11 +30,11 @@ class FairShare:
         try:
             yield
         finally:
-            self._release()
+            self._release(owner)
 
     async def _acquire(self, owner: str) -> None:
         if self.free > 0 and not self._waiting:
-            self.free -= 1
+            self._grant_to(owner)
             return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(owner, deque()).append(granted)
@@ -38,17 +42,30 @@ class FairShare:
             await granted
         except asyncio.CancelledError:
             if granted.done() and not granted.cancelled():
-                self._release()  # granted as it was cancelled: pass the slot on
+                self._release(owner)  # granted as it was cancelled: pass the turn on
             raise
 
-    def _release(self) -> None:
+    def _grant_to(self, owner: str) -> None:
+        self.free -= 1
+        self._tick += 1
+        self._last[owner] = self._tick
+        self._running[owner] = self._running.get(owner, 0) + 1
+
+    def _release(self, owner: str) -> None:
         self.free += 1
+        self._running[owner] -= 1
         while self.free > 0 and self._waiting:
-            owner = next(iter(self._waiting))
-            queue = self._waiting.pop(owner)
+            # the waiting owner served longest ago (never: first) goes next
+            nxt = min(self._waiting, key=lambda o: self._last.get(o, -1))
+            queue = self._waiting[nxt]
             granted = queue.popleft()
-            if queue:
-                self._waiting[owner] = queue  # to the back of the ring
+            if not queue:
+                del self._waiting[nxt]
             if not granted.done():  # a cancelled waiter is skipped
-                self.free -= 1
+                self._grant_to(nxt)
                 granted.set_result(None)
+        if not self._running[owner]:
+            del self._running[owner]
+        if len(self._last) > REMEMBERED:  # forget owners neither waiting nor running
+            keep = self._waiting.keys() | self._running.keys()
+            self._last = {o: t for o, t in self._last.items() if o in keep}
