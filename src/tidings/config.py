@@ -84,8 +84,8 @@ class FunctionSettings:
     # this many bytes are refused before any work; /api/Detect* per client address
     max_image_pixels: int = 40_000_000
     max_text_bytes: int = 100_000
-    detect_rate_per_s: float = 5.0
-    detect_burst: int = 10
+    detect_rate_per_s: float = 10.0
+    detect_burst: int = 20
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,8 @@ class ErrorCode(StrEnum):
     INVALID_TOPIC = "invalid_topic"
     LIMIT_EXCEEDED = "limit_exceeded"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    INPUT_TOO_LARGE = "input_too_large"
+    RATE_LIMITED = "rate_limited"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
@@ -51,6 +53,8 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INVALID_TOPIC: (422, "{detail}"),
     ErrorCode.LIMIT_EXCEEDED: (422, "{detail}"),
     ErrorCode.PAYLOAD_TOO_LARGE: (413, "the body is {size} bytes; the limit is {limit} bytes"),
+    ErrorCode.INPUT_TOO_LARGE: (413, "{detail}"),  # an image's pixels, a text's bytes
+    ErrorCode.RATE_LIMITED: (429, "{detail}"),
     ErrorCode.UNAUTHORIZED: (401, "a bearer token is required: Authorization: Bearer <token>"),
     ErrorCode.FORBIDDEN: (403, "this token does not grant access to {resource}"),
     ErrorCode.SUBSCRIBER_NOT_FOUND: (404, "no subscriber {id!r}"),
