@@ -78,7 +78,7 @@ class FunctionSettings:
     slow_call_ms: float = 25.0
     # tenants (docs/sandbox.md): a code worker serves one subscriber for life; at most this
     # many live (the least recently used idle one is killed past it), a few started ahead
-    max_workers: int = 16
+    max_workers: int = 8  # each about 150 MB: the library and its models are loaded
     spare_workers: int = 1
     # the library's inputs (docs/functions.md): images past this many pixels and texts past
     # this many bytes are refused before any work; /api/Detect* per client address

@@ -15,12 +15,14 @@ import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tidings.config import FunctionSettings
 from tidings.sandbox.boundary import command, worker_env
+from tidings.sandbox.cgroup import MemoryCgroups, release
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +79,27 @@ def publication_text(publication: Any) -> str:
 class WorkerProcess:
     """The pool's handle on one worker process (`sandbox/worker.py` is what runs inside)."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, cgroup: Path | None = None) -> None:
         self.proc = proc
+        self.cgroup = cgroup  # its memory cgroup, removed once it has ended
         self.known: set[str] = set()
 
     @classmethod
-    async def start(cls, argv: Sequence[str]) -> WorkerProcess:
-        """`argv`: the worker's command line, normally `boundary.command(...)`."""
+    async def start(
+        cls, argv: Sequence[str], cgroups: MemoryCgroups | None = None
+    ) -> WorkerProcess:
+        """`argv`: the worker's command line, normally `boundary.command(...)`; in a memory
+        cgroup of its own where `cgroups` grants one."""
+        argv, cgroup = cgroups.wrap(list(argv)) if cgroups else (list(argv), None)
+        try:
+            worker = cls(await cls._spawn(argv), cgroup)
+        except BaseException:
+            release(cgroup)
+            raise
+        return worker
+
+    @staticmethod
+    async def _spawn(argv: Sequence[str]) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             env=worker_env(),
@@ -100,7 +116,7 @@ class WorkerProcess:
             proc.kill()  # never serve from a worker whose filter is not in place
             await proc.wait()
             raise RuntimeError("a sandbox worker started without its seccomp filter")
-        return cls(proc)
+        return proc
 
     async def run(
         self,
@@ -142,6 +158,7 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         await self.proc.wait()
+        release(self.cgroup)
 
 
 class WorkerPool:

@@ -20,6 +20,7 @@ from tidings.functions import check_builtin
 from tidings.model import FunctionSpec, Publication, Subscription
 from tidings.sandbox import FunctionOutcome
 from tidings.sandbox.boundary import command, probe
+from tidings.sandbox.cgroup import MemoryCgroups
 from tidings.sandbox.compile import check, code_hash
 from tidings.sandbox.fair import FairShare
 from tidings.sandbox.lanes import Lanes
@@ -33,6 +34,11 @@ UNSAFE_WARNING = (
     "UNSAFE: --unsafe-code-functions: subscribers' code functions run WITHOUT the operating-"
     "system sandbox (%s); only the Python-level checks stand between subscriber code and "
     "this machine (docs/sandbox.md)"
+)
+
+NO_CGROUP = (
+    "no memory cgroup per function worker (%s): each worker's address space limit "
+    "(RLIMIT_AS) alone bounds its memory (docs/sandbox.md)"
 )
 
 
@@ -55,14 +61,18 @@ class SandboxRunner:
             else:
                 log.warning("code functions are refused: %s", self.problem)
         code, budget_s = command(settings, "code", bounded=bounded), watchdog_s(settings)
+        self.cgroups = MemoryCgroups(settings.memory_mib)
+        if self.cgroups.problem:
+            log.warning(NO_CGROUP, self.cgroups.problem)
         workers = max(settings.max_workers, settings.workers + settings.spare_workers)
         self.main = Lane(
             FairShare(settings.workers),
-            TenantWorkers(code, budget_s, workers, settings.spare_workers),
+            TenantWorkers(code, budget_s, workers, settings.spare_workers, self.cgroups),
         )
         slots = settings.quarantine_workers
         self.quarantine = Lane(
-            FairShare(slots), TenantWorkers([*code, "--nice"], budget_s, slots + 1)
+            FairShare(slots),
+            TenantWorkers([*code, "--nice"], budget_s, slots + 1, cgroups=self.cgroups),
         )
         self.library = WorkerPool(settings, command(settings, "library", bounded=bounded))
         self.lanes = Lanes(settings)

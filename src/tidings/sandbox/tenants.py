@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tidings.sandbox.cgroup import MemoryCgroups
 from tidings.sandbox.pool import Result, WorkerCall, WorkerDied, WorkerProcess
 
 log = logging.getLogger("tidings.sandbox")
@@ -32,9 +33,14 @@ class Tenant:
 
 class TenantWorkers:
     def __init__(
-        self, argv: Sequence[str], budget_s: float, max_workers: int, spares: int = 0
+        self,
+        argv: Sequence[str],
+        budget_s: float,
+        max_workers: int,
+        spares: int = 0,
+        cgroups: MemoryCgroups | None = None,
     ) -> None:
-        self.argv = list(argv)
+        self.argv, self.cgroups = list(argv), cgroups
         self.budget_s = budget_s  # the watchdog's wall clock per call
         self.max_workers = max(1, max_workers)
         self.spares = min(spares, self.max_workers - 1)
@@ -84,7 +90,7 @@ class TenantWorkers:
 
     async def _start(self) -> WorkerProcess:
         self.started += 1
-        return await WorkerProcess.start(self.argv)
+        return await WorkerProcess.start(self.argv, self.cgroups)
 
     async def _make_room(self) -> None:
         """Kill least recently used idle tenants' workers until one more fits."""
