@@ -4,7 +4,6 @@ code does (patch a module, mutate the publication, fill its memory, spin under a
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -138,17 +137,3 @@ async def test_a_worker_is_never_given_to_another_subscriber() -> None:
         assert runner.main.workers.evicted >= 2
     finally:
         await runner.aclose()
-
-
-async def test_turns_go_round_robin_by_subscriber() -> None:
-    from tidings.sandbox.fair import FairShare
-
-    share, order = FairShare(1), []
-
-    async def one(owner: str) -> None:
-        async with share.turn(owner):
-            order.append(owner)
-            await asyncio.sleep(0)
-
-    await asyncio.gather(*(one("hog") for _ in range(4)), one("b"), one("c"))
-    assert order[:4] == ["hog", "b", "c", "hog"]

@@ -1,7 +1,9 @@
 """Fair turns by subscriber: at most `slots` evaluations run at once (the CPU budget), and
 a free slot goes to the waiting subscriber served longest ago (round-robin), whatever the
 length of each one's queue. A subscriber with many slow evaluations waits behind its own;
-a neighbour with one waits at most one turn of each subscriber ahead of it."""
+a neighbour with one waits at most one turn of each subscriber ahead of it. A subscriber
+holds one turn at a time (it has one worker per lane: a second turn would only wait for
+the first)."""
 
 from __future__ import annotations
 
@@ -33,39 +35,41 @@ class FairShare:
             self._release(owner)
 
     async def _acquire(self, owner: str) -> None:
-        if self.free > 0 and not self._waiting:
-            self._grant_to(owner)
-            return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(owner, deque()).append(granted)
+        self._dispatch()
         try:
-            await granted
+            await granted  # at once when it was granted now
         except asyncio.CancelledError:
             if granted.done() and not granted.cancelled():
                 self._release(owner)  # granted as it was cancelled: pass the turn on
             raise
 
-    def _grant_to(self, owner: str) -> None:
-        self.free -= 1
-        self._tick += 1
-        self._last[owner] = self._tick
-        self._running[owner] = self._running.get(owner, 0) + 1
-
     def _release(self, owner: str) -> None:
         self.free += 1
         self._running[owner] -= 1
-        while self.free > 0 and self._waiting:
-            # the waiting owner served longest ago (never: first) goes next
-            nxt = min(self._waiting, key=lambda o: self._last.get(o, -1))
-            queue = self._waiting[nxt]
-            granted = queue.popleft()
-            if not queue:
-                del self._waiting[nxt]
-            if not granted.done():  # a cancelled waiter is skipped
-                self._grant_to(nxt)
-                granted.set_result(None)
         if not self._running[owner]:
             del self._running[owner]
+        self._dispatch()
         if len(self._last) > REMEMBERED:  # forget owners neither waiting nor running
             keep = self._waiting.keys() | self._running.keys()
             self._last = {o: t for o, t in self._last.items() if o in keep}
+
+    def _dispatch(self) -> None:
+        """Free turns to the waiting owners not running, served longest ago first."""
+        while self.free > 0:
+            ready = [o for o in self._waiting if o not in self._running]
+            if not ready:
+                return
+            owner = min(ready, key=lambda o: self._last.get(o, -1))
+            queue = self._waiting[owner]
+            granted = queue.popleft()
+            if not queue:
+                del self._waiting[owner]
+            if granted.done():  # cancelled while it waited
+                continue
+            self.free -= 1
+            self._tick += 1
+            self._last[owner] = self._tick
+            self._running[owner] = 1
+            granted.set_result(None)

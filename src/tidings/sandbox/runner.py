@@ -23,7 +23,7 @@ from tidings.sandbox.boundary import command, probe
 from tidings.sandbox.cgroup import MemoryCgroups
 from tidings.sandbox.compile import check, code_hash
 from tidings.sandbox.fair import FairShare
-from tidings.sandbox.lanes import Lanes
+from tidings.sandbox.lanes import Lanes, costly
 from tidings.sandbox.pool import Result, WorkerCall, WorkerPool, publication_text, watchdog_s
 from tidings.sandbox.tenants import TenantWorkers
 from tidings.sandbox.urlcall import URLCaller
@@ -218,18 +218,27 @@ class SandboxRunner:
         self, lane: Lane, owner: str, pub: str, calls: list[WorkerCall], ticket: int
     ) -> dict[str, Result]:
         """`owner`'s code calls in its own worker, on its turns: a call that ends the
-        worker fails, and the rest wait for the owner's next turn (and a fresh worker)."""
+        worker fails, and the rest wait for the owner's next turn (and a fresh worker).
+        Once a call hits a limit, the owner is suspect: its calls still waiting, in this
+        evaluation or another, take the quarantine lane's turns instead of the shared ones."""
         if calls and not self.code_allowed:
             return {c.sid: (False, f"function_sandbox_unavailable: {self.problem}") for c in calls}
         results: dict[str, Result] = {}
         pending = calls
         while pending:
+            if lane is self.main and self.lanes.suspect(owner):
+                lane = self.quarantine
+                if lane.turns.waiting(owner) >= self.settings.quarantine_queue:
+                    shed = f"shed: {self.settings.quarantine_queue} calls of this subscriber wait"
+                    return results | {c.sid: (False, shed) for c in pending}
             async with lane.turns.turn(owner):
                 pending = [c for c in pending if not self.lanes.cancelled(c.sid, ticket)]
                 if not pending:
                     break
                 done, pending = await lane.workers.run(owner, pub, pending)
-                results |= done
+            results |= done
+            if any(costly(error) for _, error in done.values()):
+                self.lanes.flag(owner)
         return results
 
     async def _library(self, pub: str, calls: list[WorkerCall], ticket: int) -> dict[str, Result]:
