@@ -56,6 +56,24 @@ KILLED_BY_KERNEL = "killed: cpu time or memory limit exceeded (the worker was en
 KILLED_BY_WATCHDOG = "killed: wall-clock limit exceeded"
 
 
+Spawned = set[asyncio.subprocess.Process]  # started, not yet reaped
+
+
+async def reap(proc: asyncio.subprocess.Process, spawned: Spawned | None = None) -> None:
+    """Kill a worker's process and wait for it (shielded: a cancellation while waiting
+    leaves it in `spawned`, for its owner's close)."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await asyncio.shield(proc.wait())
+    if spawned is not None:
+        spawned.discard(proc)
+
+
+async def reap_all(spawned: Spawned) -> None:
+    for proc in list(spawned):
+        await reap(proc, spawned)
+
+
 class WorkerDied(Exception):
     """The worker ended (the kernel's CPU or memory limit), or was killed by the watchdog."""
 
@@ -82,24 +100,31 @@ class WorkerProcess:
     def __init__(self, proc: asyncio.subprocess.Process, cgroup: Path | None = None) -> None:
         self.proc = proc
         self.cgroup = cgroup  # its memory cgroup, removed once it has ended
+        self.dead = False  # killed as a request was cut short: never used again
+        self.spawned: Spawned | None = None
         self.known: set[str] = set()
 
     @classmethod
     async def start(
-        cls, argv: Sequence[str], cgroups: MemoryCgroups | None = None
+        cls,
+        argv: Sequence[str],
+        cgroups: MemoryCgroups | None = None,
+        spawned: Spawned | None = None,
     ) -> WorkerProcess:
         """`argv`: the worker's command line, normally `boundary.command(...)`; in a memory
-        cgroup of its own where `cgroups` grants one."""
+        cgroup of its own where `cgroups` grants one. Its process is in `spawned` until it
+        has been reaped, so its owner's close can end whatever a cancellation left."""
         argv, cgroup = cgroups.wrap(list(argv)) if cgroups else (list(argv), None)
         try:
-            worker = cls(await cls._spawn(argv), cgroup)
+            worker = cls(await cls._spawn(argv, spawned), cgroup)
         except BaseException:
             release(cgroup)
             raise
+        worker.spawned = spawned
         return worker
 
     @staticmethod
-    async def _spawn(argv: Sequence[str]) -> asyncio.subprocess.Process:
+    async def _spawn(argv: Sequence[str], spawned: Spawned | None) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             env=worker_env(),
@@ -108,14 +133,19 @@ class WorkerProcess:
             stderr=asyncio.subprocess.DEVNULL,
             limit=2**20,
         )
+        if spawned is not None:
+            spawned.add(proc)
         assert proc.stdout is not None
-        ready = await asyncio.wait_for(proc.stdout.readline(), START_BUDGET_S)
-        if not ready:
-            raise RuntimeError("a sandbox worker failed to start")
-        if "--seccomp" in argv and orjson.loads(ready).get("seccomp") != 2:
-            proc.kill()  # never serve from a worker whose filter is not in place
-            await proc.wait()
-            raise RuntimeError("a sandbox worker started without its seccomp filter")
+        try:
+            ready = await asyncio.wait_for(proc.stdout.readline(), START_BUDGET_S)
+            if not ready:
+                raise RuntimeError("a sandbox worker failed to start")
+            if "--seccomp" in argv and orjson.loads(ready).get("seccomp") != 2:
+                # never serve from a worker whose filter is not in place
+                raise RuntimeError("a sandbox worker started without its seccomp filter")
+        except BaseException:  # a failed start, or one cancelled (the runner closing)
+            await reap(proc, spawned)
+            raise
         return proc
 
     async def run(
@@ -153,11 +183,14 @@ class WorkerProcess:
         except WorkerDied:
             await self.kill()
             raise
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()  # its answers would be read as the next request's
+            self.dead = True
+            raise
 
     async def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        await self.proc.wait()
+        await reap(self.proc, self.spawned)
         release(self.cgroup)
 
 
@@ -175,6 +208,7 @@ class WorkerPool:
         self.budget_s = watchdog_s(settings)
         self._idle: asyncio.Queue[WorkerProcess] | None = None
         self._workers: list[WorkerProcess] = []
+        self.spawned: Spawned = set()
         self.killed = 0
         self.ms: dict[str, float] = {}  # subscription id -> its last call's wall time
 
@@ -182,14 +216,14 @@ class WorkerPool:
         if self._idle is None:
             self._idle = asyncio.Queue()
             for _ in range(self.size):
-                self._workers.append(await WorkerProcess.start(self.argv))
+                self._workers.append(await WorkerProcess.start(self.argv, spawned=self.spawned))
                 self._idle.put_nowait(self._workers[-1])
         return await self._idle.get()
 
     async def _replace(self, worker: WorkerProcess) -> None:
         await worker.kill()
         self.killed += 1
-        fresh = await WorkerProcess.start(self.argv)
+        fresh = await WorkerProcess.start(self.argv, spawned=self.spawned)
         self._workers[self._workers.index(worker)] = fresh
         assert self._idle is not None
         self._idle.put_nowait(fresh)
@@ -232,3 +266,4 @@ class WorkerPool:
     async def aclose(self) -> None:
         for worker in self._workers:
             await worker.kill()
+        await reap_all(self.spawned)

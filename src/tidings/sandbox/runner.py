@@ -135,9 +135,13 @@ class SandboxRunner:
                 if outcomes:
                     yield outcomes
         finally:
+            # cancelled and waited for: a worker being started or a call cut short is
+            # killed and reaped before this evaluation is over
             library.cancel()
             for task in tasks:
                 task.cancel()
+            pending: list[asyncio.Future[Any]] = [library, *tasks]
+            await asyncio.wait(pending)
 
     async def _owner(
         self,
@@ -235,11 +239,33 @@ class SandboxRunner:
                 pending = [c for c in pending if not self.lanes.cancelled(c.sid, ticket)]
                 if not pending:
                     break
-                done, pending = await lane.workers.run(owner, pub, pending)
+                await lane.workers.ready(owner)  # a worker's start is not its calls' time
+                running = asyncio.ensure_future(lane.workers.run(owner, pub, pending))
+                try:
+                    await asyncio.wait({running}, timeout=self._turn_s(lane, pending))
+                except asyncio.CancelledError:
+                    await _cut_short(running)
+                    raise
+                if not running.done():
+                    self.lanes.flag(owner)  # overstayed its turn: it finishes outside it
+            try:
+                done, pending = await running
+            except asyncio.CancelledError:
+                await _cut_short(running)
+                raise
             results |= done
             if any(costly(error) for _, error in done.values()):
                 self.lanes.flag(owner)
         return results
+
+    def _turn_s(self, lane: Lane, calls: list[WorkerCall]) -> float | None:
+        """How long calls keep a shared turn: `slow_call_ms` each, from when their worker
+        is ready. Past it they finish outside the turn, their owner suspect, and the turn
+        goes to the next subscriber: a spin the kernel ends only after a second costs its
+        neighbours a share of the CPU for that second, not a turn held all along."""
+        if lane is not self.main:
+            return None
+        return self.settings.slow_call_ms / 1000 * len(calls)
 
     async def _library(self, pub: str, calls: list[WorkerCall], ticket: int) -> dict[str, Result]:
         if not calls:
@@ -259,6 +285,13 @@ class SandboxRunner:
             await lane.workers.aclose()
         await self.library.aclose()
         await self.urls.aclose()
+
+
+async def _cut_short(running: asyncio.Future[Any]) -> None:
+    """Cancel a call still running, and wait until its worker is killed: a request cut
+    short leaves a worker out of step (pool.py), and nothing of it may outlive its caller."""
+    running.cancel()
+    await asyncio.wait({running})
 
 
 async def _nothing() -> dict[str, Result]:
