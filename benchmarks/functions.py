@@ -1,10 +1,13 @@
 """Function matching throughput and latency in the sandbox pool (issue 3).
 
-    python benchmarks/functions.py [--quick] [--subscribers N] [--rate R] [--seconds S]
+    python benchmarks/functions.py [--quick] [--subscribers N] [--tenants T] [--rate R]
+        [--seconds S] [--cases code,fairness,fair_delivery,url]
 
 Workload: N subscriptions (default 100) each with its own code function on one function
 type (`len(words) > k` with a per-subscription k and a small dict lookup, so N distinct
-compiled functions), and N URL subscriptions against a local endpoint (a Starlette app under
+compiled functions), spread over --tenants subscribers (default 10: each subscriber's code
+runs in workers of its own, at most `functions.max_workers`, here tenants + 1), and N URL
+subscriptions against a local endpoint (a Starlette app under
 uvicorn in a separate process on 127.0.0.1 answering `{"match": true}`). Each publication is
 a short English sentence evaluated against all N functions with one `runner.evaluate` call,
 exactly as the broker does.
@@ -22,12 +25,16 @@ Code functions run behind the OS boundary (bubblewrap + seccomp, docs/sandbox.md
 - `fairness`: 10 well-behaved subscribers at --fair-rate publications/s (default 50/s), the
   latency from a publication's scheduled time to the first well-behaved subscriber's
   outcomes (`runner.stream`, as the broker delivers), first alone (the baseline), then with
-  two runaway subscribers beside them (a CPU spin and a memory bomb, never suspended: the
-  runner alone, the worst case); `p99_ratio` = with / without (target <= 2), the medians of
-  --rounds (3) alternating rounds, alone then beside.
+  runaway subscribers beside them (a CPU spin, a memory bomb, a spin that catches the
+  interpreter's time limit under a bare `except` with 5 subscriptions, a hog that keeps
+  the memory it filled; never suspended: the runner alone, the worst case); `p99_ratio` =
+  with / without (target <= 2), the medians of --rounds (3) alternating rounds, alone then
+  beside.
 - `fair_delivery`: the same through a real Broker (in-memory SQLite store, the real runner,
   the runaways never suspended): from publish to the well-behaved subscriber's pull of the
-  delivery, alone and beside the two runaways; `p99_ratio` as above.
+  delivery, alone and beside the runaways, after a warm-up of 2 publications and --settle
+  (3) seconds, so the runaways' first offences (about a second each: the kernel's CPU limit)
+  are over; `--settle 0` measures them too; `p99_ratio` as above.
 """
 
 from __future__ import annotations
@@ -71,12 +78,16 @@ uvicorn.run(app, host="127.0.0.1", port=%d, log_level="warning")
 """
 
 
-def subscriptions(n: int, kind: str, url: str = "") -> list[Subscription]:
+def subscriptions(n: int, kind: str, url: str = "", tenants: int = 0) -> list[Subscription]:
+    tenants = tenants or n
+
     def spec(i: int) -> FunctionSpec:
         source = CODE.format(k=i % 20) if kind == "code" else url
         return FunctionSpec("t", kind, source)  # type: ignore[arg-type]
 
-    return [Subscription(f"s{i}", f"u{i}", "function", function=spec(i)) for i in range(n)]
+    return [
+        Subscription(f"s{i}", f"u{i % tenants}", "function", function=spec(i)) for i in range(n)
+    ]
 
 
 def publication(i: int) -> Publication:
@@ -158,7 +169,7 @@ async def run_case(
     kind: str, subs: list[Subscription], args: argparse.Namespace, baseline: float
 ) -> None:
     rate = args.rate if kind == "code" else args.url_rate
-    runner = create_runner(FunctionSettings(workers=args.workers))
+    runner = create_runner(FunctionSettings(workers=args.workers, max_workers=args.tenants + 1))
     try:
         await runner.evaluate(publication(-1), subs)  # start workers, compile
         for result in (
@@ -166,7 +177,8 @@ async def run_case(
             await closed_loop(runner, subs, args.seconds),
         ):
             ratio = result["evaluations_per_s"] / baseline
-            emit({"bench": "functions", "case": kind, "subscribers": len(subs), **result,
+            emit({"bench": "functions", "case": kind, "subscriptions": len(subs),
+                  "subscribers": len({s.subscriber_id for s in subs}), **result,
                   "baseline_in_process_evaluations_per_s": round(baseline),
                   "ratio_vs_in_process": round(ratio, 4)})  # fmt: skip
     finally:
@@ -176,12 +188,23 @@ async def run_case(
 RUNAWAYS = {
     "spin": "def match(publication):\n    while True:\n        pass\n",
     "bomb": "def match(publication):\n    x = []\n    while True:\n        x.append(' ' * 10**6)\n",
+    "spin-caught": (
+        "def match(publication):\n    while True:\n        try:\n            while True:\n"
+        "                pass\n        except:\n            pass\n"
+    ),
+    "hog-held": (
+        "HELD = []\ndef match(publication):\n    try:\n        while True:\n"
+        "            HELD.append(' ' * 10**6)\n    except MemoryError:\n        pass\n"
+        "    return [] == [0] * 10**6\n"
+    ),
 }
+COPIES = {"spin-caught": 5}  # one subscriber, many spinning subscriptions
+FAIR_TENANTS = 16  # workers: 10 well-behaved subscribers, the runaways, a spare
 
 
 async def well_behaved_p99(subs: list[Subscription], args: argparse.Namespace) -> float:
     """p99 (ms) from a publication's scheduled time to subscriber u0's outcomes."""
-    runner = create_runner(FunctionSettings(workers=args.workers))
+    runner = create_runner(FunctionSettings(workers=args.workers, max_workers=FAIR_TENANTS))
     latencies: list[float] = []
 
     async def one(i: int, due: float) -> None:
@@ -207,9 +230,13 @@ async def fairness(args: argparse.Namespace) -> None:
     good = subscriptions(10, "code")
     bad = [
         Subscription(
-            f"bad-{name}", f"bad-{name}", "function", function=FunctionSpec("t", "code", src)
+            f"bad-{name}-{i}",
+            f"bad-{name}",
+            "function",
+            function=FunctionSpec("t", "code", f"{src}# {i}\n"),
         )
         for name, src in RUNAWAYS.items()
+        for i in range(COPIES.get(name, 1))
     ]
     alone, beside = await alternate(
         lambda: well_behaved_p99(good, args), lambda: well_behaved_p99(good + bad, args), args
@@ -251,7 +278,9 @@ async def delivery_p99(runaways: bool, args: argparse.Namespace) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         base = load_settings({"data_dir": tmp, "store_url": "memory://", "event_log": False}, {})
-        functions = FunctionSettings(workers=args.workers, failures_to_suspend=10**9)
+        functions = FunctionSettings(
+            workers=args.workers, failures_to_suspend=10**9, max_workers=FAIR_TENANTS
+        )
         settings = dataclasses.replace(base, functions=functions)
         broker = Broker(settings, open_store("memory://"), runner=create_runner(functions))
         await broker.start()
@@ -260,11 +289,11 @@ async def delivery_p99(runaways: bool, args: argparse.Namespace) -> float:
             await broker.subscribe(
                 good.id, "function", function=FunctionSpec("t", "code", CODE.format(k=3))
             )
-            for source in RUNAWAYS.values() if runaways else ():
+            for name, source in RUNAWAYS.items() if runaways else ():
                 bad, _ = await broker.register()
-                await broker.subscribe(
-                    bad.id, "function", function=FunctionSpec("t", "code", source)
-                )
+                for i in range(COPIES.get(name, 1)):
+                    spec = FunctionSpec("t", "code", f"{source}# {i}\n")
+                    await broker.subscribe(bad.id, "function", function=spec)
             return await _deliveries(
                 broker, good.id, args, PublicationInput(TEXT, function_types=("t",))
             )
@@ -293,6 +322,7 @@ async def _deliveries(broker: Any, subscriber: str, args: argparse.Namespace, it
     for _ in range(2):  # warm-up: workers started, code compiled, runaways suspect
         await broker.publish(item)
     await consume(2, record=False)
+    await asyncio.sleep(args.settle)  # the runaways' first offences over (the kernel's ~1 s)
     consumer = asyncio.create_task(consume(n, record=True))
     start = time.perf_counter()
     for i in range(n):
@@ -329,28 +359,40 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--subscribers", type=int, default=100)
+    parser.add_argument("--tenants", type=int, default=10)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--url-rate", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--fair-rate", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=3.0, help="fair_delivery's warm-up, s")
     parser.add_argument("--port", type=int, default=18931)
+    parser.add_argument(
+        "--cases", default="code,fairness,fair_delivery,url", help="comma-separated, in order"
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds = 3.0
     emit({"bench": "functions", "header": True, "machine": machine(),
           "versions": versions("httpx", "orjson", "uvicorn"),
-          "workload": {"subscribers": args.subscribers, "rate": args.rate,
+          "workload": {"subscribers": args.subscribers, "tenants": args.tenants,
+                       "rate": args.rate,
                        "url_rate": args.url_rate, "seconds": args.seconds,
                        "workers": args.workers, "fair_rate": args.fair_rate,
                        "rounds": args.rounds, "text": TEXT},
           "command": " ".join(sys.argv), "started_at": datetime.now(UTC).isoformat()})  # fmt: skip
-    code = subscriptions(args.subscribers, "code")
+    cases = set(args.cases.split(","))
+    code = subscriptions(args.subscribers, "code", tenants=args.tenants)
     baseline = in_process(code, 1.0)
-    await run_case("code", code, args, baseline)
-    await fairness(args)
-    await fair_delivery(args)
+    if "code" in cases:
+        await run_case("code", code, args, baseline)
+    if "fairness" in cases:
+        await fairness(args)
+    if "fair_delivery" in cases:
+        await fair_delivery(args)
+    if "url" not in cases:
+        return
     endpoint = start_endpoint(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}/match"

@@ -110,3 +110,14 @@ def test_an_elastic_unreachable_time_out_of_range_is_refused(value: float) -> No
         load_settings({"elastic__unreachable_s": value}, env={})
     assert caught.value.code == ErrorCode.CONFIG_INVALID
     assert caught.value.field == "elastic__unreachable_s"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("detect_rate_per_s", 0), ("detect_burst", 0), ("max_workers", 0), ("max_text_bytes", 0)],
+)
+def test_a_function_setting_out_of_range_is_refused(name: str, value: float) -> None:
+    with pytest.raises(TidingsError) as caught:
+        load_settings({f"functions__{name}": value}, env={})
+    assert caught.value.code is ErrorCode.CONFIG_INVALID
+    assert caught.value.field == f"functions__{name}"

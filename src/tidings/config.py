@@ -97,6 +97,16 @@ class FunctionSettings:
     quarantine_workers: int = 1
     quarantine_queue: int = 4
     slow_call_ms: float = 25.0
+    # tenants (docs/sandbox.md): a code worker serves one subscriber for life; at most this
+    # many live (the least recently used idle one is killed past it), a few started ahead
+    max_workers: int = 8  # each about 150 MB: the library and its models are loaded
+    spare_workers: int = 1
+    # the library's inputs (docs/functions.md): images past this many pixels and texts past
+    # this many bytes are refused before any work; /api/Detect* per client address
+    max_image_pixels: int = 40_000_000
+    max_text_bytes: int = 100_000
+    detect_rate_per_s: float = 10.0
+    detect_burst: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +344,7 @@ def explain(
     _check_access(settings.access)
     _check_limits(settings.limits)
     _check_webhooks(settings.webhooks)
+    _check_functions(settings.functions)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
     return settings, said
@@ -436,6 +447,21 @@ def _check_webhooks(w: WebhookSettings) -> None:
         if not ok:
             raise TidingsError(
                 ErrorCode.CONFIG_INVALID, field=f"webhooks__{name}", detail=f"{name}: {rule}"
+            )
+
+
+def _check_functions(f: FunctionSettings) -> None:
+    rules = {
+        "max_workers": (f.max_workers >= 1, "at least 1 worker"),
+        "max_image_pixels": (f.max_image_pixels >= 1, "at least 1 pixel"),
+        "max_text_bytes": (f.max_text_bytes >= 1, "at least 1 byte"),
+        "detect_rate_per_s": (f.detect_rate_per_s > 0, "above 0 calls a second"),
+        "detect_burst": (f.detect_burst >= 1, "at least 1 call"),
+    }
+    for name, (ok, rule) in rules.items():
+        if not ok:
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID, field=f"functions__{name}", detail=f"{name}: {rule}"
             )
 
 

@@ -23,6 +23,7 @@ class ErrorCode(StrEnum):
     LIMIT_EXCEEDED = "limit_exceeded"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     ANSWER_TOO_LARGE = "answer_too_large"
+    INPUT_TOO_LARGE = "input_too_large"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     FORBIDDEN_ORIGIN = "forbidden_origin"
@@ -60,6 +61,7 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
         413,
         "the answer is {size} bytes; the client reads at most {limit} bytes (raise its limit)",
     ),
+    ErrorCode.INPUT_TOO_LARGE: (413, "{detail}"),  # an image's pixels, a text's bytes
     ErrorCode.UNAUTHORIZED: (401, "a bearer token is required: Authorization: Bearer <token>"),
     ErrorCode.FORBIDDEN: (403, "this token does not grant access to {resource}"),
     ErrorCode.FORBIDDEN_ORIGIN: (

@@ -3,11 +3,18 @@ server: the URL-function protocol in, `{"match": bool}` out, and clear 4xx for b
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import resource
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from tests.functions.images import PRINTED_PAGE, WITH_FACE, WITHOUT_FACES, encoded
+from tests.functions.images import PRINTED_PAGE, WITH_FACE, WITHOUT_FACES, bomb_png, encoded
+
+from tidings.config import FunctionSettings, load_settings
+from tidings.server import EmbeddedServer
 
 ENGLISH = "The weather in Munich is sunny and warm today, and everyone is happy."
 SPANISH = "El tiempo en Madrid es soleado y cálido hoy."
@@ -67,3 +74,37 @@ def test_a_body_that_is_not_json_is_refused(http: httpx.Client) -> None:
     response = http.post("/api/DetectFaces", content=b"{not json")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_a_decompression_bomb_is_refused_without_the_broker_growing(http: httpx.Client) -> None:
+    # 13000x13000 pixels in 0.5 MB: decoded, 169 MB (RGB: 507 MB) in whoever decodes it
+    body = {"publication": {"id": "p", "data": {"image": base64.b64encode(bomb_png()).decode()}}}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB; the broker is in here
+    response = http.post("/api/DetectFaces", json=body)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert error["code"] == "input_too_large" and "13000x13000" in error["message"]
+    assert grown_mib < 60
+
+
+def test_a_text_past_the_cap_is_refused(http: httpx.Client) -> None:
+    body = {"publication": {"data": "word " * 40_000}, "params": {"language": "en"}}
+    response = http.post("/api/DetectLanguages", json=body)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "input_too_large"
+
+
+def test_calls_past_an_addresss_rate_are_refused_with_retry_after(tmp_path: Path) -> None:
+    settings = load_settings({"data_dir": tmp_path}, env={})
+    functions = FunctionSettings(detect_rate_per_s=0.5, detect_burst=2)
+    body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
+    with (
+        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
+        httpx.Client(base_url=srv.url, timeout=30) as client,
+    ):
+        answers = [client.post("/api/DetectLanguages", json=body) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 429]
+        assert answers[2].json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(answers[2].headers["Retry-After"]) <= 2
+        assert client.get("/healthz").status_code == 200  # only the Detect routes are limited

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tidings.config import FunctionSettings
+from tidings.sandbox.boundary import command
 from tidings.sandbox.compile import code_hash
 from tidings.sandbox.pool import WorkerCall, WorkerPool
 
@@ -20,12 +21,18 @@ def code(sid: str, body: str) -> WorkerCall:
     return WorkerCall(sid, "code", code_hash(source), source)
 
 
+def code_pool(settings: FunctionSettings) -> WorkerPool:
+    """A pool of code workers inside the boundary (the runner gives each subscriber its own;
+    these tests drive workers directly)."""
+    return WorkerPool(settings, command(settings, "code", bounded=True))
+
+
 OK = code("ok", "    return publication['data'] == 'hello'")
 
 
 @pytest.fixture
 async def pool() -> AsyncIterator[WorkerPool]:
-    p = WorkerPool(FunctionSettings(workers=1, cpu_ms=100, memory_mib=64))
+    p = code_pool(FunctionSettings(workers=1, cpu_ms=100, memory_mib=64))
     yield p
     await p.aclose()
 
@@ -53,14 +60,14 @@ async def test_a_misbehaving_function_is_contained_and_others_still_match(
 async def test_a_call_past_its_wall_clock_budget_kills_its_worker_the_rest_still_run() -> None:
     # the worker's own CPU timer is set later than the parent's budget, as for a call stuck
     # in one long C-level operation that the timer cannot interrupt
-    pool = WorkerPool(FunctionSettings(workers=1, cpu_ms=60_000, memory_mib=64))
+    pool = code_pool(FunctionSettings(workers=1, cpu_ms=60_000, memory_mib=64))
     pool.budget_s = 0.5
     stuck = code("stuck", "    while True:\n        pass")
     try:
         results = await pool.run(PUB, [stuck, OK])
     finally:
         await pool.aclose()
-    assert results["stuck"] == (False, "killed: time or memory limit exceeded")
+    assert results["stuck"] == (False, "killed: wall-clock limit exceeded")
     assert results["ok"] == (True, None) and pool.killed == 1
 
 
@@ -85,7 +92,7 @@ async def test_compiled_code_is_reused_across_publications(pool: WorkerPool) -> 
 
 
 async def test_runaways_do_not_stop_other_evaluations_running_meanwhile() -> None:
-    pool = WorkerPool(FunctionSettings(workers=2, cpu_ms=100, memory_mib=64))
+    pool = code_pool(FunctionSettings(workers=2, cpu_ms=100, memory_mib=64))
     try:
         loops = [code(f"loop{i}", "    while True:\n        pass") for i in range(3)]
         slow, fast = pool.run(PUB, loops), pool.run(PUB, [OK] * 1)
@@ -148,7 +155,7 @@ async def test_library_code_that_compiles_strings_is_refused_inside_a_call(
 async def test_subscriber_code_may_call_vision_functions_under_the_audit_hook() -> None:
     from tests.functions.images import WITH_FACE, encoded
 
-    pool = WorkerPool(FunctionSettings(workers=1, cpu_ms=10_000))
+    pool = code_pool(FunctionSettings(workers=1, cpu_ms=10_000))
     source = (
         "from tidings.functions import detect_faces\n"
         "def match(publication):\n"

@@ -10,14 +10,17 @@ from langdetect import DetectorFactory, LangDetectException, detect
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 from yake import KeywordExtractor
 
+from tidings.functions.caps import check_text
+
 DetectorFactory.seed = 0  # langdetect is random by default; matching must be repeatable
 
 
 def text_of(data: Any) -> str:
+    """The text to read; InputTooLarge past the cap."""
     if isinstance(data, str):
-        return data
+        return check_text(data)
     if isinstance(data, Mapping) and isinstance(data.get("text"), str):
-        return str(data["text"])
+        return check_text(str(data["text"]))
     return ""
 
 

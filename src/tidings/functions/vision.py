@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import warnings
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -16,20 +17,35 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from tidings.functions.caps import InputTooLarge, check_pixels
+
 MAX_SIDE = 1024  # larger images are scaled down first: bounded work per call
 
 
 def image_of(data: Any) -> np.ndarray | None:
-    """The RGB pixels of the data's image, or None when there is no readable image."""
+    """The RGB pixels of the data's image, or None when there is no readable image;
+    InputTooLarge past the pixel cap, known from the header before anything is decoded."""
     raw = data.get("image") if isinstance(data, Mapping) else None
     if not isinstance(raw, str):
         return None
     try:
-        img = Image.open(io.BytesIO(base64.b64decode(raw, validate=True)))
+        img = opened(base64.b64decode(raw, validate=True))
+        check_pixels(*img.size)
         img.thumbnail((MAX_SIDE, MAX_SIDE))
         return np.asarray(img.convert("RGB"))
     except (binascii.Error, ValueError, UnidentifiedImageError, OSError):
         return None
+
+
+def opened(raw: bytes) -> Image.Image:
+    """The image, its header read and nothing decoded; Pillow's own bomb check (a warning
+    past 89 megapixels, an error past twice that) speaks as our cap does."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our cap says it
+        try:
+            return Image.open(io.BytesIO(raw))
+        except Image.DecompressionBombError as exc:
+            raise InputTooLarge(str(exc)) from None
 
 
 @lru_cache(maxsize=1)

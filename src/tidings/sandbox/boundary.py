@@ -59,6 +59,8 @@ def worker_argv(settings: FunctionSettings, profile: Profile, *extra: str) -> li
         str(settings.memory_mib),
         str(settings.cpu_ms),
         profile,
+        f"--max-pixels={settings.max_image_pixels}",
+        f"--max-text={settings.max_text_bytes}",
         *extra,
     ]
 

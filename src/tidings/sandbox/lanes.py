@@ -56,6 +56,11 @@ class Lanes:
     def suspect(self, owner: str) -> bool:
         return owner in self._suspects
 
+    def flag(self, owner: str) -> None:
+        """A call of this subscriber just hit a limit: suspect from now on, so its calls
+        still waiting leave the shared turns before its evaluation is over."""
+        self._suspects.add(owner)
+
     def observe(self, owner: str, outcomes: Iterable[FunctionOutcome], slow: bool) -> None:
         """A subscriber's evaluation is over: suspect while it fails or runs slow."""
         if slow or any(o.error is not None for o in outcomes):

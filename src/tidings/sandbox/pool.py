@@ -1,24 +1,28 @@
-"""A pool of sandbox worker processes, driven from asyncio without blocking the loop.
+"""Sandbox worker processes driven from asyncio without blocking the loop, and the pool of
+the library's (trusted) workers.
 
 A request (one publication, many functions) goes to one worker, which answers call by
-call. When a call overruns its wall-clock budget (the worker's own CPU timer failed, e.g. a
-long C-level operation) or the worker dies, the worker is killed and replaced, that call is
-recorded as a failure, and the calls it had not reached are sent again to a fresh worker,
-so one runaway function does not take others down with it.
+call. When the kernel ends a worker (its RLIMIT_CPU, or memory) or a call overruns the
+parent's wall-clock watchdog, that call is recorded as a failure. The library's pool then
+replaces the worker and sends the calls it had not reached to a fresh one; subscribers'
+code runs in workers of its own (`sandbox/tenants.py`), never in this pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tidings.config import FunctionSettings
 from tidings.sandbox.boundary import command, worker_env
+from tidings.sandbox.cgroup import MemoryCgroups, release
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +52,79 @@ Result = tuple[bool, str | None]  # matched, error
 Keep = Callable[[WorkerCall], bool]
 BUILTIN_BUDGET_S = 15.0  # wall clock for one of the library's functions (vision is slow)
 START_BUDGET_S = 60.0  # a new worker loads the library and its models first
+KILLED_BY_KERNEL = "killed: cpu time or memory limit exceeded (the worker was ended)"
+KILLED_BY_WATCHDOG = "killed: wall-clock limit exceeded"
+
+
+Spawned = set[asyncio.subprocess.Process]  # started, not yet reaped
+
+
+async def reap(proc: asyncio.subprocess.Process, spawned: Spawned | None = None) -> None:
+    """Kill a worker's process and wait for it (shielded: a cancellation while waiting
+    leaves it in `spawned`, for its owner's close)."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await asyncio.shield(proc.wait())
+    if spawned is not None:
+        spawned.discard(proc)
+
+
+async def reap_all(spawned: Spawned) -> None:
+    for proc in list(spawned):
+        await reap(proc, spawned)
+
+
+class WorkerDied(Exception):
+    """The worker ended (the kernel's CPU or memory limit), or was killed by the watchdog."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def watchdog_s(settings: FunctionSettings) -> float:
+    """Wall clock for one code call: past the kernel's CPU limit (the call's budget, whole
+    seconds up, from the CPU used so far) with room to spare; the last resort."""
+    cpu_s = settings.cpu_ms / 1000
+    return math.ceil(cpu_s) + 1.0 + max(0.5, cpu_s * 5)
+
+
+def publication_text(publication: Any) -> str:
+    """The publication as JSON text: each call in a worker decodes its own copy."""
+    return orjson.dumps(publication).decode()
 
 
 class WorkerProcess:
     """The pool's handle on one worker process (`sandbox/worker.py` is what runs inside)."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, cgroup: Path | None = None) -> None:
         self.proc = proc
+        self.cgroup = cgroup  # its memory cgroup, removed once it has ended
+        self.dead = False  # killed as a request was cut short: never used again
+        self.spawned: Spawned | None = None
         self.known: set[str] = set()
 
     @classmethod
-    async def start(cls, argv: Sequence[str]) -> WorkerProcess:
-        """`argv`: the worker's command line, normally `boundary.command(...)`."""
+    async def start(
+        cls,
+        argv: Sequence[str],
+        cgroups: MemoryCgroups | None = None,
+        spawned: Spawned | None = None,
+    ) -> WorkerProcess:
+        """`argv`: the worker's command line, normally `boundary.command(...)`; in a memory
+        cgroup of its own where `cgroups` grants one. Its process is in `spawned` until it
+        has been reaped, so its owner's close can end whatever a cancellation left."""
+        argv, cgroup = cgroups.wrap(list(argv)) if cgroups else (list(argv), None)
+        try:
+            worker = cls(await cls._spawn(argv, spawned), cgroup)
+        except BaseException:
+            release(cgroup)
+            raise
+        worker.spawned = spawned
+        return worker
+
+    @staticmethod
+    async def _spawn(argv: Sequence[str], spawned: Spawned | None) -> asyncio.subprocess.Process:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             env=worker_env(),
@@ -68,60 +133,82 @@ class WorkerProcess:
             stderr=asyncio.subprocess.DEVNULL,
             limit=2**20,
         )
+        if spawned is not None:
+            spawned.add(proc)
         assert proc.stdout is not None
-        ready = await asyncio.wait_for(proc.stdout.readline(), START_BUDGET_S)
-        if not ready:
-            raise RuntimeError("a sandbox worker failed to start")
-        if "--seccomp" in argv and orjson.loads(ready).get("seccomp") != 2:
-            proc.kill()  # never serve from a worker whose filter is not in place
-            await proc.wait()
-            raise RuntimeError("a sandbox worker started without its seccomp filter")
-        return cls(proc)
+        try:
+            ready = await asyncio.wait_for(proc.stdout.readline(), START_BUDGET_S)
+            if not ready:
+                raise RuntimeError("a sandbox worker failed to start")
+            if "--seccomp" in argv and orjson.loads(ready).get("seccomp") != 2:
+                # never serve from a worker whose filter is not in place
+                raise RuntimeError("a sandbox worker started without its seccomp filter")
+        except BaseException:  # a failed start, or one cancelled (the runner closing)
+            await reap(proc, spawned)
+            raise
+        return proc
 
     async def run(
         self,
-        publication: Any,
+        publication: str,
         calls: Sequence[WorkerCall],
         budget_s: float,
         results: dict[str, Result],
         ms: dict[str, float] | None = None,
     ) -> None:
-        """Fill `results` in call order; raise when a call overruns or the worker dies."""
+        """Fill `results` in call order (`publication`: its JSON text); raise WorkerDied
+        when the worker ends or a call overruns (the worker is then dead)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         request = {"publication": publication, "calls": [c.wire(self.known) for c in calls]}
-        self.proc.stdin.write(orjson.dumps(request) + b"\n")
-        await self.proc.stdin.drain()
-        self.known.update(c.key for c in calls if c.kind == "code")
-        for call in calls:
-            wait = budget_s if call.kind == "code" else BUILTIN_BUDGET_S
-            line = await asyncio.wait_for(self.proc.stdout.readline(), wait)
-            if not line:
-                raise EOFError("worker exited")
-            answer = orjson.loads(line)
-            results[call.sid] = (bool(answer["match"]), answer["error"])
-            if ms is not None:
-                ms[call.sid] = float(answer.get("ms") or 0.0)
-        await asyncio.wait_for(self.proc.stdout.readline(), BUILTIN_BUDGET_S)  # {"done": true}
+        try:
+            self.proc.stdin.write(orjson.dumps(request) + b"\n")
+            await self.proc.stdin.drain()
+            self.known.update(c.key for c in calls if c.kind == "code")
+            for call in calls:
+                wait = budget_s if call.kind == "code" else BUILTIN_BUDGET_S
+                line = await asyncio.wait_for(self.proc.stdout.readline(), wait)
+                if not line:
+                    raise WorkerDied(KILLED_BY_KERNEL)
+                answer = orjson.loads(line)
+                results[call.sid] = (bool(answer["match"]), answer["error"])
+                if ms is not None:
+                    ms[call.sid] = float(answer.get("ms") or 0.0)
+            await asyncio.wait_for(self.proc.stdout.readline(), BUILTIN_BUDGET_S)  # done
+        except TimeoutError:
+            await self.kill()
+            raise WorkerDied(KILLED_BY_WATCHDOG) from None
+        except (OSError, ValueError):  # a broken pipe, or garbage from a dying worker
+            await self.kill()
+            raise WorkerDied(KILLED_BY_KERNEL) from None
+        except WorkerDied:
+            await self.kill()
+            raise
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()  # its answers would be read as the next request's
+            self.dead = True
+            raise
 
     async def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        await self.proc.wait()
+        await reap(self.proc, self.spawned)
+        release(self.cgroup)
 
 
 class WorkerPool:
-    """`size` workers started with `argv` (default: the settings' worker count, code
-    profile, inside the OS boundary)."""
+    """`size` workers started with `argv` (default: the settings' worker count, library
+    profile, inside the OS boundary). Trusted code only: the library's functions may share
+    a worker; a subscriber's code may not (`sandbox/tenants.py`)."""
 
     def __init__(
         self, settings: FunctionSettings, argv: Sequence[str] | None = None, size: int = 0
     ) -> None:
         self.settings = settings
-        self.argv = list(argv or command(settings, "code", bounded=True))
+        self.argv = list(argv or command(settings, "library", bounded=True))
         self.size = size or settings.workers
-        self.budget_s = max(0.5, settings.cpu_ms / 1000 * 5)  # wall clock per call
+        self.budget_s = watchdog_s(settings)
         self._idle: asyncio.Queue[WorkerProcess] | None = None
         self._workers: list[WorkerProcess] = []
+        self.spawned: Spawned = set()
         self.killed = 0
         self.ms: dict[str, float] = {}  # subscription id -> its last call's wall time
 
@@ -129,23 +216,24 @@ class WorkerPool:
         if self._idle is None:
             self._idle = asyncio.Queue()
             for _ in range(self.size):
-                self._workers.append(await WorkerProcess.start(self.argv))
+                self._workers.append(await WorkerProcess.start(self.argv, spawned=self.spawned))
                 self._idle.put_nowait(self._workers[-1])
         return await self._idle.get()
 
     async def _replace(self, worker: WorkerProcess) -> None:
         await worker.kill()
         self.killed += 1
-        fresh = await WorkerProcess.start(self.argv)
+        fresh = await WorkerProcess.start(self.argv, spawned=self.spawned)
         self._workers[self._workers.index(worker)] = fresh
         assert self._idle is not None
         self._idle.put_nowait(fresh)
 
     async def run(
-        self, publication: Any, calls: Sequence[WorkerCall], keep: Keep | None = None
+        self, publication: str, calls: Sequence[WorkerCall], keep: Keep | None = None
     ) -> dict[str, Result]:
-        """Evaluate every call; a call that brings its worker down is that call's failure.
-        `keep`, asked once a worker is free, drops calls cancelled while they waited."""
+        """Evaluate every call (`publication`: its JSON text); a call that brings its worker
+        down is that call's failure. `keep`, asked once a worker is free, drops calls
+        cancelled while they waited."""
         results: dict[str, Result] = {}
         pending = list(calls)
         while pending:
@@ -158,15 +246,15 @@ class WorkerPool:
                 await worker.run(publication, pending, self.budget_s, results, self.ms)
                 self._idle.put_nowait(worker)  # type: ignore[union-attr]
                 return results
-            except (TimeoutError, EOFError, OSError, ValueError):
+            except WorkerDied as died:
                 done = sum(1 for c in pending if c.sid in results)
-                results[pending[done].sid] = (False, "killed: time or memory limit exceeded")
+                results[pending[done].sid] = (False, died.error)
                 pending = pending[done + 1 :]
                 await self._replace(worker)
         return results
 
     async def run_many(
-        self, publication: Any, calls: Sequence[WorkerCall], keep: Keep | None = None
+        self, publication: str, calls: Sequence[WorkerCall], keep: Keep | None = None
     ) -> dict[str, Result]:
         """Spread the calls over the workers."""
         if not calls:
@@ -178,3 +266,4 @@ class WorkerPool:
     async def aclose(self) -> None:
         for worker in self._workers:
             await worker.kill()
+        await reap_all(self.spawned)

@@ -1,13 +1,16 @@
-"""The function runner the broker uses: subscriber code and builtins in sandboxed worker
-pools, URL functions over HTTP, each subscriber's outcomes handed back as soon as its own
-calls are done (`sandbox/lanes.py` says who shares a worker request with whom)."""
+"""The function runner the broker uses: each subscriber's code in workers of its own
+(`sandbox/tenants.py`), taking its turns fairly with the others (`sandbox/fair.py`); the
+library's builtins in the shared library workers; URL functions over HTTP. Each
+subscriber's outcomes are handed back as soon as its own calls are done; a suspect
+subscriber is evaluated apart (`sandbox/lanes.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tidings.addresses import url_problem
@@ -17,18 +20,34 @@ from tidings.functions import check_builtin
 from tidings.model import FunctionSpec, Publication, Subscription
 from tidings.sandbox import FunctionOutcome
 from tidings.sandbox.boundary import command, probe
+from tidings.sandbox.cgroup import MemoryCgroups
 from tidings.sandbox.compile import check, code_hash
-from tidings.sandbox.lanes import Lanes
-from tidings.sandbox.pool import Result, WorkerCall, WorkerPool
+from tidings.sandbox.fair import FairShare
+from tidings.sandbox.lanes import Lanes, costly
+from tidings.sandbox.pool import Result, WorkerCall, WorkerPool, publication_text, watchdog_s
+from tidings.sandbox.tenants import TenantWorkers
 from tidings.sandbox.urlcall import URLCaller
 
 log = logging.getLogger("tidings.sandbox")
-Shared = asyncio.Future[tuple[dict[str, Result], dict[str, Result]]]  # code, library
+Library = asyncio.Future[dict[str, Result]]
 UNSAFE_WARNING = (
     "UNSAFE: --unsafe-code-functions: subscribers' code functions run WITHOUT the operating-"
     "system sandbox (%s); only the Python-level checks stand between subscriber code and "
     "this machine (docs/sandbox.md)"
 )
+
+NO_CGROUP = (
+    "no memory cgroup per function worker (%s): each worker's address space limit "
+    "(RLIMIT_AS) alone bounds its memory (docs/sandbox.md)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """Where code runs: the turns (the CPU budget) and the tenants' workers."""
+
+    turns: FairShare
+    workers: TenantWorkers
 
 
 class SandboxRunner:
@@ -41,9 +60,20 @@ class SandboxRunner:
                 log.warning(UNSAFE_WARNING, self.problem)
             else:
                 log.warning("code functions are refused: %s", self.problem)
-        code = command(settings, "code", bounded=bounded)
-        self.pool = WorkerPool(settings, code)
-        self.quarantine = WorkerPool(settings, [*code, "--nice"], settings.quarantine_workers)
+        code, budget_s = command(settings, "code", bounded=bounded), watchdog_s(settings)
+        self.cgroups = MemoryCgroups(settings.memory_mib)
+        if self.cgroups.problem:
+            log.warning(NO_CGROUP, self.cgroups.problem)
+        workers = max(settings.max_workers, settings.workers + settings.spare_workers)
+        self.main = Lane(
+            FairShare(settings.workers),
+            TenantWorkers(code, budget_s, workers, settings.spare_workers, self.cgroups),
+        )
+        slots = settings.quarantine_workers
+        self.quarantine = Lane(
+            FairShare(slots),
+            TenantWorkers([*code, "--nice"], budget_s, slots + 1, cgroups=self.cgroups),
+        )
         self.library = WorkerPool(settings, command(settings, "library", bounded=bounded))
         self.lanes = Lanes(settings)
         self.urls = URLCaller(settings)
@@ -81,83 +111,89 @@ class SandboxRunner:
         self, publication: Publication, subscriptions: Sequence[Subscription]
     ) -> AsyncIterator[list[FunctionOutcome]]:
         """One list per subscriber, as soon as its own calls are done."""
-        pub, ticket = publication.to_json(), self.lanes.ticket()
+        data, ticket = publication.to_json(), self.lanes.ticket()
+        pub = publication_text(data)
         owners: dict[str, list[Subscription]] = defaultdict(list)
         for sub in subscriptions:
             owners[sub.subscriber_id].append(sub)
         suspects = {o for o in owners if self.lanes.suspect(o)}
-        trusted = [_call(s) for o, subs in owners.items() if o not in suspects
-                   for s in subs if s.function and s.function.kind != "url"]  # fmt: skip
-        shared = asyncio.gather(
-            self._pooled(self.pool, pub, [c for c in trusted if c.kind == "code"], ticket),
-            self._pooled(self.library, pub, [c for c in trusted if c.kind != "code"], ticket),
-        )
-        # owners whose calls all ride the shared requests finish together: one task for all
-        plain = {o for o, subs in owners.items() if o not in suspects and not _hosted(subs)}
-        tasks = [asyncio.ensure_future(self._together(shared, [owners[o] for o in plain]))]
-        tasks += [
+        # the library's builtins are ours: the trusted subscribers' share one request
+        builtins = [_call(s) for o, subs in owners.items() if o not in suspects
+                    for s in subs if s.function and s.function.kind == "builtin"]  # fmt: skip
+        library: Library = asyncio.ensure_future(self._library(pub, builtins, ticket))
+        tasks = [
             asyncio.ensure_future(
-                self._owner(pub, subs, shared if o not in suspects else None, ticket)
+                self._owner(
+                    owner, (data, pub), subs, library if owner not in suspects else None, ticket
+                )
             )
-            for o, subs in owners.items()
-            if o not in plain
+            for owner, subs in owners.items()
         ]
         try:
             for done in asyncio.as_completed(tasks):
-                for outcomes in await done:
-                    if outcomes:
-                        yield outcomes
+                outcomes = await done
+                if outcomes:
+                    yield outcomes
         finally:
-            shared.cancel()
+            # cancelled and waited for: a worker being started or a call cut short is
+            # killed and reaped before this evaluation is over
+            library.cancel()
             for task in tasks:
                 task.cancel()
-
-    async def _together(
-        self, shared: Shared, groups: list[list[Subscription]]
-    ) -> list[list[FunctionOutcome]]:
-        if not groups:
-            return []
-        code, library = await asyncio.shield(shared)
-        return [self._outcomes(subs, code | library) for subs in groups]
+            pending: list[asyncio.Future[Any]] = [library, *tasks]
+            await asyncio.wait(pending)
 
     async def _owner(
         self,
-        pub: Any,
+        owner: str,
+        publication: tuple[Any, str],
         subs: list[Subscription],
-        shared: Shared | None,
+        library: Library | None,
         ticket: int,
-    ) -> list[list[FunctionOutcome]]:
-        """One subscriber's outcomes: from the shared requests, or (`shared` None: a
-        suspect) from its own request in the quarantine lane; and its URL calls."""
-        hosted = _hosted(subs)
+    ) -> list[FunctionOutcome]:
+        """One subscriber's outcomes: its code in its own worker, its builtins from the
+        shared library request (`library` None: a suspect, all apart in the quarantine
+        lane), and its URL calls (`publication`: as data, and as JSON text)."""
+        data, pub = publication
+        hosted = [s for s in subs if s.function and s.function.kind == "url"]
         pooled, called = await asyncio.gather(
-            self._quarantined(subs[0].subscriber_id, pub, subs, ticket)
-            if shared is None
-            else _mine(shared, subs),
+            self._quarantined(owner, pub, subs, ticket)
+            if library is None
+            else self._trusted(owner, pub, subs, library, ticket),
             asyncio.gather(
-                *(self.urls.call(s.function.source, pub, dict(s.function.params)) for s in hosted)  # type: ignore[union-attr]
+                *(self.urls.call(s.function.source, data, dict(s.function.params)) for s in hosted)  # type: ignore[union-attr]
             ),
         )
-        return [
-            self._outcomes(subs, pooled | {s.id: r for s, r in zip(hosted, called, strict=True)})
-        ]
+        results = pooled | {s.id: r for s, r in zip(hosted, called, strict=True)}
+        return self._outcomes(subs, results)
+
+    async def _trusted(
+        self, owner: str, pub: str, subs: list[Subscription], library: Library, ticket: int
+    ) -> dict[str, Result]:
+        code = [_call(s) for s in subs if s.function and s.function.kind == "code"]
+        mine = {s.id for s in subs}
+        own, shared = await asyncio.gather(
+            self._code(self.main, owner, pub, code, ticket),
+            asyncio.shield(library) if any(s.function and s.function.kind == "builtin"
+                                           for s in subs) else _nothing(),
+        )  # fmt: skip
+        return own | {sid: r for sid, r in shared.items() if sid in mine}
 
     def _outcomes(
         self, subs: list[Subscription], results: dict[str, Result]
     ) -> list[FunctionOutcome]:
         """One subscriber's outcomes, observed for its lane."""
         outcomes = [_outcome(s, *results[s.id]) for s in subs if s.id in results]
-        slow = (
-            max((self.pool.ms.pop(s.id, 0.0) for s in subs), default=0.0)
-            > self.settings.slow_call_ms
-        )
-        self.lanes.observe(subs[0].subscriber_id, outcomes, slow)
+        times = self.main.workers.ms, self.quarantine.workers.ms, self.library.ms
+        slowest = max((t.pop(s.id, 0.0) for s in subs for t in times), default=0.0)
+        self.lanes.observe(subs[0].subscriber_id, outcomes, slowest > self.settings.slow_call_ms)
         return outcomes
 
     async def _quarantined(
-        self, owner: str, pub: Any, subs: list[Subscription], ticket: int
+        self, owner: str, pub: str, subs: list[Subscription], ticket: int
     ) -> dict[str, Result]:
-        """A suspect subscriber's calls, alone, one evaluation at a time."""
+        """A suspect subscriber's calls, alone, one evaluation at a time, on the quarantine
+        lane's turns and workers."""
         calls = [_call(s) for s in subs if s.function and s.function.kind != "url"]
         if self.lanes.full(owner):
             shed = f"shed: {self.settings.quarantine_queue} evaluations of this subscriber wait"
@@ -171,11 +207,10 @@ class SandboxRunner:
         pause = 0.0
         try:
             code, library = await asyncio.gather(
-                self._pooled(self.quarantine, pub, [c for c in calls if c.kind == "code"], ticket),
-                self._pooled(self.library, pub, [c for c in calls if c.kind != "code"], ticket),
-            )
-            for sid in code:
-                self.pool.ms[sid] = self.quarantine.ms.pop(sid, 0.0)
+                self._code(self.quarantine, owner, pub, [c for c in calls if c.kind == "code"],
+                           ticket),
+                self._library(pub, [c for c in calls if c.kind != "code"], ticket),
+            )  # fmt: skip
             results = code | library
             pause = self.lanes.pause(owner, (e for _, e in results.values()))
             return results
@@ -183,32 +218,84 @@ class SandboxRunner:
             # the outcomes go now; the gate opens for the next evaluation after the pause
             asyncio.get_running_loop().call_later(pause, gate.running.release)
 
-    async def _pooled(
-        self, pool: WorkerPool, pub: Any, calls: list[WorkerCall], ticket: int
+    async def _code(
+        self, lane: Lane, owner: str, pub: str, calls: list[WorkerCall], ticket: int
     ) -> dict[str, Result]:
+        """`owner`'s code calls in its own worker, on its turns: a call that ends the
+        worker fails, and the rest wait for the owner's next turn (and a fresh worker).
+        Once a call hits a limit, the owner is suspect: its calls still waiting, in this
+        evaluation or another, take the quarantine lane's turns instead of the shared ones."""
+        if calls and not self.code_allowed:
+            return {c.sid: (False, f"function_sandbox_unavailable: {self.problem}") for c in calls}
+        results: dict[str, Result] = {}
+        pending = calls
+        while pending:
+            if lane is self.main and self.lanes.suspect(owner):
+                lane = self.quarantine
+                if lane.turns.waiting(owner) >= self.settings.quarantine_queue:
+                    shed = f"shed: {self.settings.quarantine_queue} calls of this subscriber wait"
+                    return results | {c.sid: (False, shed) for c in pending}
+            async with lane.turns.turn(owner):
+                pending = [c for c in pending if not self.lanes.cancelled(c.sid, ticket)]
+                if not pending:
+                    break
+                await lane.workers.ready(owner)  # a worker's start is not its calls' time
+                running = asyncio.ensure_future(lane.workers.run(owner, pub, pending))
+                try:
+                    await asyncio.wait({running}, timeout=self._turn_s(lane, pending))
+                except asyncio.CancelledError:
+                    await _cut_short(running)
+                    raise
+                if not running.done():
+                    self.lanes.flag(owner)  # overstayed its turn: it finishes outside it
+            try:
+                done, pending = await running
+            except asyncio.CancelledError:
+                await _cut_short(running)
+                raise
+            results |= done
+            if any(costly(error) for _, error in done.values()):
+                self.lanes.flag(owner)
+        return results
+
+    def _turn_s(self, lane: Lane, calls: list[WorkerCall]) -> float | None:
+        """How long calls keep a shared turn: `slow_call_ms` each, from when their worker
+        is ready. Past it they finish outside the turn, their owner suspect, and the turn
+        goes to the next subscriber: a spin the kernel ends only after a second costs its
+        neighbours a share of the CPU for that second, not a turn held all along."""
+        if lane is not self.main:
+            return None
+        return self.settings.slow_call_ms / 1000 * len(calls)
+
+    async def _library(self, pub: str, calls: list[WorkerCall], ticket: int) -> dict[str, Result]:
         if not calls:
             return {}
-        if pool is not self.library and not self.code_allowed:
-            return {c.sid: (False, f"function_sandbox_unavailable: {self.problem}") for c in calls}
-        return await pool.run_many(pub, calls, lambda c: not self.lanes.cancelled(c.sid, ticket))
+        return await self.library.run_many(
+            pub, calls, lambda c: not self.lanes.cancelled(c.sid, ticket)
+        )
+
+    async def call_library(self, name: str, publication: Any, params: Mapping[str, Any]) -> Result:
+        """One of the library's functions on one publication, in the library's workers
+        (the thesis's `/api/Detect*`): never in the broker's process."""
+        call = WorkerCall("api", "builtin", name, params=dict(params))
+        return (await self.library.run(publication_text(publication), [call]))["api"]
 
     async def aclose(self) -> None:
-        for pool in (self.pool, self.quarantine, self.library):
-            await pool.aclose()
+        for lane in (self.main, self.quarantine):
+            await lane.workers.aclose()
+        await self.library.aclose()
         await self.urls.aclose()
 
 
-def _hosted(subs: list[Subscription]) -> list[Subscription]:
-    return [s for s in subs if s.function and s.function.kind == "url"]
+async def _cut_short(running: asyncio.Future[Any]) -> None:
+    """Cancel a call still running, and wait until its worker is killed: a request cut
+    short leaves a worker out of step (pool.py), and nothing of it may outlive its caller."""
+    running.cancel()
+    await asyncio.wait({running})
 
 
-async def _mine(shared: Shared, subs: list[Subscription]) -> dict[str, Result]:
-    """This subscriber's results of the shared requests (awaited only if it has calls there;
-    shielded: one subscriber's cancellation does not cancel everyone's)."""
-    if len(_hosted(subs)) == len(subs):
-        return {}
-    code, library = await asyncio.shield(shared)
-    return code | library
+async def _nothing() -> dict[str, Result]:
+    return {}
 
 
 def _outcome(sub: Subscription, matched: bool, error: str | None) -> FunctionOutcome:

@@ -1,11 +1,16 @@
 """A sandbox worker: `python -m tidings.sandbox.worker MEMORY_MIB CPU_MS PROFILE [FLAGS]`.
 
-Reads one JSON request per line on stdin, `{"publication": {...}, "calls": [{"sid", "kind",
-"hash", "source"?, "name"?, "params"}]}`, and answers one line per call as it finishes,
-`{"sid", "match", "error", "ms"}`, then `{"done": true}`. The parent kills and replaces a
-worker that overruns its time; the worker itself bounds each call's CPU time (a profiling
-timer), its address space, recursion depth, and what the code can reach (restricted
-builtins, allow-listed imports).
+Reads one JSON request per line on stdin, `{"publication": "<JSON text>", "calls": [{"sid",
+"kind", "hash", "source"?, "name"?, "params"}]}`, and answers one line per call as it
+finishes, `{"sid", "match", "error", "ms"}`, then `{"done": true}`. Each call decodes its own
+copy of the publication: what one call does to it, the next never sees. A code worker serves
+one subscriber for its whole life (`sandbox/tenants.py`).
+
+Limits: each call's CPU time twice, a profiling timer (a gentle `TimeLimit` the code may
+catch) and the kernel's RLIMIT_CPU raised before each call to the CPU used so far plus the
+call's budget, whole seconds up (SIGXCPU, whose default action ends the process: no `except`
+catches it); the address space, recursion depth, and what the code can reach (restricted
+builtins, allow-listed imports). The parent's wall-clock watchdog is the last resort.
 
 PROFILE is `code` or `library` (the seccomp filter, `sandbox/boundary.py`). Flags:
 `--seccomp` loads the filter after the library's preload and before the first request;
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import math
 import os
 import resource
 import signal
@@ -109,8 +115,9 @@ def audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 class Worker:
-    def __init__(self, cpu_s: float, walls: bool = True) -> None:
+    def __init__(self, cpu_s: float, walls: bool = True, code: bool = True) -> None:
         self.cpu_s = cpu_s
+        self.code = code  # False in the library's workers: they run only the library
         self.compiled: dict[str, Callable[[Any], Any]] = {}
         self.builtins = safe_builtins() if walls else vars(builtins)
 
@@ -131,12 +138,15 @@ class Worker:
     def _run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
         # the library's own functions (vision takes seconds) are not held to the code limit
         limit = BUILTIN_CPU_S if call["kind"] == "builtin" else self.cpu_s
+        kernel_cpu_limit(limit)
         signal.setitimer(signal.ITIMER_PROF, limit)
         try:
             if call["kind"] == "builtin":
                 from tidings.functions import call_builtin
 
                 result = call_builtin(call["name"], publication, call.get("params") or {})
+            elif not self.code:
+                raise PermissionError("the library's workers run no subscriber code")
             else:
                 fn = self.load(call)
                 GUARD["on"] = True
@@ -167,6 +177,15 @@ class Worker:
             signal.setitimer(signal.ITIMER_PROF, 0)
 
 
+def kernel_cpu_limit(budget_s: float) -> None:
+    """Let the kernel end this process once it has used its CPU time so far plus `budget_s`,
+    whole seconds up: SIGXCPU's default action, out of the interpreter's reach (the hard
+    limit stays open so the next call can raise the soft one again)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = math.ceil(usage.ru_utime + usage.ru_stime + budget_s)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+
+
 def _on_timer(signum: int, frame: FrameType | None) -> None:
     raise TimeLimit
 
@@ -183,6 +202,16 @@ def limit_resources(memory_mib: int, seccomp: bool) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if not seccomp:
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def lower_autogroup() -> None:
+    """A worker is a session of its own (bubblewrap's --new-session), so with the kernel's
+    autogroups its nice value weighs only inside that session: lower the session's too."""
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("19")
+    except OSError:
+        pass  # no autogroups here: the nice value alone weighs
 
 
 def seccomp_status() -> int:
@@ -202,8 +231,12 @@ def main() -> None:
         return
     if "--nice" in flags:
         os.nice(19)  # before the preload: a replaced worker's start is CPU-heavy too
+        lower_autogroup()
     from tidings.functions import missing_extra, preload
+    from tidings.functions.caps import set_caps
 
+    caps = dict(f[2:].split("=", 1) for f in flags if f.startswith("--max-"))
+    set_caps(int(caps.get("max-pixels", 40_000_000)), int(caps.get("max-text", 100_000)))
     preload()  # the library and its models load before the limits apply
     if missing_extra("vision") is None:
         from PIL import Image
@@ -222,14 +255,16 @@ def main() -> None:
     walls = "--walls-off" not in flags
     if walls:
         sys.addaudithook(audit)
-    worker = Worker(cpu_ms / 1000, walls)
+    worker = Worker(cpu_ms / 1000, walls, code=profile != "library")
     out = sys.stdout.buffer
     out.write(orjson.dumps({"ready": True, "seccomp": seccomp_status()}) + b"\n")
     out.flush()
     for line in sys.stdin.buffer:
         request = orjson.loads(line)
+        text = request["publication"]
         for call in request["calls"]:
-            out.write(orjson.dumps(worker.run(call, request["publication"])) + b"\n")
+            publication = orjson.loads(text) if isinstance(text, str) else text
+            out.write(orjson.dumps(worker.run(call, publication)) + b"\n")
             out.flush()
         out.write(b'{"done": true}\n')
         out.flush()

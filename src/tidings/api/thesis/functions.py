@@ -2,23 +2,33 @@
 subscription may point at `http://<broker>/api/DetectFaces` exactly as its configuration did.
 
 Each takes the URL-function body `{"publication": {...}, "params": {...}}` and answers
-`{"match": bool}`. The work runs in a worker thread, off the event loop.
+`{"match": bool}`. The work runs in the function runner's library workers, never in the
+broker's process (docs/functions.md): an image past `functions.max_image_pixels` or a text
+past `functions.max_text_bytes` is refused there before any work (413), and each client
+address gets `functions.detect_rate_per_s` calls a second, `functions.detect_burst` at once
+(429 with `Retry-After`).
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
+import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.api.answers import answer
+from tidings.api.answers import answer, error
 from tidings.api.io import body_as
 from tidings.api.operations import Operation, described
-from tidings.functions import call_builtin, check_builtin
+from tidings.broker.rates import TokenBuckets
+from tidings.config import FunctionSettings
+from tidings.errors import ErrorCode, TidingsError
+from tidings.functions import check_builtin
+from tidings.functions.caps import PREFIX
 from tidings.model import check_depth
+from tidings.sandbox.runner import SandboxRunner
 from tidings.wire import thesis as w
 
 ROUTES = {
@@ -30,22 +40,62 @@ ROUTES = {
     "AnalyzeImage": "analyze_image",
 }
 LIMIT = 8 * 1024 * 1024
+CLIENTS = 10_000  # addresses remembered by the rate limit; past it, the longest idle are forgotten
+
+
+def buckets(request: Request, settings: FunctionSettings) -> TokenBuckets:
+    found = getattr(request.app.state, "detect_buckets", None)
+    if not isinstance(found, TokenBuckets):
+        rate, burst = settings.detect_rate_per_s, max(1, settings.detect_burst)
+        found = TokenBuckets(rate, burst, time.monotonic, max_keys=CLIENTS)
+        request.app.state.detect_buckets = found
+    return found
+
+
+def limited(request: Request, settings: FunctionSettings) -> Response | None:
+    address = request.client.host if request.client else ""
+    wait = buckets(request, settings).take(address)
+    if not wait:
+        return None
+    detail = f"at most {settings.detect_rate_per_s:g} calls a second from one address"
+    refused = TidingsError(ErrorCode.RATE_LIMITED, detail=detail, retry_s=math.ceil(wait))
+    return answer(error(refused), refused.status, {"Retry-After": str(math.ceil(wait))})
 
 
 def endpoint(name: str) -> Any:
     @described(Operation(w.FunctionCallBody, answer=w.Match))
     async def handle(request: Request) -> Response:
+        broker = request.app.state.broker
+        settings = broker.settings.functions
+        if (refused := limited(request, settings)) is not None:
+            return refused
         raw, call = await body_as(request, w.FunctionCallBody, LIMIT)
-        limits = request.app.state.broker.settings.limits
+        limits = broker.settings.limits
         check_depth(raw["publication"], "publication", limits)
         check_depth(call.params, "params", limits)
         check_builtin(name, call.params, field="$")
-        matched = await asyncio.to_thread(call_builtin, name, call.publication, call.params)
+        runner = broker.functions.runner
+        if not isinstance(runner, SandboxRunner):
+            raise TidingsError(ErrorCode.UNAVAILABLE, detail="function matching is not enabled")
+        matched, problem = await runner.call_library(name, raw["publication"], call.params)
+        if problem is not None:
+            raise refusal(problem)
         return answer(w.Match(matched))
 
     handle.__doc__ = f"The {name} function as a URL function."
     handle.__name__ = name
     return handle
+
+
+def refusal(problem: str) -> TidingsError:
+    """A library call's failure as the client's error: an input past its cap (413), a
+    limit of the worker (422), else ours (500)."""
+    if problem.startswith(PREFIX):
+        return TidingsError(ErrorCode.INPUT_TOO_LARGE, field="publication.data",
+                            detail=problem.removeprefix(PREFIX + ": "))  # fmt: skip
+    if problem.startswith(("killed:", "cpu time limit", "memory limit")):
+        return TidingsError(ErrorCode.LIMIT_EXCEEDED, field="publication.data", detail=problem)
+    return TidingsError(ErrorCode.INTERNAL)
 
 
 routes = [Route(f"/api/{path}", endpoint(name), methods=["POST"]) for path, name in ROUTES.items()]

@@ -1,0 +1,75 @@
+"""Fair turns by subscriber: at most `slots` evaluations run at once (the CPU budget), and
+a free slot goes to the waiting subscriber served longest ago (round-robin), whatever the
+length of each one's queue. A subscriber with many slow evaluations waits behind its own;
+a neighbour with one waits at most one turn of each subscriber ahead of it. A subscriber
+holds one turn at a time (it has one worker per lane: a second turn would only wait for
+the first)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+REMEMBERED = 4096  # owners whose last turn is remembered, past those waiting or running
+
+
+class FairShare:
+    def __init__(self, slots: int) -> None:
+        self.free = max(1, slots)
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # owner -> its waiters
+        self._last: dict[str, int] = {}  # owner -> when it last got a turn
+        self._running: dict[str, int] = {}
+        self._tick = 0
+
+    def waiting(self, owner: str) -> int:
+        return len(self._waiting.get(owner, ()))
+
+    @asynccontextmanager
+    async def turn(self, owner: str) -> AsyncIterator[None]:
+        await self._acquire(owner)
+        try:
+            yield
+        finally:
+            self._release(owner)
+
+    async def _acquire(self, owner: str) -> None:
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(owner, deque()).append(granted)
+        self._dispatch()
+        try:
+            await granted  # at once when it was granted now
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self._release(owner)  # granted as it was cancelled: pass the turn on
+            raise
+
+    def _release(self, owner: str) -> None:
+        self.free += 1
+        self._running[owner] -= 1
+        if not self._running[owner]:
+            del self._running[owner]
+        self._dispatch()
+        if len(self._last) > REMEMBERED:  # forget owners neither waiting nor running
+            keep = self._waiting.keys() | self._running.keys()
+            self._last = {o: t for o, t in self._last.items() if o in keep}
+
+    def _dispatch(self) -> None:
+        """Free turns to the waiting owners not running, served longest ago first."""
+        while self.free > 0:
+            ready = [o for o in self._waiting if o not in self._running]
+            if not ready:
+                return
+            owner = min(ready, key=lambda o: self._last.get(o, -1))
+            queue = self._waiting[owner]
+            granted = queue.popleft()
+            if not queue:
+                del self._waiting[owner]
+            if granted.done():  # cancelled while it waited
+                continue
+            self.free -= 1
+            self._tick += 1
+            self._last[owner] = self._tick
+            self._running[owner] = 1
+            granted.set_result(None)

@@ -1,0 +1,180 @@
+"""Workers of one subscriber each: subscriber code never shares a process with another's.
+
+A worker, once bound to a subscriber (a tenant), serves it for its whole life and is never
+given to another: module-level state, patched modules, filled memory and compiled code stay
+with their owner. A few spare workers wait, started fresh, so a subscriber's first call
+binds one at once; a new spare starts in the background. At most `max_workers` live (spares
+included): past it the least recently used idle tenant's worker is killed, never reused.
+A worker the kernel or the watchdog ended is forgotten; its tenant's next call binds
+another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidings.sandbox.cgroup import MemoryCgroups
+from tidings.sandbox.pool import (
+    START_BUDGET_S,
+    Result,
+    Spawned,
+    WorkerCall,
+    WorkerDied,
+    WorkerProcess,
+    reap_all,
+)
+
+log = logging.getLogger("tidings.sandbox")
+Ran = tuple[dict[str, Result], list[WorkerCall]]  # results, the calls not reached
+
+
+@dataclass(slots=True)
+class Tenant:
+    worker: WorkerProcess | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class TenantWorkers:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        budget_s: float,
+        max_workers: int,
+        spares: int = 0,
+        cgroups: MemoryCgroups | None = None,
+    ) -> None:
+        self.argv, self.cgroups = list(argv), cgroups
+        self.budget_s = budget_s  # the watchdog's wall clock per call
+        self.max_workers = max(1, max_workers)
+        self.spares = min(spares, self.max_workers - 1)
+        self._tenants: OrderedDict[str, Tenant] = OrderedDict()  # least recently used first
+        self._spare: list[WorkerProcess] = []
+        self._starting: set[asyncio.Task[None]] = set()  # spares being started
+        self._making: set[asyncio.Future[Any]] = set()  # every start under way
+        self._closed = False
+        self._dying: list[WorkerProcess] = []
+        self.spawned: Spawned = set()
+        self.killed = 0  # workers the kernel or the watchdog ended
+        self.evicted = 0  # idle tenants' workers killed to make room
+        self.started = 0
+        self.ms: dict[str, float] = {}  # subscription id -> its last call's wall time
+
+    def live(self) -> int:
+        bound = sum(1 for t in self._tenants.values() if t.worker is not None)
+        return bound + len(self._spare) + len(self._starting)
+
+    def owner_of(self, worker: WorkerProcess) -> str | None:
+        return next((o for o, t in self._tenants.items() if t.worker is worker), None)
+
+    async def ready(self, owner: str) -> str | None:
+        """Bind `owner` a worker if it has none (a spare, or one started now); None when
+        it has one, else why it cannot."""
+        tenant = self._tenant(owner)
+        async with tenant.lock:
+            if tenant.worker is None:
+                try:
+                    tenant.worker = await self._bind()
+                except (OSError, RuntimeError, TimeoutError) as exc:
+                    return f"sandbox worker failed to start: {exc}"[:300]
+        return None
+
+    async def run(self, owner: str, publication: str, calls: Sequence[WorkerCall]) -> Ran:
+        """Run `calls` (all `owner`'s) in its worker, one after another, until a call ends
+        the worker: that call fails; the rest come back to be run again."""
+        if (problem := await self.ready(owner)) is not None:
+            return {c.sid: (False, problem) for c in calls}, []
+        tenant = self._tenant(owner)
+        results: dict[str, Result] = {}
+        async with tenant.lock:
+            if tenant.worker is None or tenant.worker.dead:  # ended meanwhile: next turn
+                tenant.worker = None
+                return results, list(calls)
+            try:
+                await tenant.worker.run(publication, calls, self.budget_s, results, self.ms)
+            except asyncio.CancelledError:
+                self._dying.append(tenant.worker)  # killed (pool.py), reaped at the close
+                tenant.worker = None  # its next call binds another
+                raise
+            except WorkerDied as died:
+                tenant.worker = None
+                self.killed += 1
+                done = sum(1 for c in calls if c.sid in results)
+                results[calls[done].sid] = (False, died.error)
+                return results, list(calls[done + 1 :])
+        return results, []
+
+    def _tenant(self, owner: str) -> Tenant:
+        tenant = self._tenants.setdefault(owner, Tenant())
+        self._tenants.move_to_end(owner)
+        return tenant
+
+    async def _bind(self) -> WorkerProcess:
+        await self._make_room()
+        worker = self._spare.pop() if self._spare else await self._start()
+        self._refill()
+        return worker
+
+    async def _start(self) -> WorkerProcess:
+        """A fresh worker. Its start is not cut short when its caller is cancelled (a
+        process half made would outlive the runner): it becomes a spare instead."""
+        self.started += 1
+        task = asyncio.ensure_future(WorkerProcess.start(self.argv, self.cgroups, self.spawned))
+        self._making.add(task)
+        task.add_done_callback(self._making.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(self._orphaned)
+            raise
+
+    def _orphaned(self, task: asyncio.Future[WorkerProcess]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        (self._dying if self._closed else self._spare).append(task.result())
+
+    async def _make_room(self) -> None:
+        """Kill least recently used idle tenants' workers until one more fits."""
+        for owner, tenant in list(self._tenants.items()):
+            if self.live() < self.max_workers:
+                return
+            if tenant.worker is not None and not tenant.lock.locked():
+                worker, tenant.worker = tenant.worker, None
+                del self._tenants[owner]
+                self.evicted += 1
+                await worker.kill()
+
+    def _refill(self) -> None:
+        while len(self._spare) + len(self._starting) < self.spares:
+            if self.live() >= self.max_workers:
+                return
+            task = asyncio.get_running_loop().create_task(self._spare_up())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+
+    async def _spare_up(self) -> None:
+        try:
+            worker = await self._start()
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            log.warning("a spare sandbox worker failed to start: %s", exc)
+            return
+        if self._closed:
+            await worker.kill()
+        else:
+            self._spare.append(worker)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        starts = [*self._starting, *self._making]
+        if starts:  # not cancelled: a process half made would be left behind
+            await asyncio.wait(starts, timeout=START_BUDGET_S)
+        workers = [t.worker for t in self._tenants.values() if t.worker is not None]
+        for worker in [*workers, *self._spare, *self._dying]:
+            await worker.kill()
+        self._tenants.clear()
+        self._spare.clear()
+        await reap_all(self.spawned)  # what a cancellation left: killed, waited for

@@ -1,0 +1,50 @@
+"""Turns by subscriber: round-robin whatever the queues' lengths, one turn per subscriber
+at a time, a cancelled waiter passes its turn on."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tidings.sandbox.fair import FairShare
+
+
+async def test_turns_go_round_robin_by_subscriber() -> None:
+    share, order = FairShare(1), []
+
+    async def one(owner: str) -> None:
+        async with share.turn(owner):
+            order.append(owner)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(one("hog") for _ in range(4)), one("b"), one("c"))
+    assert order == ["hog", "b", "c", "hog", "hog", "hog"]
+
+
+async def test_a_subscriber_holds_one_turn_at_a_time_the_others_take_the_rest() -> None:
+    share, running, most = FairShare(2), {"a": 0, "b": 0}, {"a": 0, "b": 0}
+
+    async def one(owner: str) -> None:
+        async with share.turn(owner):
+            running[owner] += 1
+            most[owner] = max(most[owner], running[owner])
+            await asyncio.sleep(0.01)
+            running[owner] -= 1
+
+    await asyncio.gather(*(one("a") for _ in range(5)), one("b"))
+    assert most == {"a": 1, "b": 1}
+
+
+async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
+    share = FairShare(1)
+    async with share.turn("a"):
+        waiting = asyncio.ensure_future(_enter(share, "b"))
+        later = asyncio.ensure_future(_enter(share, "c"))
+        await asyncio.sleep(0)
+        waiting.cancel()
+    assert await asyncio.wait_for(later, 1) == "c"
+    assert share.free == 1
+
+
+async def _enter(share: FairShare, owner: str) -> str:
+    async with share.turn(owner):
+        return owner

@@ -1,0 +1,139 @@
+"""Tenant against tenant, in real workers inside the real boundary: what one subscriber's
+code does (patch a module, mutate the publication, fill its memory, spin under a bare
+`except`) changes nothing for another subscriber's calls, and costs only its own."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tidings.config import FunctionSettings
+from tidings.model import FunctionSpec, Publication, Subscription
+from tidings.sandbox.pool import KILLED_BY_KERNEL
+from tidings.sandbox.runner import SandboxRunner, create_runner
+
+PUB = Publication("p1", 0.0, data="hello", function_types=("t",))
+VICTIM = (
+    "import re\n"
+    "def match(publication):\n"
+    "    return re.search('zzz', publication['data']) is not None\n"
+)
+EXACT = "def match(publication):\n    return publication['data'] == 'hello'\n"
+NEEDY = "def match(publication):\n    return len(' ' * 4000000) > 0\n"  # needs 4 MB
+PATCHER = (
+    "import re\n"
+    "def everything(*args, **kwargs):\n"
+    "    return True\n"
+    "re.search = everything\n"
+    "def match(publication):\n"
+    "    return True\n"
+)
+MUTATOR = "def match(publication):\n    publication['data'] = 'mine now'\n    return True\n"
+HOG = (
+    "HELD = []\n"
+    "def match(publication):\n"
+    "    try:\n"
+    "        while True:\n"
+    "            HELD.append(' ' * 1000000)\n"
+    "    except MemoryError:\n"
+    "        pass\n"
+    "    return True\n"
+)
+# the time limit raised inside the interpreter is caught and ignored: only the kernel ends it
+SPINNER = (
+    "def match(publication):\n"
+    "    while True:\n"
+    "        try:\n"
+    "            while True:\n"
+    "                pass\n"
+    "        except:\n"
+    "            pass\n"
+)
+
+
+def sub(sid: str, owner: str, source: str) -> Subscription:
+    return Subscription(sid, owner, "function", function=FunctionSpec("t", "code", source))
+
+
+@pytest.fixture
+async def runner() -> AsyncIterator[SandboxRunner]:
+    r = create_runner(FunctionSettings(workers=1, cpu_ms=100, memory_mib=64))
+    yield r
+    await r.aclose()
+
+
+async def matches(runner: SandboxRunner, subs: list[Subscription]) -> dict[str, object]:
+    return {o.subscription_id: (o.matched, o.error) for o in await runner.evaluate(PUB, subs)}
+
+
+async def test_a_module_patched_by_one_subscriber_is_not_another_subscribers(
+    runner: SandboxRunner,
+) -> None:
+    # the patch is in place first: the victim's calls come after it on every publication
+    for _ in range(3):
+        got = await matches(runner, [sub("patch", "attacker", PATCHER), sub("v", "victim", VICTIM)])
+        assert got["v"] == (False, None)
+
+
+async def test_a_publication_mutated_by_one_subscriber_is_not_what_another_sees(
+    runner: SandboxRunner,
+) -> None:
+    subs = [sub("mut", "attacker", MUTATOR), sub("v", "victim", EXACT)]
+    for _ in range(3):
+        assert (await matches(runner, subs))["v"] == (True, None)
+
+
+async def test_each_call_of_one_subscriber_gets_its_own_copy_of_the_publication(
+    runner: SandboxRunner,
+) -> None:
+    subs = [sub("mut", "one", MUTATOR), sub("own", "one", EXACT)]
+    assert (await matches(runner, subs))["own"] == (True, None)
+
+
+async def test_an_address_space_hog_does_not_starve_another_subscriber(
+    runner: SandboxRunner,
+) -> None:
+    delivered = 0
+    for _ in range(10):
+        got = await matches(runner, [sub("hog", "hogger", HOG), sub("v", "victim", NEEDY)])
+        delivered += got["v"] == (True, None)
+    assert delivered == 10
+
+
+async def test_a_spin_that_catches_the_time_limit_is_ended_by_the_kernel_alone(
+    runner: SandboxRunner,
+) -> None:
+    got = await matches(runner, [sub("spin", "spinner", SPINNER), sub("v", "victim", EXACT)])
+    assert got["spin"] == (False, KILLED_BY_KERNEL)
+    assert got["v"] == (True, None)
+    assert runner.main.workers.killed == 1  # the spinner's worker, only
+
+
+async def test_a_bystander_is_not_held_back_by_a_spinning_tenants_many_subscriptions(
+    runner: SandboxRunner,
+) -> None:
+    spinning = [sub(f"spin{i}", "spinner", SPINNER + f"# {i}\n") for i in range(3)]
+    order = []
+    async for outcomes in runner.stream(PUB, [*spinning, sub("v", "bystander", EXACT)]):
+        order.append(outcomes[0].subscription_id)
+        if outcomes[0].subscription_id == "v":
+            assert outcomes[0].matched and outcomes[0].error is None
+    # one turn each: the bystander's comes after the spinner's first call, not its last
+    assert order == ["v", "spin0"]
+
+
+async def test_a_worker_is_never_given_to_another_subscriber() -> None:
+    runner = create_runner(FunctionSettings(workers=1, max_workers=2, spare_workers=1))
+    try:
+        seen: dict[str, object] = {}
+        for owner in ("a", "b", "c", "a"):
+            await matches(runner, [sub(f"s-{owner}", owner, EXACT)])
+            tenant = runner.main.workers._tenants[owner]
+            assert tenant.worker is not None
+            pid = tenant.worker.proc.pid
+            assert seen.setdefault(pid, owner) == owner  # type: ignore[arg-type]
+        assert runner.main.workers.live() <= 2
+        assert runner.main.workers.evicted >= 2
+    finally:
+        await runner.aclose()
