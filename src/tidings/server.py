@@ -20,6 +20,7 @@ import httpx
 import uvicorn
 
 from tidings import heap, logs
+from tidings.addresses import Own
 from tidings.admin import admin_token
 from tidings.api.app import create_app
 from tidings.api.guards import WebGuard
@@ -63,7 +64,7 @@ def build_broker(settings: Settings) -> Broker:
     broker = Broker(
         settings,
         store,
-        runner=create_runner(settings.functions),
+        runner=create_runner(settings.functions, Own(settings.host, settings.port)),
         eventlog=log,
         admin_token_hash=hash_token(token),
         elastic=elastic,

@@ -128,6 +128,16 @@ def test_a_url_function_can_point_at_the_brokers_own_library(http: httpx.Client)
     assert [m["body"]["message"] for m in _wait(s)] == [SPANISH]
 
 
+def test_a_url_function_cannot_point_at_the_brokers_other_paths(http: httpx.Client) -> None:
+    """Called with a publication, the broker's own /api/RegisterSubscriber would register a
+    subscriber per evaluation: only its library is a URL function's target there."""
+    s = CompatSubscriber(http)
+    url = str(http.base_url).rstrip("/") + "/api/RegisterSubscriber"
+    body = {"functionType": "url", "subscriptionTopic": "t", "matchingFunction": url}
+    error = s.call("SubscribeFunction", body).json()["error"]
+    assert error["code"] == "function_invalid" and "own" in error["message"]
+
+
 def test_forbidden_subscriber_code_is_refused_with_the_line(http: httpx.Client) -> None:
     s = CompatSubscriber(http)
     body = {

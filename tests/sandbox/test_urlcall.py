@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from tests.sandbox.endpoint import Endpoint, endpoint
 
+from tidings.addresses import Own
 from tidings.config import FunctionSettings
 from tidings.sandbox.urlcall import OPEN_AFTER, URLCaller
 
@@ -78,3 +79,22 @@ async def test_one_urls_open_breaker_leaves_other_urls_alone(
     for _ in range(OPEN_AFTER + 1):
         assert (await caller.call(dead, PUB, {}))[0] is False
     assert await caller.call(ep.url("/yes"), PUB, {}) == (True, None)
+
+
+async def test_the_broker_s_own_endpoint_is_called_for_the_library_it_serves_alone(
+    ep: Endpoint,
+) -> None:
+    """A URL function pointed back at the broker reaches its `/api/Detect*` (the thesis's
+    configurations do so), never another of its paths (registering subscribers, say)."""
+    own = URLCaller(FunctionSettings(url_retries=0), Own("127.0.0.1", ep.port))
+    try:
+        refused = ep.url("/api/RegisterSubscriber")
+        assert own.problem(refused) == "the URL is this broker's own"
+        assert own.problem(ep.url("/api/DetectLanguages?x=1")) is not None  # the path alone
+        assert own.problem(ep.url("/api/DetectLanguages")) is None
+        matched, error = await own.call(refused, PUB, {})
+        assert not matched and error and "own endpoint" in error
+        assert await own.call(ep.url("/api/DetectLanguages"), PUB, {}) == (True, None)
+        assert set(ep.calls) == {"/api/DetectLanguages"}
+    finally:
+        await own.aclose()

@@ -19,6 +19,18 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.extras import hint
 from tidings.model import convert
 
+# the library under the thesis's names, as the broker serves it (`POST /api/<name>`): the one
+# path on the broker's own endpoint a URL function may call
+SERVED = {
+    "DetectLanguages": "detect_language",
+    "DetectKeyPhrases": "key_phrases",
+    "DetectSentiments": "sentiment",
+    "DetectFaces": "detect_faces",
+    "DetectPrintedText": "detect_printed_text",
+    "AnalyzeImage": "analyze_image",
+}
+SERVED_PATHS = frozenset(f"/api/{name}" for name in SERVED)
+
 
 class Params(Struct, forbid_unknown_fields=True):
     """A builtin's parameters, checked at subscribe time (not when it first runs)."""

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tidings.addresses import url_problem
+from tidings.addresses import Own
 from tidings.config import FunctionSettings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.functions import check_builtin
@@ -51,7 +51,7 @@ class Lane:
 
 
 class SandboxRunner:
-    def __init__(self, settings: FunctionSettings) -> None:
+    def __init__(self, settings: FunctionSettings, own: Own | None = None) -> None:
         self.settings = settings
         self.problem = probe(settings)  # None: the OS boundary works here
         bounded = self.problem is None
@@ -76,7 +76,7 @@ class SandboxRunner:
         )
         self.library = WorkerPool(settings, command(settings, "library", bounded=bounded))
         self.lanes = Lanes(settings)
-        self.urls = URLCaller(settings)
+        self.urls = URLCaller(settings, own)
 
     @property
     def code_allowed(self) -> bool:
@@ -95,7 +95,7 @@ class SandboxRunner:
             check(spec.source)
         elif spec.kind == "builtin":
             check_builtin(spec.source, spec.params)
-        elif (problem := url_problem(spec.source, self.urls.deny)) is not None:
+        elif (problem := self.urls.problem(spec.source)) is not None:
             # refused now, not only at each call: a denied URL never becomes a subscription
             raise TidingsError(ErrorCode.FUNCTION_INVALID, field="function.url", detail=problem)
 
@@ -312,5 +312,7 @@ def _call(sub: Subscription) -> WorkerCall:
     return WorkerCall(sub.id, "builtin", spec.source, params=dict(spec.params))
 
 
-def create_runner(settings: FunctionSettings) -> SandboxRunner:
-    return SandboxRunner(settings)
+def create_runner(settings: FunctionSettings, own: Own | None = None) -> SandboxRunner:
+    """The runner; `own` is the broker's own endpoint, which its URL functions never call
+    (a subscription's URL pointed back at the broker would make it call itself)."""
+    return SandboxRunner(settings, own)

@@ -12,11 +12,13 @@ import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
-from tidings.addresses import deny_list
+from tidings.addresses import Own, deny_list, url_problem
 from tidings.config import FunctionSettings
+from tidings.functions import SERVED_PATHS
 from tidings.http1 import Client
 
 OPEN_AFTER = 5
@@ -49,10 +51,14 @@ class Breaker:
 
 
 class URLCaller:
-    def __init__(self, settings: FunctionSettings) -> None:
+    def __init__(self, settings: FunctionSettings, own: Own | None = None) -> None:
         self.settings = settings
         self.deny = deny_list(settings.url_deny_networks, settings.url_deny_default_networks)
-        self._http = Client(settings.url_concurrency, settings.url_timeout_s, deny=self.deny)
+        self.own = own  # the broker's own endpoint: called for the library alone
+        self._http = Client(
+            settings.url_concurrency, settings.url_timeout_s, deny=self.deny, own=own
+        )
+        self._library = Client(settings.url_concurrency, settings.url_timeout_s, deny=self.deny)
         self._breakers: dict[str, Breaker] = {}
 
     async def call(self, url: str, publication: Any, params: Any) -> tuple[bool, str | None]:
@@ -80,7 +86,8 @@ class URLCaller:
         raise AssertionError("unreachable")
 
     async def _once(self, url: str, body: bytes) -> bool:
-        response = await self._http.post(url, body, HEADERS)
+        http = self._library if self.library(url) else self._http
+        response = await http.post(url, body, HEADERS)
         if not 200 <= response.status < 300:
             raise HTTPStatusError(f"HTTP {response.status}: {response.body[:100]!r}")
         answer = orjson.loads(response.body)
@@ -88,5 +95,24 @@ class URLCaller:
             raise ValueError('the answer is not {"match": true|false}')
         return bool(answer["match"])
 
+    def library(self, url: str) -> bool:
+        """Whether `url` is the library the broker serves (`/api/Detect*`), on its own
+        endpoint: the one call a URL function may make to the broker itself."""
+        if self.own is None:
+            return False
+        parts = urlsplit(url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return False
+        host = parts.hostname or ""
+        return parts.path in SERVED_PATHS and not parts.query and self.own.is_self(host, port)
+
+    def problem(self, url: str) -> str | None:
+        """What makes `url` no URL function (tidings.addresses.url_problem): the broker's
+        own endpoint is refused, but for the library it serves there."""
+        return url_problem(url, self.deny, None if self.library(url) else self.own)
+
     async def aclose(self) -> None:
         self._http.close()
+        self._library.close()

@@ -25,20 +25,12 @@ from tidings.api.operations import Operation, described
 from tidings.broker.rates import TokenBuckets
 from tidings.config import FunctionSettings
 from tidings.errors import ErrorCode, TidingsError
-from tidings.functions import check_builtin
+from tidings.functions import SERVED, check_builtin
 from tidings.functions.caps import PREFIX
 from tidings.model import check_depth
 from tidings.sandbox.runner import SandboxRunner
 from tidings.wire import thesis as w
 
-ROUTES = {
-    "DetectLanguages": "detect_language",
-    "DetectKeyPhrases": "key_phrases",
-    "DetectSentiments": "sentiment",
-    "DetectFaces": "detect_faces",
-    "DetectPrintedText": "detect_printed_text",
-    "AnalyzeImage": "analyze_image",
-}
 LIMIT = 8 * 1024 * 1024
 CLIENTS = 10_000  # addresses remembered by the rate limit; past it, the longest idle are forgotten
 
@@ -98,4 +90,4 @@ def refusal(problem: str) -> TidingsError:
     return TidingsError(ErrorCode.INTERNAL)
 
 
-routes = [Route(f"/api/{path}", endpoint(name), methods=["POST"]) for path, name in ROUTES.items()]
+routes = [Route(f"/api/{path}", endpoint(name), methods=["POST"]) for path, name in SERVED.items()]
