@@ -96,7 +96,7 @@ def test_a_text_past_the_cap_is_refused(http: httpx.Client) -> None:
 
 
 def test_calls_past_an_addresss_rate_are_refused_with_retry_after(tmp_path: Path) -> None:
-    settings = load_settings({"data_dir": tmp_path}, env={})
+    settings = load_settings({"data_dir": tmp_path, "limits__rate_limit_loopback": True}, env={})
     functions = FunctionSettings(detect_rate_per_s=0.5, detect_burst=2)
     body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
     with (
@@ -108,3 +108,17 @@ def test_calls_past_an_addresss_rate_are_refused_with_retry_after(tmp_path: Path
         assert answers[2].json()["error"]["code"] == "rate_limited"
         assert 1 <= int(answers[2].headers["Retry-After"]) <= 2
         assert client.get("/healthz").status_code == 200  # only the Detect routes are limited
+
+
+def test_this_machine_s_clients_are_not_rate_limited_unless_told(tmp_path: Path) -> None:
+    """The broker's own URL functions and the simulator call the library from loopback: as
+    for registrations, they are limited only with `limits.rate_limit_loopback`."""
+    settings = load_settings({"data_dir": tmp_path}, env={})
+    functions = FunctionSettings(detect_rate_per_s=0.5, detect_burst=2)
+    body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
+    with (
+        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
+        httpx.Client(base_url=srv.url, timeout=30) as client,
+    ):
+        answers = [client.post("/api/DetectLanguages", json=body) for _ in range(4)]
+    assert [a.status_code for a in answers] == [200] * 4

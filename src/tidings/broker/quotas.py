@@ -40,7 +40,7 @@ class Quotas:
     def check_register(self, client: str) -> None:
         """RATE_LIMITED past `registrations_per_minute` from one client address (a loopback
         address only with `rate_limit_loopback`)."""
-        if _loopback(client) and not self.limits.rate_limit_loopback:
+        if loopback(client) and not self.limits.rate_limit_loopback:
             return
         wait = self.registrations.take(client)
         if wait:
@@ -135,7 +135,9 @@ class Quotas:
             )
 
 
-def _loopback(address: str) -> bool:
+def loopback(address: str) -> bool:
+    """Whether a client address is this machine's (its tools, its simulator, the broker's
+    own URL functions): exempt from per-address rates unless `rate_limit_loopback`."""
     try:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:  # no address (a test client, a Unix socket): treated as local

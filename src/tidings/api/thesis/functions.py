@@ -6,7 +6,7 @@ Each takes the URL-function body `{"publication": {...}, "params": {...}}` and a
 broker's process (docs/functions.md): an image past `functions.max_image_pixels` or a text
 past `functions.max_text_bytes` is refused there before any work (413), and each client
 address gets `functions.detect_rate_per_s` calls a second, `functions.detect_burst` at once
-(429 with `Retry-After`).
+(429 with `Retry-After`); loopback clients only with `limits.rate_limit_loopback`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from starlette.routing import Route
 from tidings.api.answers import answer, error
 from tidings.api.io import body_as
 from tidings.api.operations import Operation, described
+from tidings.broker.quotas import loopback
 from tidings.broker.rates import TokenBuckets
-from tidings.config import FunctionSettings
+from tidings.config import FunctionSettings, Limits
 from tidings.errors import ErrorCode, TidingsError
 from tidings.functions import SERVED, check_builtin
 from tidings.functions.caps import PREFIX
@@ -44,8 +45,12 @@ def buckets(request: Request, settings: FunctionSettings) -> TokenBuckets:
     return found
 
 
-def limited(request: Request, settings: FunctionSettings) -> Response | None:
+def limited(request: Request, settings: FunctionSettings, limits: Limits) -> Response | None:
+    """429 past the address's rate; this machine's clients (the broker's own URL functions
+    among them) only with `limits.rate_limit_loopback`, as for registrations."""
     address = request.client.host if request.client else ""
+    if loopback(address) and not limits.rate_limit_loopback:
+        return None
     wait = buckets(request, settings).take(address)
     if not wait:
         return None
@@ -59,7 +64,7 @@ def endpoint(name: str) -> Any:
     async def handle(request: Request) -> Response:
         broker = request.app.state.broker
         settings = broker.settings.functions
-        if (refused := limited(request, settings)) is not None:
+        if (refused := limited(request, settings, broker.settings.limits)) is not None:
             return refused
         raw, call = await body_as(request, w.FunctionCallBody, LIMIT)
         limits = broker.settings.limits
