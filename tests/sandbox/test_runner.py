@@ -237,3 +237,15 @@ def test_a_suspension_cancels_the_evaluations_still_queued(tmp_path: Path) -> No
         time.sleep(1.0)  # anything still queued would run now
         assert server.broker.metrics.value("function_calls_total") == calls
         assert calls <= 4 * (3 + 2)  # the rule's 3, and at most the request in flight
+
+
+async def test_a_module_that_fails_its_first_load_fails_with_its_own_error_each_time(
+    runner: FunctionRunner,
+) -> None:
+    """The runner sends a function's source once; a worker whose first load failed used to
+    answer `KeyError: 'source'` for ever after."""
+    flaky = "FAIL = 1 / 0\n\ndef match(publication):\n    return True\n"
+    for _ in range(3):
+        [outcome] = await runner.evaluate(PUB, [sub("f", "code", flaky)])
+        assert not outcome.matched and outcome.error is not None
+        assert outcome.error.startswith("ZeroDivisionError"), outcome.error

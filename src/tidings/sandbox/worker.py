@@ -106,10 +106,13 @@ def safe_builtins() -> dict[str, Any]:
 BLOCKED_EVENTS = ("open", "os.", "subprocess.", "socket.", "shutil.", "ctypes.", "compile",
                   "exec", "sys._getframe", "sys.settrace", "sys.setprofile", "signal.",
                   "gc.", "sys.addaudithook", "urllib.", "marshal.", "pickle.")  # fmt: skip
-GUARD = {"on": False}
+GUARD: dict[str, Any] = {"on": False, "loading": None}
 
 
 def audit(event: str, args: tuple[Any, ...]) -> None:
+    if GUARD["loading"] is not None and event == "exec" and args[0] is GUARD["loading"]:
+        GUARD["loading"] = None  # the subscription's own module, run once under the guard
+        return
     if GUARD["on"] and event.startswith(BLOCKED_EVENTS):
         raise PermissionError(f"{event} is not allowed in a matching function")
 
@@ -119,14 +122,25 @@ class Worker:
         self.cpu_s = cpu_s
         self.code = code  # False in the library's workers: they run only the library
         self.compiled: dict[str, Callable[[Any], Any]] = {}
+        self.sources: dict[str, str] = {}  # by hash: sent once, kept for a load that failed
         self.builtins = safe_builtins() if walls else vars(builtins)
 
     def load(self, call: dict[str, Any]) -> Callable[[Any], Any]:
-        fn = self.compiled.get(call["hash"])
+        """The subscription's `match`, its module run once: under the audit guard, as its
+        calls are; a module that failed is run again at the next call (its source kept,
+        as the runner sends it once)."""
+        key = call["hash"]
+        fn = self.compiled.get(key)
         if fn is None:
+            source = self.sources.setdefault(key, call.get("source", ""))
             namespace: dict[str, Any] = {"__builtins__": self.builtins, "__name__": "subscription"}
-            exec(compile(call["source"], "<subscription>", "exec"), namespace)
-            fn = self.compiled[call["hash"]] = namespace["match"]
+            module = compile(source, "<subscription>", "exec")
+            GUARD["loading"], GUARD["on"] = module, True
+            try:
+                exec(module, namespace)
+            finally:
+                GUARD["loading"], GUARD["on"] = None, False
+            fn = self.compiled[key] = namespace["match"]
         return fn
 
     def run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
