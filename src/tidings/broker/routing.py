@@ -49,11 +49,9 @@ class Routing(Protocol):
         ...
 
 
-class LocalRouting:
-    runs_functions = True
-
-    def __init__(self, index: SubscriptionIndex, telemetry: Telemetry, deliver: Deliver) -> None:
-        self.index, self.telemetry, self.deliver = index, telemetry, deliver
+class Unmoved:
+    """The life cycle of a routing that holds nothing of its own to start, stop or keep in
+    line with the subscriptions (its index is the broker's)."""
 
     async def start(self, enqueued: Enqueued) -> None:
         pass
@@ -69,6 +67,13 @@ class LocalRouting:
 
     def removed(self, subscription_id: str, kind: SubscriptionKind | None) -> None:
         pass
+
+
+class LocalRouting(Unmoved):
+    runs_functions = True
+
+    def __init__(self, index: SubscriptionIndex, telemetry: Telemetry, deliver: Deliver) -> None:
+        self.index, self.telemetry, self.deliver = index, telemetry, deliver
 
     async def route(self, pubs: list[Publication]) -> list[int]:
         started = time.perf_counter()
@@ -120,23 +125,8 @@ class ElasticRouting:
         return await _per_topic(self.index, self.telemetry, self.deliver, pub)
 
 
-class SparkRouting:
+class SparkRouting(Unmoved):
     runs_functions = False
-
-    async def start(self, enqueued: Enqueued) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    def loaded(self, subscriptions: Iterable[Subscription]) -> None:
-        pass
-
-    def added(self, sub: Subscription) -> None:
-        pass
-
-    def removed(self, subscription_id: str, kind: SubscriptionKind | None) -> None:
-        pass
 
     async def route(self, pubs: list[Publication]) -> list[int]:
         return [0] * len(pubs)
