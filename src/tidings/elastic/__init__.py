@@ -20,6 +20,7 @@ Where is what:
   operators watched and evicted when unreachable, through `liveness`), `process` (one
   operator as a process of its own), `seam` (what `Broker` is given with
   `matching = "elastic"`), `autoscaler` (the policy that asks for scales).
+- `tasks`: ending a background task (cancelled, awaited, its error logged), for all of them.
 
 The data path: the broker hands a publication to an access point, which numbers it and
 broadcasts it to every matcher of the current view (`wire.Publish`); each matcher matches

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from tidings.elastic.coordination.coordinator import Busy
 from tidings.elastic.protocol.scaling import Scaler, ScaleReport
+from tidings.elastic.tasks import cancelled
 
 log = logging.getLogger("tidings.elastic")
 
@@ -52,11 +53,4 @@ class Warden:
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.warning("elastic: the warden's takeover ended with an error", exc_info=True)
+        await cancelled(self._task, "the warden's takeover")

@@ -40,6 +40,7 @@ from tidings.elastic.operators.matcher import MatcherOperator
 from tidings.elastic.operators.operator import Operator
 from tidings.elastic.protocol import wire
 from tidings.elastic.protocol.scaling import Scaler, ScaleReport, in_turn
+from tidings.elastic.tasks import cancelled
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Publication, Subscription
 
@@ -279,8 +280,8 @@ class Deployment:
         self._closed = self.closing = True
         await self.warden.stop()
         await self.evictions.close()
-        await _cancelled(self._leading, "the autoscaler's lead")
-        await _cancelled(self.recovery.task, "a recovery")
+        await cancelled(self._leading, "the autoscaler's lead")
+        await cancelled(self.recovery.task, "a recovery")
         if self.autoscaler is not None:
             await self.autoscaler.stop()
         if self.access_point is not None and self.access_point.running:
@@ -467,19 +468,6 @@ async def _stop(op: Operator) -> None:
             await op.coordinator.close()
         except Exception:
             log.warning("elastic: the session of operator %s did not close", op.id, exc_info=True)
-
-
-async def _cancelled(task: asyncio.Task[None] | None, what: str) -> None:
-    """Cancel one of the deployment's tasks and wait for its end; what it raised is logged."""
-    if task is None:
-        return
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    except Exception:
-        log.warning("elastic: %s ended with an error", what, exc_info=True)
 
 
 async def cluster_status(coordinator: Coordinator) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from tidings.elastic.coordination.coordinator import Coordinator
 from tidings.elastic.hosting.liveness import PeerWatch
 from tidings.elastic.protocol.channels import shared_context
+from tidings.elastic.tasks import cancelled
 
 log = logging.getLogger("tidings.elastic")
 
@@ -81,12 +82,5 @@ class Evictions:
 
     async def close(self) -> None:
         """The watch of the membership ends, then every peer's connection."""
-        if self._following is not None:
-            self._following.cancel()
-            try:
-                await self._following
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.warning("elastic: the membership watch ended with an error", exc_info=True)
+        await cancelled(self._following, "the membership watch")
         self.peers.close()
