@@ -95,30 +95,31 @@ def test_a_text_past_the_cap_is_refused(http: httpx.Client) -> None:
     assert response.json()["error"]["code"] == "input_too_large"
 
 
-def test_calls_past_an_addresss_rate_are_refused_with_retry_after(tmp_path: Path) -> None:
-    settings = load_settings({"data_dir": tmp_path, "limits__rate_limit_loopback": True}, env={})
+def detect_calls(tmp_path: Path, n: int, loopback_limited: bool) -> list[httpx.Response]:
+    """`n` calls in a row to a broker allowing 0.5 a second, 2 at once, per address; and
+    its /healthz, last."""
+    overrides = {"data_dir": tmp_path, "limits__rate_limit_loopback": loopback_limited}
+    settings = load_settings(overrides, env={})
     functions = FunctionSettings(detect_rate_per_s=0.5, detect_burst=2)
     body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
     with (
         EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
         httpx.Client(base_url=srv.url, timeout=30) as client,
     ):
-        answers = [client.post("/api/DetectLanguages", json=body) for _ in range(3)]
-        assert [a.status_code for a in answers] == [200, 200, 429]
-        assert answers[2].json()["error"]["code"] == "rate_limited"
-        assert 1 <= int(answers[2].headers["Retry-After"]) <= 2
-        assert client.get("/healthz").status_code == 200  # only the Detect routes are limited
+        answers = [client.post("/api/DetectLanguages", json=body) for _ in range(n)]
+        return [*answers, client.get("/healthz")]
+
+
+def test_calls_past_an_addresss_rate_are_refused_with_retry_after(tmp_path: Path) -> None:
+    *answers, health = detect_calls(tmp_path, 3, loopback_limited=True)
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert answers[2].json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(answers[2].headers["Retry-After"]) <= 2
+    assert health.status_code == 200  # only the Detect routes are limited
 
 
 def test_this_machine_s_clients_are_not_rate_limited_unless_told(tmp_path: Path) -> None:
     """The broker's own URL functions and the simulator call the library from loopback: as
     for registrations, they are limited only with `limits.rate_limit_loopback`."""
-    settings = load_settings({"data_dir": tmp_path}, env={})
-    functions = FunctionSettings(detect_rate_per_s=0.5, detect_burst=2)
-    body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
-    with (
-        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
-        httpx.Client(base_url=srv.url, timeout=30) as client,
-    ):
-        answers = [client.post("/api/DetectLanguages", json=body) for _ in range(4)]
+    *answers, _ = detect_calls(tmp_path, 4, loopback_limited=False)
     assert [a.status_code for a in answers] == [200] * 4
