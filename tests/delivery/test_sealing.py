@@ -49,3 +49,15 @@ def test_a_key_file_that_holds_no_key_is_refused_by_its_setting(tmp_path: Path) 
         Sealer.from_file(path)
     assert caught.value.code is ErrorCode.CONFIG_INVALID
     assert caught.value.field == "webhooks__secrets_key_file"
+
+
+def test_a_sealed_form_once_opened_is_not_decrypted_again() -> None:
+    """The webhooks read every endpoint every few seconds: each sealed form is opened once."""
+    key = Fernet.generate_key()
+    sealer = Sealer(key)
+    sealed, other = sealer.seal(SECRET), Sealer(key).seal("whsec_other")
+    assert sealer.open(sealed) == SECRET
+    sealer._fernet = Fernet(Fernet.generate_key())  # decrypting would now fail
+    assert sealer.open(sealed) == SECRET
+    with pytest.raises(TidingsError):
+        sealer.open(other)

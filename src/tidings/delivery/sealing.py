@@ -20,11 +20,15 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.private import create_private
 
 PREFIX = "sealed:"
+OPENED = 100_000  # sealed forms remembered opened
 
 
 class Sealer:
     def __init__(self, key: bytes) -> None:
         self._fernet = Fernet(key)
+        # opened secrets by their sealed form: webhooks read every endpoint every few
+        # seconds, and a sealed form never changes its meaning
+        self._opened: dict[str, str] = {}
 
     @classmethod
     def from_file(cls, path: Path) -> Sealer:
@@ -54,11 +58,17 @@ class Sealer:
         store given another key file)."""
         if not stored.startswith(PREFIX):
             return stored  # stored before sealing
+        if (known := self._opened.get(stored)) is not None:
+            return known
         try:
-            return self._fernet.decrypt(stored[len(PREFIX) :].encode("ascii")).decode()
+            secret = self._fernet.decrypt(stored[len(PREFIX) :].encode("ascii")).decode()
         except InvalidToken:
             detail = (
                 "a webhook secret was sealed with another key: give every broker on this "
                 "store the same webhooks.secrets_key_file"
             )
             raise TidingsError(ErrorCode.UNAVAILABLE, detail=detail) from None
+        if len(self._opened) >= OPENED:
+            self._opened.clear()  # replaced secrets' old forms go with it
+        self._opened[stored] = secret
+        return secret
