@@ -191,3 +191,30 @@ def test_consumers_spread_over_processes_lose_and_duplicate_nothing(
     summary = run_briefly(name, url_of(name, tidings_url), consumers=4, processes=2)
     assert summary.expected == 4 * summary.sent > 0
     assert (summary.received, summary.lost, summary.duplicates) == (summary.expected, 0, 0)
+
+
+def test_an_mqtt_consumer_whose_client_id_is_taken_over_is_counted_as_closed() -> None:
+    """A misbehaving device that connects with a consumer's client id makes Mosquitto close
+    the consumer's connection (MQTT 3.1.1, 3.1.4-2): the run says so."""
+    require_service("mqtt")
+    from tidings.sim.perf.targets.mqtt import MqttConnection
+
+    async def scenario() -> tuple[int, int]:
+        workload = Workload(consumers=1, size=150)
+        target = make_target("mqtt", None, workload)
+        await target.open()
+        await target.subscribe(0, 0, range(X_DOMAIN), lambda *_: None)
+        before = target.closed
+        thief = await MqttConnection.open(
+            "127.0.0.1", 1883, f"perf-{workload.run_id}-0", clean=True
+        )
+        for _ in range(250):
+            if target.closed:
+                break
+            await asyncio.sleep(0.02)
+        after = target.closed
+        await thief.close()
+        await target.close()
+        return before, after
+
+    assert asyncio.run(scenario()) == (0, 1)

@@ -126,7 +126,6 @@ class MqttConnection:
 class MqttTarget:
     name = "mqtt"
     filters = False
-    closed = 0
 
     def __init__(self, url: str | None, workload: Workload) -> None:
         self.url = url or "mqtt://127.0.0.1:1883"
@@ -135,7 +134,14 @@ class MqttTarget:
         self.workload = workload
         self.qos = 1 if workload.confirm or workload.persistent else 0
         self._connections: list[MqttConnection] = []
+        self._consumers: list[MqttConnection] = []
         self._kept: list[str] = []  # client ids whose sessions the broker keeps
+
+    @property
+    def closed(self) -> int:
+        """Consumer connections the broker closed (another client taking over the client
+        id, say): their messages from then on are counted lost, not waited for in silence."""
+        return sum(c.error is not None for c in self._consumers)
 
     def topic_name(self, topic: int) -> str:
         return f"perf/{self.workload.run_id}/{topic}"
@@ -157,6 +163,7 @@ class MqttTarget:
     async def subscribe(self, consumer: int, topic: int, wanted: range, deliver: Deliver) -> None:
         client_id = f"perf-{self.workload.run_id}-{consumer}"
         connection = await self._connect(client_id, clean=not self.workload.persistent)
+        self._consumers.append(connection)
         if self.workload.persistent:
             self._kept.append(client_id)
         connection.on_message = lambda payload, at_ns: deliver(consumer, payload, at_ns)
