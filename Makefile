@@ -40,7 +40,7 @@ $(CORE): pyproject.toml constraints.txt
 	@scripts/check-prereqs.sh --core
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e .
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[fast]'
 	touch $(CORE)
 
 # Everything (every extra, the dev tools, the system packages the tests use).

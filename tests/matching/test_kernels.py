@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -114,6 +117,8 @@ def test_a_kernel_compiles_without_a_disk_cache_where_numba_has_nowhere_to_keep_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = kernels.njit
+    if real is None:
+        pytest.skip("numba is not installed here (the `fast` extra)")
 
     def njit(**options: bool) -> Any:  # numba's own error when no cache locator fits
         if options.get("cache"):
@@ -161,3 +166,22 @@ def test_check_keeps_the_slots_whose_every_interval_holds_the_event(count: int, 
         expected.append(keep)
     got = kernels.check(slots, ix["attrs"], ix["bounds"], x)
     assert [g.tolist() for g in got] == expected
+
+
+def test_without_numba_the_kernels_run_as_python_and_the_indexes_still_agree_with_the_oracle() -> (
+    None
+):
+    """The core install (no `fast` extra, as in a serverless function) runs the same kernels
+    as Python: the content index's and the engine's tests pass there too."""
+    root = Path(__file__).parents[2]
+    tests = [f"tests/matching/{name}" for name in ("test_content.py", "test_engine.py")]
+    program = (
+        "import sys; sys.modules['numba'] = None\n"  # as if it were not installed
+        "from tidings.matching import kernels; assert not kernels.COMPILED\n"
+        "import pytest\n"
+        f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-W', 'error', *{tests!r}]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -6,7 +6,9 @@ a time into one buffer, and each clear bit found in it is decided at once (its e
 then, only if needed, its bounds).
 Compiled by numba on first use (seconds) and cached on disk (beside this file, or in the
 user's cache directory), so later processes load it in well under a second; `nogil`, so
-threads matching different chunks run in parallel.
+threads matching different chunks run in parallel. numba is the `fast` extra (208 MB with
+llvmlite, too much for a serverless function's 250 MB): without it the same functions run
+as Python, with the same answers (tests/matching run both ways), only slower.
 """
 
 from __future__ import annotations
@@ -16,13 +18,22 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+
+njit: Any
+try:
+    from numba import njit
+except ImportError:  # the core install: the loops run as Python
+    njit = None
+
+COMPILED = njit is not None
 
 
 def compiled(fn: Callable[..., Any]) -> Any:
     """`fn` compiled without the GIL, its machine code cached on disk; where numba finds no
     writable place for the cache (a read-only install, no home directory), compiled in
-    each process instead of failing at import."""
+    each process instead of failing at import; without numba, `fn` itself."""
+    if njit is None:
+        return fn
     try:
         return njit(nogil=True, cache=True)(fn)
     except RuntimeError:
@@ -96,6 +107,18 @@ def clear_bits(acc: Any, found: Any) -> int:
             n += 1
             free ^= low
     return n
+
+
+def _clear_bits_numpy(acc: Any, found: Any) -> int:
+    """`clear_bits` without numba: the De Bruijn step wraps a uint64 product, which numpy
+    warns about in Python; one vectorised pass is quicker there anyway."""
+    where = np.flatnonzero(np.unpackbits(acc.view(np.uint8), bitorder="little") == 0)
+    found[: where.size] = where
+    return int(where.size)
+
+
+if not COMPILED:
+    clear_bits = _clear_bits_numpy  # match_rows finds it here at each call
 
 
 @compiled
