@@ -92,6 +92,9 @@ class FunctionSettings:
     sandbox_uid: int = 65534
     sandbox_gid: int = 65534
     unsafe_code_functions: bool = False
+    # false: code functions are refused without probing for the boundary (a serverless
+    # platform grants no namespaces); builtin and url functions still work
+    code_functions: bool = True
     # fairness: a subscriber whose calls failed or ran slow is evaluated apart, on its own
     # workers, one evaluation at a time with at most this many waiting
     quarantine_workers: int = 1
@@ -177,6 +180,9 @@ class WebhookSettings:
     # the key sealing webhook secrets in the store (tidings.delivery.sealing); empty:
     # data_dir/secrets.key, made at the first start. Brokers sharing a store share this file.
     secrets_key_file: str = ""
+    # the key itself (Fernet, url-safe base64), before the file: where instances share
+    # nothing but their environment (serverless functions)
+    secrets_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +206,18 @@ class ElasticSettings:
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerlessSettings:
+    """Running as functions (tidings.serverless, docs/serverless.md)."""
+
+    # stateless: nothing runs between requests, where a frozen function instance would stall
+    # it; each request reads the subscription changes once they are older than the staleness
+    # bound, and housekeeping is the scheduled handler's (or `tidings housekeeping`)
+    enabled: bool = False
+    # how long one scheduled housekeeping invocation pushes webhooks before it returns
+    push_s: float = 40.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +254,7 @@ class Settings:
     http: HTTPSettings = field(default_factory=HTTPSettings)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     elastic: ElasticSettings = field(default_factory=ElasticSettings)
+    serverless: ServerlessSettings = field(default_factory=ServerlessSettings)
 
     @property
     def resolved_store_url(self) -> str:
@@ -304,20 +323,23 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     config: Path | None = None,
+    base: Settings | None = None,
 ) -> Settings:
     """Build settings: explicit overrides (CLI flags) > environment (TIDINGS_*) > the
     configuration file (`config`, else `TIDINGS_CONFIG`; tidings.toml) > defaults.
 
     Nested fields are addressed as `queues__max_attempts` (env `TIDINGS_QUEUES__MAX_ATTEMPTS`,
-    `[queues] max_attempts` in the file).
+    `[queues] max_attempts` in the file). `base` replaces the defaults (the serverless
+    handlers' own).
     """
-    return explain(overrides, env, config)[0]
+    return explain(overrides, env, config, base)[0]
 
 
 def explain(
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     config: Path | None = None,
+    base: Settings | None = None,
 ) -> tuple[Settings, dict[str, Source]]:
     """`load_settings`, and where each setting's value came from (`tidings config show`)."""
     from tidings.configfile import read_config
@@ -326,7 +348,7 @@ def explain(
     path = config or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
     file = read_config(path, Settings()) if path is not None else {}
     said: dict[str, Source] = {}
-    settings = _apply(Settings(), "", env, overrides or {}, file, said)
+    settings = _apply(base or Settings(), "", env, overrides or {}, file, said)
     if settings.matching not in ("local", "spark", "elastic"):
         raise TidingsError(
             ErrorCode.CONFIG_INVALID,
@@ -347,6 +369,12 @@ def explain(
     _check_functions(settings.functions)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
+    if not 0 <= settings.serverless.push_s <= 900:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="serverless__push_s",
+            detail="serverless.push_s is 0 to 900 seconds (Lambda's longest invocation)",
+        )
     return settings, said
 
 

@@ -37,6 +37,21 @@ def test_show_says_each_setting_s_value_and_source(tmp_path: Path) -> None:
     assert "hunter2-token" not in table.stdout and "(set)" in table.stdout
 
 
+def test_show_never_prints_a_secret_nor_a_password_in_a_url_even_as_json(tmp_path: Path) -> None:
+    path = tmp_path / "tidings.toml"
+    path.write_text('admin_token = "hunter2-token"\n[webhooks]\nsecrets_key = "k3y-material"\n')
+    env = {"TIDINGS_STORE_URL": "postgresql://tidings:pa55word@db.example:5432/tidings"}
+    for args in (["--json"], []):
+        done = tidings("config", "show", "--config", str(path), *args, env=env)
+        assert done.returncode == 0, done.stderr
+        for secret in ("hunter2-token", "k3y-material", "pa55word"):
+            assert secret not in done.stdout
+        assert "tidings:***@" in done.stdout  # the table may wrap the rest
+    assert "postgresql://tidings:***@db.example:5432/tidings" in tidings(
+        "config", "show", "--config", str(path), "--json", env=env
+    ).stdout
+
+
 def test_an_unknown_key_is_one_line_and_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "tidings.toml"
     path.write_text("[elastic]\nautoscal = true\n")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from tidings.delivery.sealing import PREFIX, Sealer
+from tidings.config import Settings, WebhookSettings
+from tidings.delivery.sealing import PREFIX, Sealer, sealer
 from tidings.errors import ErrorCode, TidingsError
 
 SECRET = "whsec_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
@@ -61,3 +62,19 @@ def test_a_sealed_form_once_opened_is_not_decrypted_again() -> None:
     assert sealer.open(sealed) == SECRET
     with pytest.raises(TidingsError):
         sealer.open(other)
+
+
+def test_a_key_given_in_the_settings_is_used_before_any_file(tmp_path: Path) -> None:
+    key = Fernet.generate_key().decode()
+    settings = Settings(data_dir=tmp_path, webhooks=WebhookSettings(secrets_key=key))
+    sealed = sealer(settings).seal("s3cret")
+    assert Sealer(key.encode()).open(sealed) == "s3cret"
+    assert not (tmp_path / "secrets.key").exists()
+
+
+def test_a_key_setting_that_holds_no_key_is_refused_by_its_name() -> None:
+    settings = Settings(webhooks=WebhookSettings(secrets_key="not a key"))
+    with pytest.raises(TidingsError) as caught:
+        sealer(settings)
+    assert caught.value.code is ErrorCode.CONFIG_INVALID
+    assert caught.value.field == "webhooks__secrets_key"

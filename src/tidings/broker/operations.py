@@ -34,7 +34,7 @@ from tidings.delivery.hosts import HostBudgets
 from tidings.delivery.presence import Presence
 from tidings.delivery.pusher import Outlet
 from tidings.delivery.queues import SubscriberQueues
-from tidings.delivery.sealing import Sealer
+from tidings.delivery.sealing import sealer
 from tidings.delivery.signals import Revocations, Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
@@ -216,7 +216,7 @@ class Broker:
             self.settings.queues.retention_s,
             self._hosts,
             Own(self.settings.host, self.settings.port),
-            Sealer.from_file(self.settings.secrets_key_path),
+            sealer(self.settings),
         )
 
     # ---------------------------------------------------------------- subscribers

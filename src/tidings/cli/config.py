@@ -26,7 +26,8 @@ def show(
     rows = [(key, _value(settings, key), source) for key, source in sorted(sources.items())]
     if as_json:
         for key, value, source in rows:
-            line = {"setting": key.replace("__", "."), "value": value, "source": source}
+            shown = _shown(key, value) if _secret(key, value) else value
+            line = {"setting": key.replace("__", "."), "value": shown, "source": source}
             typer.echo(orjson.dumps(line, default=str).decode())
         return
     table = Table(show_edge=False)
@@ -43,11 +44,25 @@ def _value(settings: Any, key: str) -> Any:
     return settings
 
 
+def _secret(key: str, value: Any) -> bool:
+    return bool(value) and (key.endswith(("token", "_key")) or "://" in str(value))
+
+
 def _shown(key: str, value: Any) -> str:
-    """Secrets are said to be set, never shown."""
-    if key.endswith(("token", "_key")) and value:
-        return "(set)"
-    return str(value)
+    """Secrets are said to be set, never shown; a URL's password neither."""
+    if not _secret(key, value):
+        return str(value)
+    if "://" in str(value):
+        return _without_password(str(value))
+    return "(set)"
+
+
+def _without_password(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
 def register(root: typer.Typer) -> None:

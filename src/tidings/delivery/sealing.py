@@ -3,8 +3,9 @@
 dumps hold no secret a receiver verifies signatures with. The broker opens a secret when it
 signs a request or shows the webhook to its subscriber.
 
-The key is `webhooks.secrets_key_file`, or `data_dir/secrets.key` made (0600) at the first
-start; brokers sharing a store must be given the same file. A secret stored before sealing
+The key is `webhooks.secrets_key` (the key itself, for functions that share only their
+environment), else `webhooks.secrets_key_file`, or `data_dir/secrets.key` made (0600) at the
+first start; brokers sharing a store must be given the same key. A secret stored before sealing
 (no `sealed:` prefix) is read as it is and sealed at its next write.
 """
 
@@ -16,11 +17,19 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.private import create_private
 
 PREFIX = "sealed:"
 OPENED = 100_000  # sealed forms remembered opened
+
+
+def sealer(settings: Settings) -> Sealer:
+    """The key given in the settings (`webhooks.secrets_key`), else the key file's."""
+    if settings.webhooks.secrets_key:
+        return Sealer.from_key(settings.webhooks.secrets_key, "webhooks__secrets_key")
+    return Sealer.from_file(settings.secrets_key_path)
 
 
 class Sealer:
@@ -29,6 +38,14 @@ class Sealer:
         # opened secrets by their sealed form: webhooks read every endpoint every few
         # seconds, and a sealed form never changes its meaning
         self._opened: dict[str, str] = {}
+
+    @classmethod
+    def from_key(cls, key: str, field: str) -> Sealer:
+        try:
+            return cls(key.strip().encode())
+        except ValueError:
+            detail = f"{field} is not a secrets key (32 url-safe base64 bytes)"
+            raise TidingsError(ErrorCode.CONFIG_INVALID, field=field, detail=detail) from None
 
     @classmethod
     def from_file(cls, path: Path) -> Sealer:
