@@ -45,6 +45,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                              "start, or when the change log no longer reaches back).", ()),
     "subscription_changes_applied": ("Subscription changes applied from the store's change "
                                      "log (a shared store's other brokers).", ()),
+    "subscription_cache_hits": ("Requests of a stateless broker served from its index as held "
+                                "(younger than subscriptions.staleness_s).", ()),
+    "subscription_cache_misses": ("Requests of a stateless broker that first brought its "
+                                  "index up to date from the store's change log.", ()),
     "webhook_requests": ("Webhook POSTs, by outcome: ok (2xx), status (another answer), "
                          "error (timeout, connection).", ("outcome",)),
     "webhook_pauses": ("Webhook endpoints paused after repeated failures.", ()),

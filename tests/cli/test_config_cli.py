@@ -47,9 +47,10 @@ def test_show_never_prints_a_secret_nor_a_password_in_a_url_even_as_json(tmp_pat
         for secret in ("hunter2-token", "k3y-material", "pa55word"):
             assert secret not in done.stdout
         assert "tidings:***@" in done.stdout  # the table may wrap the rest
-    assert "postgresql://tidings:***@db.example:5432/tidings" in tidings(
-        "config", "show", "--config", str(path), "--json", env=env
-    ).stdout
+    assert (
+        "postgresql://tidings:***@db.example:5432/tidings"
+        in tidings("config", "show", "--config", str(path), "--json", env=env).stdout
+    )
 
 
 def test_an_unknown_key_is_one_line_and_exit_2(tmp_path: Path) -> None:

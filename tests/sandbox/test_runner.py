@@ -187,6 +187,26 @@ def test_where_the_sandbox_cannot_start_code_is_refused_builtins_and_urls_are_no
         assert delivered(sub_, published.json()["id"])  # the builtin ran, outside the sandbox
 
 
+async def test_with_code_functions_off_code_is_refused_without_a_probe_even_if_unsafe(
+    tmp_path: Path,
+) -> None:
+    functions = FunctionSettings(
+        workers=1,
+        launcher=str(tmp_path / "no-bwrap"),  # a probe would say so
+        unsafe_code_functions=True,
+        code_functions=False,
+    )
+    runner = create_runner(functions)
+    try:
+        with pytest.raises(TidingsError) as caught:
+            runner.validate(FunctionSpec("t", "code", CODE))
+        assert caught.value.code is ErrorCode.FUNCTION_SANDBOX_UNAVAILABLE
+        assert "code_functions" in caught.value.message and "no-bwrap" not in caught.value.message
+        runner.validate(FunctionSpec("t", "builtin", "detect_language", {"language": "en"}))
+    finally:
+        await runner.aclose()
+
+
 def test_unsafe_code_functions_run_without_the_sandbox_after_a_loud_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

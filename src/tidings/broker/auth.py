@@ -108,6 +108,12 @@ class Authenticator:
         self._tokens.pop(subscriber_id, None)
         self.revocations.revoke(subscriber_id)
 
+    def forget_all(self) -> None:
+        """Every cached token read again at its next use (a stateless broker, whose cache no
+        other broker's deletions reach, at each look at the store)."""
+        self._told += 1
+        self._tokens.clear()
+
     def changed(self, change: Change, spawn: Callable[[Any], None]) -> None:
         """Another broker on the shared store deleted a subscriber, or notifications may
         have been lost (a resync): then trust no cached token or open stream."""

@@ -19,6 +19,7 @@ class Following:
     ) -> None:
         self.store, self.index, self.routing, self.metrics = store, index, routing, metrics
         self.version = -1  # of the subscriptions the index holds
+        self.read_at = float("-inf")  # when the store's subscriptions were last looked at
 
     def index_one(self, sub: Subscription) -> None:
         self.index.add(sub)
@@ -27,13 +28,27 @@ class Following:
     def unindex(self, subscription_id: str) -> None:
         self.routing.removed(subscription_id, self.index.remove(subscription_id))
 
-    async def reload(self) -> None:
+    async def reload(self, now: float | None = None) -> None:
         """Rebuild the derived state from the store's subscriptions."""
+        if now is not None:
+            self.read_at = now
         version, subscriptions = await self.store.snapshot()
         await self.index.load(subscriptions)
         self.routing.loaded(subscriptions)
         self.version = version
         self.metrics.inc("subscription_reloads_total")
+
+    async def freshen(self, now: float, bound_s: float) -> bool:
+        """A stateless broker's turn, at each request: the index as it was held (a hit)
+        while younger than `bound_s`, else brought up to date from the change log (a miss);
+        whether it was a miss."""
+        if now - self.read_at < bound_s:
+            self.metrics.inc("subscription_cache_hits_total")
+            return False
+        self.read_at = now
+        self.metrics.inc("subscription_cache_misses_total")
+        await self.refresh(shared=True)
+        return True
 
     async def refresh(self, shared: bool) -> None:
         """Housekeeping's turn: settle the heap; with a shared store, apply what changed

@@ -152,6 +152,15 @@ class FunctionMatching:
                 self.telemetry.background_failed("pending function evaluations", exc)
             await asyncio.sleep(pause)
 
+    async def claim_once(self, spawn: Spawn) -> int:
+        """One round of `keep_pending` (a stateless broker's housekeeping): how many
+        publications' evaluations were taken up."""
+        if self.runner is None:
+            return 0
+        before = len(self._evaluating)
+        await self._claim(self.runner, spawn)
+        return len(self._evaluating) - before
+
     async def release(self) -> None:
         """End this broker's claims now (it is closing, its evaluations about to be cut
         short): any broker, the same one restarted included, may finish them at once."""

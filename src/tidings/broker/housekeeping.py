@@ -86,7 +86,15 @@ class Housekeeping:
             await household.refresh(shared)
             due["refresh"] = now
 
-    async def expire(self, now: float) -> None:
+    async def once(self, household: Household) -> dict[str, int]:
+        """Every chore once, for a broker with no background (stateless): what each did."""
+        now = self.clock()
+        gone = await self.keep_presence(household, now)
+        moved = await self.expire(now)
+        await household.enforce_quotas(now)
+        return {"subscribers_expired": gone, "messages_expired": moved}
+
+    async def expire(self, now: float) -> int:
         """Retention: messages past it are dead-lettered, bodies nothing refers to swept,
         and a warning when dead letters grew by a burst since the last look."""
         moved = await self.store.expire(now, self.settings.queues.retention_s)
@@ -94,18 +102,23 @@ class Housekeeping:
         await self.store.sweep_bodies()
         await self.store.prune_subscription_changes(self.settings.subscriptions.change_log_versions)
         self.alarm.look((await self.store.queue_totals(now))[0].dead)
+        return moved
 
-    async def keep_presence(self, household: Household, now: float) -> None:
-        """Report who was seen; delete the subscribers that are gone (delivery.presence)."""
+    async def keep_presence(self, household: Household, now: float) -> int:
+        """Report who was seen; delete the subscribers that are gone (delivery.presence);
+        how many went."""
         streaming = self.revocations.streaming()
         seen = self.presence.report(streaming, now)
         if seen:
             await self.store.touch(seen)
         candidates = await self.store.idle_subscribers(*self.presence.bounds(now))
+        gone = 0
         for subscriber_id in self.presence.expired(candidates, streaming):
             try:
                 await household.unregister(subscriber_id)
             except TidingsError:  # another broker was quicker
                 continue
+            gone += 1
             self.telemetry.metrics.inc("subscribers_expired")
             log.info("subscriber %s expired (ephemeral, or idle too long)", subscriber_id)
+        return gone

@@ -142,6 +142,9 @@ class Broker:
     # ---------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
+        if self.settings.serverless.enabled:
+            await self._start_stateless()
+            return
         loop = asyncio.get_running_loop()
         # watching starts before the snapshot, so no change falls between the two
 
@@ -155,6 +158,36 @@ class Broker:
         self._spawn(self.housekeeping.run(self))
         self._spawn(self.functions.keep_pending(self._spawn))  # what a dead broker left
         self._spawn(self._rotate_log())
+
+    async def _start_stateless(self) -> None:
+        """Serverless: an instance is frozen between requests, so nothing runs in the
+        background. Each request `freshen`s first and `finish`es the work it started; the
+        chores are `housekeep`'s, which the scheduled handler calls."""
+        await self.routing.start(self.deliveries.enqueued)
+        await self.following.reload(now=self.clock())
+
+    async def freshen(self) -> None:
+        """Stateless, before a request: the subscriptions no staler than the bound (the
+        change log's changes since, in proportion to them), and cached tokens re-read with
+        them, as no other broker's deletions are told to an instance that sleeps."""
+        bound = self.settings.subscriptions.staleness_s
+        if await self.following.freshen(self.clock(), bound):
+            self.auth.forget_all()
+
+    async def finish(self, within_s: float) -> None:
+        """Stateless, after a request: what it started (function evaluations) done before
+        the instance may be frozen; what is left past `within_s` stays owed in the store, for
+        the next `housekeep` to finish."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=within_s)
+
+    async def housekeep(self, within_s: float) -> dict[str, int]:
+        """Every chore once (stateless brokers' housekeeping: the scheduled handler, or
+        `tidings housekeeping`): what it did, by chore."""
+        done = await self.housekeeping.once(self)
+        done["evaluations_finished"] = await self.functions.claim_once(self._spawn)
+        await self.finish(within_s)
+        return done
 
     async def _rotate_log(self) -> None:
         """The pipeline reads only finished log files: rotate them at their configured age

@@ -40,10 +40,14 @@ class Webhooks:
         self._running: dict[str, tuple[Pusher, asyncio.Task[None]]] = {}
         self._changes = 0  # endpoint changes made here: a store read across one is stale
         self._syncing: asyncio.Task[None] | None = None
+        # pushers run only once started: a stateless broker's API calls store the endpoint,
+        # and its scheduled handler pushes (`push_for`)
+        self._pushing = False
 
     # ---------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
+        self._pushing = True
         await self.sync()
         self._syncing = asyncio.get_running_loop().create_task(self._keep_in_sync())
 
@@ -52,10 +56,33 @@ class Webhooks:
         tasks = [task for _, task in self._running.values()]
         if self._syncing is not None:
             tasks.append(self._syncing)
+        self._pushing = False
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._running.clear()
+
+    async def push_for(self, within_s: float) -> None:
+        """A stateless broker's turn (the scheduled handler): every active endpoint pushed
+        until no pushed queue holds a message ready or leased, or `within_s` has passed;
+        then every pusher stopped, releasing what it holds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        self._pushing = True
+        await self.sync()
+        try:
+            while loop.time() < deadline and await self._owing():
+                await asyncio.sleep(min(0.25, max(0.0, deadline - loop.time())))
+        finally:
+            await self.close()
+
+    async def _owing(self) -> bool:
+        now = self.outlet.clock()
+        for subscriber_id in list(self._running):
+            depth = await self.store.depth(subscriber_id, now)
+            if depth.ready or depth.leased:
+                return True
+        return False
 
     # ---------------------------------------------------------------- the API's calls
 
@@ -153,7 +180,7 @@ class Webhooks:
             running[1].cancel()  # it releases what it holds
             del self._running[subscriber_id]
             running = None
-        if endpoint is not None and running is None:
+        if endpoint is not None and running is None and self._pushing:
             pusher = Pusher(self.outlet, endpoint, self.rng, self._changed)
             task = asyncio.get_running_loop().create_task(pusher.run())
             self._running[subscriber_id] = (pusher, task)

@@ -36,6 +36,11 @@ UNSAFE_WARNING = (
     "this machine (docs/sandbox.md)"
 )
 
+NO_CODE = (
+    "code functions are off here (functions.code_functions = false: a serverless platform "
+    "grants no namespaces for the operating-system boundary)"
+)
+
 NO_CGROUP = (
     "no memory cgroup per function worker (%s): each worker's address space limit "
     "(RLIMIT_AS) alone bounds its memory (docs/sandbox.md)"
@@ -53,16 +58,17 @@ class Lane:
 class SandboxRunner:
     def __init__(self, settings: FunctionSettings, own: Own | None = None) -> None:
         self.settings = settings
-        self.problem = probe(settings)  # None: the OS boundary works here
+        # None: the OS boundary works here
+        self.problem = probe(settings) if settings.code_functions else NO_CODE
         bounded = self.problem is None
-        if not bounded:
+        if not bounded and settings.code_functions:
             if settings.unsafe_code_functions:
                 log.warning(UNSAFE_WARNING, self.problem)
             else:
                 log.warning("code functions are refused: %s", self.problem)
         code, budget_s = command(settings, "code", bounded=bounded), watchdog_s(settings)
         self.cgroups = MemoryCgroups(settings.memory_mib)
-        if self.cgroups.problem:
+        if self.cgroups.problem and settings.code_functions:
             log.warning(NO_CGROUP, self.cgroups.problem)
         workers = max(settings.max_workers, settings.workers + settings.spare_workers)
         self.main = Lane(
@@ -80,6 +86,8 @@ class SandboxRunner:
 
     @property
     def code_allowed(self) -> bool:
+        if not self.settings.code_functions:
+            return False
         return self.problem is None or self.settings.unsafe_code_functions
 
     def validate(self, spec: FunctionSpec) -> None:
