@@ -71,6 +71,7 @@ COMMAND_MODULES: list[str] = [
     "tidings.cli.placement",  # placement solve | solve-topics | experiment
     "tidings.cli.elastic",  # matcher, exit-point, cluster status | scale
     "tidings.cli.config",  # config show
+    "tidings.cli.serverless",  # serverless local | housekeeping
 ]
 
 

@@ -78,16 +78,25 @@ def scenarios(
         str,
         typer.Option(help="native (/v1) or thesis (the thesis's /api operations and counts)."),
     ] = "native",
+    receive: Annotated[
+        str,
+        typer.Option(
+            help="stream (WebSocket push) or pull (long polls, as the thesis's subscribers "
+            "polled their queues; what a broker running as functions serves)."
+        ),
+    ] = "stream",
 ) -> None:
     """The thesis's correctness scenarios: expected against received counts.
 
     Exit 1 on any mismatch."""
-    from tidings.sim.scenarios import APIS, suite
+    from tidings.sim.scenarios import APIS, RECEIVES, suite
 
     if api not in APIS:
         raise invalid("--api", f"{api!r} is not one of {', '.join(APIS)}")
+    if receive not in RECEIVES:
+        raise invalid("--receive", f"{receive!r} is not one of {', '.join(RECEIVES)}")
     chosen = select(suite(), only)
-    rows = with_broker(url, lambda live: _suite(live, chosen, timeout, api))
+    rows = with_broker(url, lambda live: _suite(live, chosen, timeout, api, receive))
     print_rows(rows)
     bad = [r for r in rows if not r.ok]
     if bad:
@@ -106,7 +115,7 @@ def select(every: list[Any], only: list[str] | None) -> list[Any]:
     return [known[name] for name in only]
 
 
-def _suite(url: str, chosen: list[Any], timeout: float, api: str) -> list[Any]:
+def _suite(url: str, chosen: list[Any], timeout: float, api: str, receive: str) -> list[Any]:
     import asyncio
 
     from tidings.client import TidingsClientError
@@ -114,7 +123,7 @@ def _suite(url: str, chosen: list[Any], timeout: float, api: str) -> list[Any]:
     from tidings.sim.scenarios import run_suite
 
     try:
-        return asyncio.run(run_suite(url, chosen, timeout, api))
+        return asyncio.run(run_suite(url, chosen, timeout, api, receive))
     except TidingsClientError as exc:
         raise TidingsError(ErrorCode.UNAVAILABLE, detail=f"{exc.message} ({url})") from None
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.client import AsyncClient, AsyncSubscriberHandle
-from tidings.client.calls import Call, decoded
+from tidings.client.calls import Call, decoded, limits
 from tidings.wire.thesis import CompatRegistered
 
 ENGLISH = "The weather in Munich is sunny and warm today."
@@ -176,21 +176,36 @@ class SubscriberResult:
 
 
 APIS = ("native", "thesis")
+RECEIVES = ("stream", "pull")
+PULL_WAIT_S = 1.0  # each long poll: short, so a few function instances serve many inboxes
 
 
 class SubscriberInbox:
-    """One subscriber's stream: publication ids received, acknowledged as they come."""
+    """One subscriber's stream (or long polls): publication ids received, acknowledged as
+    they come."""
 
-    def __init__(self, handle: AsyncSubscriberHandle) -> None:
+    def __init__(self, handle: AsyncSubscriberHandle, receive: str = "stream") -> None:
         self.handle, self.received = handle, list[str]()
+        self.receive = receive
         self.connected = asyncio.Event()
 
     async def listen(self) -> None:
+        if self.receive == "pull":
+            await self._poll()
+            return
         async with self.handle.stream() as stream:
             self.connected.set()
             async for message in stream:
                 self.received.append(message.publication_id)
                 await stream.ack([message.receipt])
+
+    async def _poll(self) -> None:
+        self.connected.set()
+        while True:
+            messages = await self.handle.pull(max_messages=10, wait=PULL_WAIT_S)
+            if messages:
+                self.received += [m.publication_id for m in messages]
+                await self.handle.ack([m.receipt for m in messages])
 
 
 async def _thesis_subscriber(client: AsyncClient, sub: Sub) -> AsyncSubscriberHandle:
@@ -268,7 +283,11 @@ async def _until(
 
 
 async def run_scenario(
-    client: AsyncClient, scenario: Scenario, timeout: float, api: str = "native"
+    client: AsyncClient,
+    scenario: Scenario,
+    timeout: float,
+    api: str = "native",
+    receive: str = "stream",
 ) -> list[SubscriberResult]:
     if api == "thesis":
         scenario = Scenario(scenario.name, scenario.source, [
@@ -277,7 +296,10 @@ async def run_scenario(
     subscribe = _thesis_subscriber if api == "thesis" else _subscriber
     publish = _thesis_publish if api == "thesis" else _native_publish
     handles = [await subscribe(client, s) for s in scenario.subscribers]
-    boxes = list(zip(scenario.subscribers, map(SubscriberInbox, handles), strict=True))
+    # brokers sharing a store (function instances) match a subscription within this bound
+    await asyncio.sleep((await client.run(limits())).staleness_s)
+    inboxes = [SubscriberInbox(h, receive) for h in handles]
+    boxes = list(zip(scenario.subscribers, inboxes, strict=True))
     online = [s for s in scenario.subscribers if not s.offline]
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -300,7 +322,11 @@ async def run_scenario(
 
 
 async def run_suite(
-    url: str, scenarios: list[Scenario], timeout: float = 30.0, api: str = "native"
+    url: str,
+    scenarios: list[Scenario],
+    timeout: float = 30.0,
+    api: str = "native",
+    receive: str = "stream",
 ) -> list[SubscriberResult]:
     from tidings.sim.control import check_broker
 
@@ -308,5 +334,5 @@ async def run_suite(
         await check_broker(client, url)
         rows: list[SubscriberResult] = []
         for scenario in scenarios:
-            rows += await run_scenario(client, scenario, timeout, api)
+            rows += await run_scenario(client, scenario, timeout, api, receive)
         return rows

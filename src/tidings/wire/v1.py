@@ -302,12 +302,15 @@ class Published(Struct, omit_defaults=True):
 
 class Limits(Struct):
     """What this broker takes and sends: a client reads answers and stream frames of up to
-    `max_answer_bytes` (the largest one message can make, or a batch)."""
+    `max_answer_bytes` (the largest one message can make, or a batch). A subscription made
+    through one broker (or function instance) sharing the store matches publications made
+    through the others within `staleness_s` (0: at once; a single broker)."""
 
     max_publication_bytes: int
     max_answer_bytes: int
     max_batch_bytes: int
     dedup_window_s: float
+    staleness_s: float = 0.0
 
 
 class BatchCounts(Struct, omit_defaults=True):

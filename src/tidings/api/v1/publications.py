@@ -148,14 +148,18 @@ async def publish_batch(request: Request) -> Response:
 @described(Operation(answer=w.Limits))
 async def limits(request: Request) -> Response:
     """What this broker takes and sends: the publication limit, the largest answer or
-    stream frame a client must read, the batch bound, the dedup window."""
-    limit = settings_of(request).limits
+    stream frame a client must read, the batch bound, the dedup window; and how long a
+    subscription made through another broker on its store may take to match here."""
+    settings = settings_of(request)
+    limit = settings.limits
+    shared = settings.serverless.enabled or settings.resolved_store_url.startswith("postgres")
     return answer(
         w.Limits(
             max_publication_bytes=limit.max_publication_bytes,
             max_answer_bytes=largest_answer(limit.max_publication_bytes),
             max_batch_bytes=BATCH_BYTES,
             dedup_window_s=limit.dedup_window_s,
+            staleness_s=settings.subscriptions.staleness_s if shared else 0.0,
         )
     )
 
