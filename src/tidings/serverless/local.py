@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -89,7 +90,7 @@ class FrontDoor:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while (message := await receive())["type"] != "lifespan.shutdown":
+            while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await self.close()
             await send({"type": "lifespan.shutdown.complete"})
@@ -121,7 +122,9 @@ class FrontDoor:
 
     def _payload(self, request: Request) -> dict[str, Any]:
         if self.platform == "aws":
-            return aws_event(request, self.fmt)
+            # as API Gateway says which scheme the caller used (this door's: plain HTTP)
+            forwarded = {"x-forwarded-proto": "http", **request.headers}
+            return aws_event(dataclasses.replace(request, headers=forwarded), self.fmt)
         query = f"?{request.query}" if request.query else ""
         host = dict(request.headers).get("host", "127.0.0.1")
         return {
