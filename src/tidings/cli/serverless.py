@@ -20,7 +20,9 @@ app = typer.Typer(
 
 @app.command("local")
 def local(
-    platform: Annotated[str, typer.Option(help="aws or azure: whose events to invoke with.")] = "aws",
+    platform: Annotated[
+        str, typer.Option(help="aws or azure: whose events to invoke with.")
+    ] = "aws",
     payload: Annotated[
         str, typer.Option("--format", help="With aws: API Gateway's v2 (HTTP API) or v1 (REST).")
     ] = "v2",
