@@ -2,8 +2,9 @@
 the library's (trusted) workers.
 
 A request (one publication, many functions) goes to one worker, which answers call by
-call. When the kernel ends a worker (its RLIMIT_CPU, or memory) or a call overruns the
-parent's wall-clock watchdog, that call is recorded as a failure. The library's pool then
+call. When the kernel ends a worker (its RLIMIT_CPU, or memory), a code call's CPU time read
+from here passes its cap, or a call overruns the parent's wall-clock watchdog, that call is
+recorded as a failure. The library's pool then
 replaces the worker and sends the calls it had not reached to a fresh one; subscribers'
 code runs in workers of its own (`sandbox/tenants.py`), never in this pool.
 """
@@ -23,6 +24,7 @@ import orjson
 from tidings.config import FunctionSettings
 from tidings.sandbox.boundary import command, worker_env
 from tidings.sandbox.cgroup import MemoryCgroups, release
+from tidings.sandbox.cpu import tree_cpu_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,14 @@ BUILTIN_BUDGET_S = 15.0  # wall clock for one of the library's functions (vision
 START_BUDGET_S = 60.0  # a new worker loads the library and its models first
 KILLED_BY_KERNEL = "killed: cpu time or memory limit exceeded (the worker was ended)"
 KILLED_BY_WATCHDOG = "killed: wall-clock limit exceeded"
+KILLED_BY_CPU = "killed: cpu time limit exceeded (ended from outside the worker)"
+CPU_POLL_S = 0.02  # how often the parent reads a running code call's CPU time
+
+
+def cpu_cap_s(budget_s: float) -> float:
+    """CPU a code call may use before its parent ends its worker: the budget, with room for
+    the in-interpreter limit to be raised and answered (a well-behaved call stops there)."""
+    return budget_s * 1.5 + 0.05
 
 
 Spawned = set[asyncio.subprocess.Process]  # started, not yet reaped
@@ -155,9 +165,12 @@ class WorkerProcess:
         budget_s: float,
         results: dict[str, Result],
         ms: dict[str, float] | None = None,
+        cpu_s: float | None = None,
     ) -> None:
         """Fill `results` in call order (`publication`: its JSON text); raise WorkerDied
-        when the worker ends or a call overruns (the worker is then dead)."""
+        when the worker ends or a call overruns (the worker is then dead). With `cpu_s`,
+        each code call's CPU time is watched from here and the worker ended once it passes
+        `cpu_cap_s(cpu_s)`, whatever the call did to its own time limit."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         request = {"publication": publication, "calls": [c.wire(self.known) for c in calls]}
         try:
@@ -165,8 +178,10 @@ class WorkerProcess:
             await self.proc.stdin.drain()
             self.known.update(c.key for c in calls if c.kind == "code")
             for call in calls:
-                wait = budget_s if call.kind == "code" else BUILTIN_BUDGET_S
-                line = await asyncio.wait_for(self.proc.stdout.readline(), wait)
+                code = call.kind == "code"
+                wait = budget_s if code else BUILTIN_BUDGET_S
+                cap = cpu_cap_s(cpu_s) if code and cpu_s is not None else None
+                line = await self._answer(wait, cap)
                 if not line:
                     raise WorkerDied(KILLED_BY_KERNEL)
                 answer = orjson.loads(line)
@@ -188,6 +203,30 @@ class WorkerProcess:
                 self.proc.kill()  # its answers would be read as the next request's
             self.dead = True
             raise
+
+    async def _answer(self, wait_s: float, cap_s: float | None) -> bytes:
+        """The worker's next line within `wait_s` (else TimeoutError); with `cap_s`,
+        WorkerDied as soon as the worker has used that much CPU since this was asked."""
+        assert self.proc.stdout is not None
+        if cap_s is None:
+            return await asyncio.wait_for(self.proc.stdout.readline(), wait_s)
+        loop = asyncio.get_running_loop()
+        deadline, before = loop.time() + wait_s, tree_cpu_s(self.proc.pid)
+        reading = asyncio.ensure_future(self.proc.stdout.readline())
+        try:
+            while True:
+                left = deadline - loop.time()
+                done, _ = await asyncio.wait({reading}, timeout=max(0.0, min(CPU_POLL_S, left)))
+                if done:
+                    return reading.result()
+                if left <= 0:
+                    raise TimeoutError
+                used = tree_cpu_s(self.proc.pid)
+                if before is not None and used is not None and used - before > cap_s:
+                    raise WorkerDied(KILLED_BY_CPU)
+        finally:
+            if not reading.done():  # the worker is killed: its line will never be read
+                reading.cancel()
 
     async def kill(self) -> None:
         await reap(self.proc, self.spawned)

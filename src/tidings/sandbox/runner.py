@@ -67,18 +67,21 @@ class SandboxRunner:
             else:
                 log.warning("code functions are refused: %s", self.problem)
         code, budget_s = command(settings, "code", bounded=bounded), watchdog_s(settings)
+        cpu_s = settings.cpu_ms / 1000
         self.cgroups = MemoryCgroups(settings.memory_mib)
         if self.cgroups.problem and settings.code_functions:
             log.warning(NO_CGROUP, self.cgroups.problem)
         workers = max(settings.max_workers, settings.workers + settings.spare_workers)
         self.main = Lane(
             FairShare(settings.workers),
-            TenantWorkers(code, budget_s, workers, settings.spare_workers, self.cgroups),
+            TenantWorkers(code, budget_s, workers, settings.spare_workers, self.cgroups, cpu_s),
         )
         slots = settings.quarantine_workers
         self.quarantine = Lane(
             FairShare(slots),
-            TenantWorkers([*code, "--nice"], budget_s, slots + 1, cgroups=self.cgroups),
+            TenantWorkers(
+                [*code, "--nice"], budget_s, slots + 1, cgroups=self.cgroups, cpu_s=cpu_s
+            ),
         )
         self.library = WorkerPool(settings, command(settings, "library", bounded=bounded))
         self.lanes = Lanes(settings)

@@ -47,9 +47,11 @@ class TenantWorkers:
         max_workers: int,
         spares: int = 0,
         cgroups: MemoryCgroups | None = None,
+        cpu_s: float | None = None,
     ) -> None:
         self.argv, self.cgroups = list(argv), cgroups
         self.budget_s = budget_s  # the watchdog's wall clock per call
+        self.cpu_s = cpu_s  # each call's CPU budget, watched from here (pool.cpu_cap_s)
         self.max_workers = max(1, max_workers)
         self.spares = min(spares, self.max_workers - 1)
         self._tenants: OrderedDict[str, Tenant] = OrderedDict()  # least recently used first
@@ -95,7 +97,9 @@ class TenantWorkers:
                 tenant.worker = None
                 return results, list(calls)
             try:
-                await tenant.worker.run(publication, calls, self.budget_s, results, self.ms)
+                await tenant.worker.run(
+                    publication, calls, self.budget_s, results, self.ms, self.cpu_s
+                )
             except asyncio.CancelledError:
                 self._dying.append(tenant.worker)  # killed (pool.py), reaped at the close
                 tenant.worker = None  # its next call binds another

@@ -1,0 +1,57 @@
+"""The CPU time a worker has used, read by its parent from /proc: the worker, and every
+process under it (bubblewrap starts the Python worker as its child), user and system.
+
+The parent's look is what no code in the worker can catch or slow: a call that swallows its
+in-interpreter time limit and spins is ended once this says it has used its budget with room
+to spare (`pool.WorkerProcess.run`), instead of running on to the kernel's RLIMIT_CPU, which
+counts whole seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(pid: int) -> float | None:
+    """Seconds of CPU used by `pid` and its descendants alive now; None once it is gone."""
+    total, seen, todo = 0.0, set[int](), [pid]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        used = _own_cpu_s(current)
+        if used is None:
+            if current == pid:
+                return None
+            continue  # a child that ended meanwhile
+        total += used
+        todo += _children(current)
+    return total
+
+
+def _own_cpu_s(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # after the command's closing parenthesis: state is field 3; utime, stime are 14 and 15
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
