@@ -185,3 +185,40 @@ async def test_housekeeping_moves_messages_past_their_retention_to_the_dead_lett
         assert len(dead.json()["dead_letters"]) == 1
     finally:
         await instance.close()
+
+
+async def test_a_thawed_instance_replaces_the_connections_the_database_ended_meanwhile(
+    schema: str,
+) -> None:
+    import psycopg
+
+    instance = Instance(Runtime(settings(schema)))
+    try:
+        assert (await instance.call("POST", "/v1/subscribers", {})).status_code == 201
+        assert instance.runtime._started is not None
+        store = instance.runtime._started[0].store.sync
+
+        def pooled_pids() -> set[int]:
+            pids = set()
+            for _ in range(8):  # a broken one is discarded as it is found
+                try:
+                    with store._transaction() as cur:  # type: ignore[attr-defined]
+                        cur.execute("SELECT pg_backend_pid()")
+                        pids.add(cur.fetchone()[0])
+                except psycopg.OperationalError:
+                    continue
+            return pids
+
+        def end_them() -> None:
+            with psycopg.connect(PG, autocommit=True) as admin:
+                for pid in pooled_pids():
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        end_them()
+        refused = await instance.call("POST", "/v1/subscribers", {})
+        assert refused.status_code >= 500  # a warm request on a dead connection: the bite
+        end_them()
+        instance.runtime._last -= 120  # frozen for two minutes
+        assert (await instance.call("POST", "/v1/subscribers", {})).status_code == 201
+    finally:
+        await instance.close()

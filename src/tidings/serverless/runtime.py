@@ -42,6 +42,7 @@ from tidings.store import open_store
 
 log = logging.getLogger("tidings.serverless")
 FINISH_S = 20.0  # a request's function evaluations past this stay owed, for housekeeping
+THAWED_S = 60.0  # idle this long, the instance checks its store connections first
 
 # The defaults of a function instance, beneath its environment (TIDINGS_*): stateless; the
 # paper's staleness bound; no event log on a disk that goes with the instance; no code
@@ -70,6 +71,7 @@ class Runtime:
     ) -> None:
         self._settings, self._clock = settings, clock
         self._started: tuple[Broker, ASGIApp] | None = None
+        self._last = time.monotonic()  # the end of the last request
         self._lock: asyncio.Lock | None = None
         # the cold start's phases, seconds: what the start-up benchmark reports
         self.timings: dict[str, float] = {}
@@ -121,11 +123,20 @@ class Runtime:
             await self._lifespan(receive, send)
             return
         broker, app = await self.started()
+        await self._thaw(broker)
         await broker.freshen()
         try:
             await app(scope, receive, send)
         finally:
             await broker.finish(FINISH_S)
+            self._last = time.monotonic()
+
+    async def _thaw(self, broker: Broker) -> None:
+        """After a long idle (frozen, most likely), the store's pooled connections checked:
+        a database ends idle connections, and the first request would fail on one."""
+        check = getattr(broker.store.sync, "check_connections", None)
+        if check is not None and time.monotonic() - self._last > THAWED_S:
+            await asyncio.to_thread(check)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """Nothing to start before the first request (the broker is built by it)."""

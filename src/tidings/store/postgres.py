@@ -56,5 +56,10 @@ class PostgresStore(SQLStore):
     def _notify(self, cur: Cursor, change: Change) -> None:
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, feed.payload(change)))
 
+    def check_connections(self) -> None:
+        """Replace the pooled connections the server closed meanwhile (a function instance
+        thawed after minutes: the database may have ended its idle connections)."""
+        self._pool.check()
+
     def close(self) -> None:
         self._pool.close()
