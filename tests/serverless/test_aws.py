@@ -80,6 +80,6 @@ def test_a_schedule_s_event_runs_the_chores_in_a_fresh_instance(schema: str) -> 
     created, chores = said[0]["answer"], said[1]["answer"]
     assert created["statusCode"] == 201
     assert orjson.loads(created["body"])["queue_url"].startswith("https://a.example/v1/")
-    assert set(chores) >= {"messages_expired", "subscribers_expired", "evaluations_finished"}
+    assert set(chores) >= {"messages_expired", "subscribers_expired", "evaluations_resumed"}
     # the cold start's phases, as the start-up benchmark reads them
     assert {"connect_s", "load_s"} <= set(said[0]["timings"]) and said[0]["import_s"] > 0

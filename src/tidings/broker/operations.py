@@ -183,9 +183,9 @@ class Broker:
 
     async def housekeep(self, within_s: float) -> dict[str, int]:
         """Every chore once (stateless brokers' housekeeping: the scheduled handler, or
-        `tidings housekeeping`): what it did, by chore."""
+        `tidings serverless housekeeping`): what it did, by chore."""
         done = await self.housekeeping.once(self)
-        done["evaluations_finished"] = await self.functions.claim_once(self._spawn)
+        done["evaluations_resumed"] = await self.functions.claim_once(self._spawn)
         await self.finish(within_s)
         return done
 
