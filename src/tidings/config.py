@@ -214,7 +214,7 @@ class ServerlessSettings:
 
     # stateless: nothing runs between requests, where a frozen function instance would stall
     # it; each request reads the subscription changes once they are older than the staleness
-    # bound, and housekeeping is the scheduled handler's (or `tidings housekeeping`)
+    # bound, and housekeeping is the scheduled handler's (or `tidings serverless housekeeping`)
     enabled: bool = False
     # how long one scheduled housekeeping invocation pushes webhooks before it returns
     push_s: float = 40.0
