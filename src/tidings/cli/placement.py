@@ -1,4 +1,9 @@
-"""`tidings placement solve | solve-topics | experiment | controller | emulate`: MultiPub."""
+"""`tidings placement solve | solve-topics | experiment | controller | emulate`: MultiPub.
+
+The long ones (`experiment`, `solve-topics`, `emulate`) show their stages on stderr while
+they work (on a terminal; `cli/progress.py`) and end with a table on stdout, or with
+`--json` with one JSON object. `solve-topics` keeps its JSON object as the default output
+(tests and docs/placement.md read it) and draws the table with `--table`."""
 
 from __future__ import annotations
 
@@ -11,10 +16,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 
+from tidings.cli.progress import Stages, emit, show, start_spark
+from tidings.cli.progress import table as summary_table
 from tidings.errors import invalid
 
 if TYPE_CHECKING:
     from tidings.placement.controller import Constraint
+    from tidings.placement.emulation import Report
+    from tidings.placement.experiments import Row
     from tidings.placement.files import World
 
 HighLatency = Annotated[
@@ -22,6 +31,9 @@ HighLatency = Annotated[
 ]
 Improvement = Annotated[
     float, typer.Option(help="With --high-latency: the least improvement that adds a region.")
+]
+Json = Annotated[
+    bool, typer.Option("--json", help="The summary as one JSON object; no progress display.")
 ]
 
 
@@ -58,6 +70,7 @@ def experiment(
     reduced: Annotated[
         bool, typer.Option("--reduced", help="Few clients and bounds: a smoke run.")
     ] = False,
+    as_json: Json = False,
 ) -> None:
     """Reproduce one of the paper's experiments on the model data: CSV/JSON and PNG plots."""
     from tidings.placement.experiments import EXPERIMENTS, FULL, REDUCED, savings
@@ -68,15 +81,80 @@ def experiment(
         raise invalid("NUMBER", "expected 1, 2, 3 or 4")
     size = REDUCED if reduced else FULL
     run_dir = out or rundir.create(Path("runs"), f"placement-{number}")
-    rows = EXPERIMENTS[number](size, seed)
-    settings = {"experiment": number, "seed": seed, "reduced": reduced}
-    written = write(run_dir, number, rows, settings)
-    for line in savings(rows):
-        typer.echo(
-            f"{line['case']}: {line['savings_percent']:.1f} % saved against "
-            f"{line['baseline']} (paper: {line['paper_percent']:.0f} %)"
-        )
-    typer.echo(f"tables and plots: {run_dir} ({len(written)} files)")
+    started = time.perf_counter()
+    with Stages(enabled=not as_json) as stages:
+        rows = EXPERIMENTS[number](size, seed, stages)
+        stages.update("tables and plots")
+        settings = {"experiment": number, "seed": seed, "reduced": reduced}
+        written = write(run_dir, number, rows, settings)
+    summary = {
+        "experiment": number,
+        "seed": seed,
+        "reduced": reduced,
+        "points": len(rows),
+        "seconds": round(time.perf_counter() - started, 3),
+        "series": runtimes(rows) if number == 4 else series(rows),
+        "savings": savings(rows),
+        "out": str(run_dir),
+        "files": [str(path) for path in written],
+    }
+    if as_json:
+        emit(summary)
+        return
+    _show_experiment(summary)
+
+
+SERIES_COLUMNS = ("case", "series", "bounds met", "tightest met", "$/day at loosest",
+                  "regions", "mode")  # fmt: skip
+RUNTIME_KEYS = ("case", "publishers", "subscribers", "regions", "configurations", "seconds",
+                "spec_seconds")  # fmt: skip
+RUNTIME_COLUMNS = ("case", "pubs", "subs", "regions", "configs", "solver ms", "spec ms")
+
+
+def series(rows: list[Row]) -> list[dict[str, Any]]:
+    """Per case and series: its points, how many meet the bound, the tightest bound met,
+    and the answer at the loosest bound (cost a day, regions, mode)."""
+    found = []
+    for key in dict.fromkeys((r["case"], r["series"]) for r in rows):
+        mine = [r for r in rows if (r["case"], r["series"]) == key]
+        met = [r["max_ms"] for r in mine if r["meets"]]
+        loosest = max(mine, key=lambda r: r["max_ms"])
+        found.append({
+            "case": key[0], "series": key[1], "points": len(mine), "met": len(met),
+            "tightest_met_ms": min(met) if met else None,
+            "loosest_cost_per_day": loosest["cost_per_day"],
+            "loosest_regions": loosest["regions"], "loosest_mode": loosest["mode"],
+        })  # fmt: skip
+    return found
+
+
+def runtimes(rows: list[Row]) -> list[dict[str, Any]]:
+    """Experiment 4's rows as they are: the solver's (and the specification's) seconds."""
+    return [{k: r[k] for k in RUNTIME_KEYS} for r in rows]
+
+
+def _show_experiment(summary: dict[str, Any]) -> None:
+    title = f"placement experiment {summary['experiment']} ({summary['seconds']:.1f} s)"
+    if summary["experiment"] == 4:
+        rows = [[*(r[k] for k in RUNTIME_KEYS[:5]), *(_ms(r[k]) for k in RUNTIME_KEYS[5:])]
+                for r in summary["series"]]  # fmt: skip
+        made = summary_table(title, RUNTIME_COLUMNS, rows)
+    else:
+        rows = [[r["case"], r["series"], f"{r['met']} of {r['points']}", r["tightest_met_ms"],
+                 r["loosest_cost_per_day"], r["loosest_regions"], r["loosest_mode"]]
+                for r in summary["series"]]  # fmt: skip
+        made = summary_table(title, SERIES_COLUMNS, rows)
+    lines = [
+        f"{line['case']}: {line['savings_percent']:.1f} % saved against "
+        f"{line['baseline']} (paper: {line['paper_percent']:.0f} %)"
+        for line in summary["savings"]
+    ]
+    done = f"tables and plots: {summary['out']} ({len(summary['files'])} files)"
+    show(made, *lines, done)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
 
 
 def solve_topics(
@@ -90,9 +168,17 @@ def solve_topics(
     partitions: Annotated[
         int, typer.Option(help="Partitions (one Python worker each); 0: the master's cores.")
     ] = 0,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="The summary as one JSON object (the default) and no progress display."
+        ),
+    ] = False,
+    as_table: Annotated[
+        bool, typer.Option("--table", help="The summary as a table instead of JSON.")
+    ] = False,
 ) -> None:
     """Solve many topics in parallel on Spark, with the same solver as `solve`."""
-    from tidings.pipeline.session import build_session
     from tidings.placement.files import load_world
     from tidings.placement.many_topics import read_topics, solve_topics, write_answers
 
@@ -100,19 +186,30 @@ def solve_topics(
         raise invalid("--format", "expected parquet or json")
     if partitions < 0:
         raise invalid("--partitions", "must be 0 or more")
+    if as_json and as_table:
+        raise invalid("--table", "--json or --table, not both")
     loaded = load_world(world)
-    spark = build_session(master, "tidings-placement")
-    frame = read_topics(spark, table)
-    started = time.perf_counter()
-    answers = solve_topics(frame, loaded, partitions or spark.sparkContext.defaultParallelism)
-    answers.cache()
-    count = answers.count()
-    seconds = time.perf_counter() - started
-    failed = answers.filter("error IS NOT NULL").count()
-    write_answers(answers, out, output_format)
+    with Stages(enabled=not as_json) as stages:
+        spark = start_spark(stages, master, "tidings-placement")
+        stages.update("reading the topics")
+        frame = read_topics(spark, table)
+        started = time.perf_counter()
+        stages.update("solving")
+        answers = solve_topics(frame, loaded, partitions or spark.sparkContext.defaultParallelism)
+        answers.cache()
+        count = answers.count()
+        seconds = time.perf_counter() - started
+        failed = answers.filter("error IS NOT NULL").count()
+        stages.update("writing the answers")
+        write_answers(answers, out, output_format)
     summary: dict[str, Any] = {"topics": count, "failed": failed, "seconds": round(seconds, 3)}
     summary["topics_per_s"] = round(count / seconds, 2) if seconds > 0 else None
-    typer.echo(orjson.dumps(summary | {"out": str(out)}).decode())
+    summary["out"] = str(out)
+    if not as_table:
+        emit(summary)
+        return
+    columns = ("topics", "failed", "seconds", "topics/s", "out")
+    show(summary_table("placement solve-topics", columns, [list(summary.values())]))
 
 
 def controller(
@@ -206,6 +303,7 @@ def emulate(
     per_side: Annotated[int, typer.Option(help="Publishers (and subscribers) per continent.")] = 2,
     dilation: Annotated[float, typer.Option(help="Multiply every latency by this.")] = 4.0,
     interval: Annotated[float, typer.Option(help="Observation interval, seconds.")] = 2.0,
+    as_json: Json = False,
 ) -> None:
     """The live system on this machine: a topic spreads from America to Europe; print the report."""
     import dataclasses
@@ -216,9 +314,48 @@ def emulate(
                                ("--interval", interval, 1e-9)):  # fmt: skip
         if value < least:
             raise invalid(name, "must be positive")
-    report = asyncio.run(run_spread(seed, per_side, dilation, Timing(interval, 0.25, 2.0)))
+    timing = Timing(interval, 0.25, 2.0)
+    with Stages(enabled=not as_json) as stages:
+
+        def step(text: str, done: int, total: int) -> None:
+            stages.update("spread scenario", done, total, text)
+
+        report = asyncio.run(run_spread(seed, per_side, dilation, timing, step))
     body = dataclasses.asdict(report) | {"relative_error": round(report.relative_error, 4)}
-    typer.echo(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode())
+    if as_json:
+        emit(body)
+        return
+    show(emulation_table(report))
+
+
+def emulation_table(report: Report) -> Any:
+    """The spread scenario's report, one measure a row."""
+    from tidings.placement.emulation import REGIONS
+
+    def where(regions: list[int]) -> str:
+        return " + ".join(REGIONS[r] if r < len(REGIONS) else str(r) for r in regions)
+
+    rows: list[tuple[str, Any]] = [
+        (f"answer {i}", f"{where(p['regions'])} {p['mode']}, {p['percentile_ms']:.1f} ms, "
+         + ("meets the bound" if p["meets"] else "misses the bound"))
+        for i, p in enumerate(report.placements, 1)
+    ]  # fmt: skip
+    rows += [
+        (f"client {c} moved", ", ".join(f"{where([a])} -> {where([b])}" for a, b in hops))
+        for c, hops in sorted(report.moves.items())
+    ]
+    rows += [
+        ("(publication, subscriber) pairs due", report.expected),
+        ("received", report.received),
+        ("lost", report.lost),
+        ("copies dropped by placement_id", report.duplicates_dropped),
+        (f"{report.ratio:.0f}th percentile after the moves, ms", report.measured_percentile_ms),
+        ("the model's, ms", report.model_percentile_ms),
+        ("relative error", f"{100 * report.relative_error:.1f} %"),
+        ("bound, ms", report.max_ms),
+        ("dilation", report.dilation),
+    ]
+    return summary_table("placement emulate: the spread scenario", ("", "measured"), rows)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,7 @@
-"""`tidings sim CONFIG`, `tidings scenarios`, `tidings experiment NAME` (docs/sim.md)."""
+"""`tidings sim CONFIG`, `tidings scenarios`, `tidings experiment NAME` (docs/sim.md).
+
+`sim` and `experiment` draw their live line on stderr on a terminal only, and end with a
+table on stdout, or with `--json` with one JSON object."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tidings.cli.progress import cell, emit, on_terminal
 from tidings.errors import invalid
 
 Url = Annotated[
@@ -17,6 +21,9 @@ Url = Annotated[
 ]
 Runs = Annotated[Path, typer.Option(help="Where run directories are made.")]
 Quiet = Annotated[bool, typer.Option("--no-progress", help="No live progress line.")]
+Json = Annotated[
+    bool, typer.Option("--json", help="The summary as one JSON object; no progress line.")
+]
 
 
 def sim(
@@ -29,6 +36,7 @@ def sim(
     progress_file: Annotated[
         Path | None, typer.Option(help="Also write the live progress to this JSON file.")
     ] = None,
+    as_json: Json = False,
 ) -> None:
     """Run subscribers and publishers against a broker and record every delivery."""
     import msgspec
@@ -45,8 +53,12 @@ def sim(
     run_dir = rundir.create(runs, settings.name)
     from tidings.server import embedded_broker
 
-    options = RunOptions(url, processes, not no_progress, progress_file, embedded_broker)
+    live = not (no_progress or as_json) and on_terminal()
+    options = RunOptions(url, processes, live, progress_file, embedded_broker)
     outcome = run(settings, run_dir, options)
+    if as_json:
+        emit(outcome.summary | {"run_dir": str(run_dir)})
+        return
     print_summary(outcome.summary, run_dir)
 
 
@@ -167,6 +179,7 @@ def experiment(
     processes: Annotated[int, typer.Option(help="Spread subscribers over N processes.")] = 1,
     runs: Runs = Path("runs"),
     no_progress: Quiet = False,
+    as_json: Json = False,
 ) -> None:
     """One of the thesis's end-to-end experiments: CSV/JSON tables and PNG plots."""
     from tidings.sim import rundir
@@ -183,10 +196,20 @@ def experiment(
     from tidings.server import embedded_broker
 
     chosen = cast(Analytics, analytics)  # one of the three: checked above
-    settings = ExperimentSettings(
-        kinds, quick, url, processes, not no_progress, chosen, embedded=embedded_broker
-    )
-    rows = run_experiment(spec, settings, out, lambda p: typer.echo(f"point: {p}", err=True))
+    live = not (no_progress or as_json) and on_terminal()
+    settings = ExperimentSettings(kinds, quick, url, processes, live, chosen,
+                                  embedded=embedded_broker)  # fmt: skip
+    points = len(kinds) * len(spec.quick if quick else spec.full)
+    done = [0]
+
+    def point(label: str) -> None:  # a plain line on stderr: each point takes a while
+        done[0] += 1
+        typer.echo(f"point {done[0]} of {points}: {label}", err=True)
+
+    rows = run_experiment(spec, settings, out, point)
+    if as_json:
+        emit({"experiment": name, "x": spec.x, "out": str(out), "rows": rows})
+        return
     print_latency(rows, spec.x)
     typer.echo(f"tables and plots: {out}")
 
@@ -207,15 +230,6 @@ def _number(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return float("inf")
-
-
-def cell(value: Any) -> str:
-    """A number as a person reads it: 5.69, 412.3, 12,345; whole numbers without a point."""
-    if value is None:
-        return "-"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.1f}"
-    return f"{int(value):,}" if isinstance(value, int | float) else str(value)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,7 @@ the matching itself is `transforms`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -46,6 +46,8 @@ class BatchResult:
     version: int
 
 
+OnProgress = Callable[[str, int, int], None]
+"""(stage, done, total), total 0 when not known: a job says where it is (the CLI draws it)."""
 Algorithm = Literal["index", "sql"]
 ALGORITHMS: tuple[Algorithm, ...] = ("index", "sql")
 
@@ -125,17 +127,37 @@ class Matching:
     # 0 sends every batch to the workers.
     driver_lines: int = DRIVER_LINES
     health: FunctionHealth | None = None  # made on first use from `functions`
+    on_progress: OnProgress | None = None  # each batch's stages: snapshot, matching, ...
+
+    def _stage(self, stage: str, done: int = 0) -> None:
+        if self.on_progress is not None:
+            self.on_progress(stage, done, 0)
 
     def run(self, lines: DataFrame, batch: str) -> BatchResult:
         """Match one batch of raw log lines (column `value`) into the queues."""
+        self._stage(SNAPSHOT)
         self.subscriptions.refresh()  # one snapshot for the whole batch
         if self.algorithm == "sql":
             return self._run_sql(eventlog.parse_publications(lines), batch)
         tally = Tally()
-        added = self.sink.write_rows(tally.deliveries(self._index_pass(lines)))
+        rows = self._index_pass(lines)
+        self._stage(MATCHING)
+        added = self.sink.write_rows(self._counted(MATCHING, tally.deliveries(rows)))
         quarantined = write_quarantine(self.quarantine, batch, tally.malformed)
         self._count(tally.calls)
         return BatchResult(batch, tally.valid, quarantined, added, self.subscriptions.version)
+
+    def _counted(self, stage: str, rows: Iterable[Any], every: int = 1000) -> Iterator[Any]:
+        """`rows` as they pass, their count said every `every` rows."""
+        if self.on_progress is None:
+            yield from rows
+            return
+        n = 0
+        for n, row in enumerate(rows, 1):
+            yield row
+            if n % every == 0:
+                self._stage(stage, n)
+        self._stage(stage, n)
 
     def _index_pass(self, lines: DataFrame) -> Iterable[Any]:
         """The rows of `index.PASS_SCHEMA`: from the driver for a small batch, else from the
@@ -157,11 +179,13 @@ class Matching:
             quarantined = write_quarantine(self.quarantine, batch, bad)
             pubs = transforms.since(eventlog.valid(parsed), self.since)
             frames = self.subscriptions.frames(self.subscriber_id)
+            self._stage(MATCHING)
             if self.functions is not None:  # cached: each call runs once, for both uses
                 outcomes = transforms.function_outcomes(pubs, frames.functions, self.functions)
                 outcomes = outcomes.cache()
             found = transforms.all_matches(pubs, frames, outcomes)
-            added = self.sink.write(transforms.deliveries(found, pubs))
+            rows = transforms.deliveries(found, pubs).toLocalIterator(prefetchPartitions=True)
+            added = self.sink.write_rows(self._counted(MATCHING, rows))
             if outcomes is not None:
                 self._count(calls_of(outcomes.collect()))
             version = self.subscriptions.version
@@ -179,6 +203,11 @@ class Matching:
             store = self.subscriptions.store
             self.health = FunctionHealth(store, self.functions.failures_to_suspend)
         self.health.record(calls)
+
+
+# The stages of a batch, as `Matching.on_progress` hears them (the count: deliveries so far).
+SNAPSHOT = "snapshot of the subscriptions"
+MATCHING = "matching and enqueueing"
 
 
 def few_lines(lines: DataFrame, most: int) -> list[str | None] | None:
@@ -238,10 +267,11 @@ def start_stream(
     paths: Paths,
     trigger_s: float | None,
     max_files: int = 1000,
-    on_batch: list[BatchResult] | None = None,
+    on_batch: Callable[[BatchResult], None] | None = None,
 ) -> StreamingQuery:
     """The streaming matcher over the publication log. `trigger_s` None processes what is
-    there now and stops (availableNow); otherwise a micro-batch every `trigger_s` seconds."""
+    there now and stops (availableNow); otherwise a micro-batch every `trigger_s` seconds.
+    `on_batch` hears each batch's result as it ends."""
     lines = eventlog.stream_publication_lines(spark, paths.publications, max_files)
 
     cores = spark.sparkContext.defaultParallelism
@@ -252,7 +282,7 @@ def start_stream(
         lines = batch_df.coalesce(cores)
         result = matching.run(lines, f"batch-{epoch:08d}")
         if on_batch is not None:
-            on_batch.append(result)
+            on_batch(result)
 
     writer = lines.writeStream.foreachBatch(each).option(
         "checkpointLocation", str(paths.checkpoint)
@@ -274,10 +304,21 @@ def stop(query: StreamingQuery, wait_s: float = 30.0) -> None:
     query.stop()
 
 
-def match_available(spark: SparkSession, matching: Matching, paths: Paths) -> list[BatchResult]:
+def match_available(
+    spark: SparkSession,
+    matching: Matching,
+    paths: Paths,
+    on_batch: Callable[[BatchResult], None] | None = None,
+) -> list[BatchResult]:
     """Match every publication logged since the checkpoint, then stop."""
     results: list[BatchResult] = []
-    query = start_stream(spark, matching, paths, None, on_batch=results)
+
+    def each(result: BatchResult) -> None:
+        results.append(result)
+        if on_batch is not None:
+            on_batch(result)
+
+    query = start_stream(spark, matching, paths, None, on_batch=each)
     query.awaitTermination()
     return results
 

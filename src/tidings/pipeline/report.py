@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,8 @@ from tidings.pipeline import eventlog
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+OnProgress = Callable[[str, int, int], None]  # (stage, done, total); total 0: not known
+RUNS, TABLES = "runs", "tables and plots"  # the stages `report` says
 QUANTILES = (0.5, 0.75, 0.95, 0.99)
 LATENCY_OF = {"delivered": "publish_to_delivery", "acked": "publish_to_ack"}
 
@@ -192,23 +194,35 @@ def plot(rows: Iterable[dict[str, Any]], x: str, fixed: str, path: Path, title: 
     return True
 
 
-def report(spark: SparkSession, run_dir: Path, out_dir: Path | None = None) -> Path:
+def report(
+    spark: SparkSession,
+    run_dir: Path,
+    out_dir: Path | None = None,
+    on_progress: OnProgress | None = None,
+) -> Path:
     """Write the report of every run under `run_dir` to `out_dir` (default run_dir/report);
     a directory of `benchmarks/elastic.py` JSON lines (`elastic*.jsonl`) gets the elastic
-    shapes' scaling table instead."""
+    shapes' scaling table instead. `on_progress` hears "runs" (done of all) and "tables
+    and plots"."""
+    say = on_progress or _silent
     out = out_dir or run_dir / "report"
     if has_elastic_results(run_dir):
+        say("elastic scaling", 0, 0)
         return _elastic_report(spark, run_dir, out)
     summary: list[dict[str, Any]] = []
     per_kind: list[dict[str, Any]] = []
     windows: list[dict[str, Any]] = []
-    for run in find_runs(run_dir):
+    runs = find_runs(run_dir)
+    for done, run in enumerate(runs):
+        say(RUNS, done, len(runs))
         latency = latencies(spark, run).cache()
         context = {"run": run.name, **_context(run.meta)}
         summary += [context | r for r in percentiles(latency)]
         per_kind += [context | r for r in percentiles(latency, ["kind"])]
         windows += [context | r for r in throughput(latency)]
         latency.unpersist()
+    say(RUNS, len(runs), len(runs))
+    say(TABLES, 0, 0)
     write_table(out / "latency", summary)
     write_table(out / "latency_by_kind", per_kind)
     write_table(out / "throughput", windows)
@@ -220,6 +234,10 @@ def report(spark: SparkSession, run_dir: Path, out_dir: Path | None = None) -> P
     plot(summary, "subscribers", "publications_per_s", out / "latency_vs_subscribers.png",
          "Latency against subscribers")  # fmt: skip
     return out
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    """No one listens."""
 
 
 def _context(meta: dict[str, Any]) -> dict[str, Any]:

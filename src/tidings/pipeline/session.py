@@ -74,9 +74,14 @@ def session_options(master: str, shuffle_partitions: int, interactive: bool) -> 
 
 
 def build_session(
-    master: str = "local[2]", app_name: str = "tidings-pipeline", shuffle_partitions: int = 4
+    master: str = "local[2]",
+    app_name: str = "tidings-pipeline",
+    shuffle_partitions: int = 4,
+    console_progress: bool | None = None,
 ) -> SparkSession:
-    """A SparkSession for the pipeline's jobs (reused if one is already running)."""
+    """A SparkSession for the pipeline's jobs (reused if one is already running). Spark's
+    own progress bar shows on a terminal unless `console_progress` is False (the CLI draws
+    its own)."""
     check_java()
     # PySpark starts local Python workers with $PYSPARK_PYTHON (default `python3`), not the
     # `spark.pyspark.python` setting: without this they cannot import tidings from a venv.
@@ -85,7 +90,8 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "resolves to loopback" line
     from pyspark.sql import SparkSession
 
-    options = session_options(master, shuffle_partitions, sys.stderr.isatty())
+    interactive = sys.stderr.isatty() if console_progress is None else console_progress
+    options = session_options(master, shuffle_partitions, interactive)
     builder = SparkSession.builder.master(master).appName(app_name)
     session = builder.config(map={**options, **RAW_LOCAL_FILES}).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +47,28 @@ from tidings.ports import free_port
 
 REGIONS = ("us-east-1", "eu-central-1", "ap-northeast-1")
 TOPIC = "game/lobby"
+OnProgress = Callable[[str, int, int], None]  # (step, done, total): the CLI draws it
+STEPS = (
+    "starting the region brokers",
+    "relays and region managers",
+    "the American clients join",
+    "an interval observed; the controller solves",
+    "the European clients join",
+    "an interval observed; the controller spreads the topic",
+    "the European clients move",
+    "measuring after the moves",
+    "the last publications arrive",
+)
+
+
+def _steps(on_progress: OnProgress | None) -> Callable[[int], None]:
+    """Says step `i` of `STEPS` (and `len(STEPS)`: all done)."""
+
+    def say(i: int) -> None:
+        if on_progress is not None:
+            on_progress(STEPS[min(i, len(STEPS) - 1)], i, len(STEPS))
+
+    return say
 
 
 @dataclass
@@ -173,15 +195,23 @@ class Timing:
 
 
 async def run_spread(
-    seed: int = 1, per_side: int = 2, dilation: float = 4.0, timing: Timing = Timing()
+    seed: int = 1,
+    per_side: int = 2,
+    dilation: float = 4.0,
+    timing: Timing = Timing(),
+    on_progress: OnProgress | None = None,
 ) -> Report:
-    """`per_side` publishers and subscribers in the USA, then as many in Europe too."""
+    """`per_side` publishers and subscribers in the USA, then as many in Europe too;
+    `on_progress` hears each of `STEPS` as it begins."""
+    step = _steps(on_progress)
     rng = np.random.default_rng(seed)
     na = cities.sample(rng, 2 * per_side, cities.in_country("US"))
     eu = cities.sample(rng, 2 * per_side, cities.in_continent("EU"))
     world = geography(np.concatenate((na[0], eu[0])), np.concatenate((na[1], eu[1])), dilation)
     constraint = Constraint(75.0, _bound(world, per_side, 75.0))
+    step(0)
     async with brokers(len(REGIONS)) as ports:
+        step(1)
         net = await links(world, ports)
         managers = [_manager(q, ports, net) for q in range(len(ports))]
         for m in managers:
@@ -191,7 +221,8 @@ async def run_spread(
         )
         try:
             spread = Spread(world, net.urls, controller, timing)
-            await spread.run(per_side)
+            await spread.run(per_side, step)
+            step(len(STEPS))
             return spread.report(constraint, dilation)
         finally:
             for m in managers:
@@ -236,21 +267,29 @@ class Spread:
         self._stop = asyncio.Event()
         self._runners: list[asyncio.Task[None]] = []
 
-    async def run(self, per_side: int) -> None:
+    async def run(self, per_side: int, step: Callable[[int], None] = lambda i: None) -> None:
+        """The timeline; `step(i)` as each of `STEPS[2:]` begins."""
         t = self.timing
         self.controller.deployed[TOPIC] = Placement(1, (0,), "direct")
         await self.controller.announce(TOPIC)
+        step(2)
         await self._join(range(0, 2 * per_side), per_side)  # America
+        step(3)
         await asyncio.sleep(t.interval_s)
         await self.controller.step()
+        step(4)
         await self._join(range(2 * per_side, 4 * per_side), 3 * per_side)  # Europe
+        step(5)
         await asyncio.sleep(t.interval_s)
         await self.controller.step()  # both continents: the topic spreads
+        step(6)
         await asyncio.sleep(self.drain_s + self.longest_s + 0.5)  # every move is done
         self.phase = 3
+        step(7)
         await asyncio.sleep(t.measured_intervals * t.interval_s)
         self._stop.set()
         await asyncio.gather(*self._runners)
+        step(8)
         await asyncio.sleep(2 * self.longest_s + 1.0)  # the last publications arrive
         await asyncio.gather(*(x.close() for x in self.clients))
 

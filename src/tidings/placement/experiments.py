@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from tidings.placement.model import (
 )
 
 Row = dict[str, Any]
+OnProgress = Callable[[str, int, int], None]  # (stage, done, total): the CLI draws it
+POINTS = "points"  # the one stage an experiment says: rows done of all
 PAPER_SAVINGS = {"global": 28.0, "local-ap-northeast-1": 36.0, "local-sa-east-1": 65.0}
 BOTH = (Mode.DIRECT, Mode.ROUTED)
 
@@ -79,40 +81,62 @@ def all_regions_routed(instance: Instance) -> Evaluation:
     return evaluate(instance, Configuration(tuple(range(instance.regions)), Mode.ROUTED))
 
 
-def experiment_1(size: Size, seed: int) -> list[Row]:
+def _told(on_progress: OnProgress | None, total: int) -> Callable[[list[Row]], None]:
+    """Says how many of `total` rows are done."""
+
+    def say(rows: list[Row]) -> None:
+        if on_progress is not None:
+            on_progress(POINTS, len(rows), total)
+
+    return say
+
+
+def experiment_1(size: Size, seed: int, on_progress: OnProgress | None = None) -> list[Row]:
     """MultiPub against "All Regions (routed)" and "One Region"; max_T 100-200 ms; 75 %."""
     s = scenarios.global_spread(size.per_region, seed)
     rows: list[Row] = []
-    for max_ms in _sweep(100, 200, size.step_ms):
+    bounds = _sweep(100, 200, size.step_ms)
+    say = _told(on_progress, 3 * len(bounds))
+    for max_ms in bounds:
+        say(rows)
         instance = s.instance(max_ms)
         rows.append(_row(s.name, "MultiPub", max_ms, solver.solve(instance).evaluation, s.per_day))
         rows.append(
             _row(s.name, "All regions (routed)", max_ms, all_regions_routed(instance), s.per_day)
         )
         rows.append(_row(s.name, "One region", max_ms, one_region(instance), s.per_day))
+    say(rows)
     return rows
 
 
-def experiment_2(size: Size, seed: int) -> list[Row]:
+def experiment_2(size: Size, seed: int, on_progress: OnProgress | None = None) -> list[Row]:
     """Direct against routed: MultiPub, MultiPub-D, MultiPub-R; Asia and the USA; 75 %."""
     s = scenarios.asia_and_usa(size.asia_publishers, size.per_side, seed)
     series = {"MultiPub": BOTH, "MultiPub-D": (Mode.DIRECT,), "MultiPub-R": (Mode.ROUTED,)}
     rows: list[Row] = []
-    for max_ms in _sweep(60, 200, size.step_ms):
+    bounds = _sweep(60, 200, size.step_ms)
+    say = _told(on_progress, len(series) * len(bounds))
+    for max_ms in bounds:
         for name, modes in series.items():
+            say(rows)
             e = solver.solve(s.instance(max_ms, modes)).evaluation
             rows.append(_row(s.name, name, max_ms, e, s.per_day))
+    say(rows)
     return rows
 
 
-def experiment_3(size: Size, seed: int) -> list[Row]:
+def experiment_3(size: Size, seed: int, on_progress: OnProgress | None = None) -> list[Row]:
     """Localised topics near ap-northeast-1 and near sa-east-1; 95 %; max_T 20-250 ms."""
     rows: list[Row] = []
-    for region in ("ap-northeast-1", "sa-east-1"):
+    regions, bounds = ("ap-northeast-1", "sa-east-1"), _sweep(20, 250, size.step_ms)
+    say = _told(on_progress, len(regions) * len(bounds))
+    for region in regions:
         s = scenarios.localised(region, size.local_clients, seed)
-        for max_ms in _sweep(20, 250, size.step_ms):
+        for max_ms in bounds:
+            say(rows)
             e = solver.solve(s.instance(max_ms)).evaluation
             rows.append(_row(s.name, "MultiPub", max_ms, e, s.per_day))
+    say(rows)
     return rows
 
 
@@ -122,13 +146,17 @@ def _timed(work: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def experiment_4(size: Size, seed: int) -> list[Row]:
+def experiment_4(size: Size, seed: int, on_progress: OnProgress | None = None) -> list[Row]:
     """Solver runtime against clients (10 regions) and against regions (largest size)."""
     rows: list[Row] = []
+    say = _told(on_progress, len(size.runtime_clients) + len(size.runtime_regions))
     for n in size.runtime_clients:
+        say(rows)
         rows.append(_runtime("clients", n, 10, size, seed))
     for regions in size.runtime_regions:
+        say(rows)
         rows.append(_runtime("regions", size.runtime_clients[-1], regions, size, seed))
+    say(rows)
     return rows
 
 
@@ -195,7 +223,13 @@ def savings(rows: Iterable[Row]) -> list[Row]:
     return found
 
 
-EXPERIMENTS: dict[int, Callable[[Size, int], list[Row]]] = {
+class Experiment(Protocol):
+    def __call__(self, size: Size, seed: int, on_progress: OnProgress | None = None) -> list[Row]:
+        """The experiment's rows, one per point."""
+        ...
+
+
+EXPERIMENTS: dict[int, Experiment] = {
     1: experiment_1,
     2: experiment_2,
     3: experiment_3,
