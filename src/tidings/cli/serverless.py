@@ -30,8 +30,10 @@ def local(
     instances: Annotated[int, typer.Option(help="Function instances at most, each serial.")] = 4,
     cold: Annotated[bool, typer.Option(help="A fresh instance for every request.")] = False,
 ) -> None:
-    """Serve the handlers on 127.0.0.1 as the platform's front door would: each request an
-    invocation of a function instance (a process); TIDINGS_* from this environment."""
+    """Serve the handlers on 127.0.0.1 as the platform's front door would.
+
+    Each request is an invocation of a function instance (a process); TIDINGS_* come from
+    this environment."""
     import uvicorn
 
     from tidings.server import bind
@@ -58,8 +60,9 @@ def housekeeping(
         float | None, typer.Option(help="Push webhooks for at most this long (default 40 s).")
     ] = None,
 ) -> None:
-    """What the scheduled handler does, once: retention, expiry, queue bounds, owed
-    function evaluations, then webhook pushes; prints what was done as JSON."""
+    """What the scheduled handler does, once; prints what was done as JSON.
+
+    Presence, retention, queue bounds, owed function evaluations, then webhook pushes."""
     from tidings.config import load_settings
     from tidings.serverless.runtime import BASE, Runtime
 
