@@ -9,10 +9,25 @@ counts whole seconds.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+KERNEL_SLACK_S = 1.0  # the kernel's RLIMIT_CPU comes this long after the parent's cap
+
+
+def cpu_cap_s(budget_s: float) -> float:
+    """CPU a code call may use before its parent ends its worker: the budget, with room for
+    the in-interpreter limit to be raised and answered (a well-behaved call stops there)."""
+    return budget_s * 1.5 + 0.05
+
+
+def kernel_limit_s(used_s: float, budget_s: float) -> int:
+    """The soft RLIMIT_CPU for a call starting after `used_s` of CPU: whole seconds (all the
+    kernel counts), at least a second past the parent's cap, so that the parent's look,
+    which says why the worker was ended, comes first and the kernel stays the backstop."""
+    return math.ceil(used_s + cpu_cap_s(budget_s) + KERNEL_SLACK_S)
 
 
 def tree_cpu_s(pid: int) -> float | None:

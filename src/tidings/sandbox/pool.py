@@ -24,7 +24,7 @@ import orjson
 from tidings.config import FunctionSettings
 from tidings.sandbox.boundary import command, worker_env
 from tidings.sandbox.cgroup import MemoryCgroups, release
-from tidings.sandbox.cpu import tree_cpu_s
+from tidings.sandbox.cpu import KERNEL_SLACK_S, cpu_cap_s, tree_cpu_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +60,6 @@ KILLED_BY_CPU = "killed: cpu time limit exceeded (ended from outside the worker)
 CPU_POLL_S = 0.02  # how often the parent reads a running code call's CPU time
 
 
-def cpu_cap_s(budget_s: float) -> float:
-    """CPU a code call may use before its parent ends its worker: the budget, with room for
-    the in-interpreter limit to be raised and answered (a well-behaved call stops there)."""
-    return budget_s * 1.5 + 0.05
-
-
 Spawned = set[asyncio.subprocess.Process]  # started, not yet reaped
 
 
@@ -93,10 +87,10 @@ class WorkerDied(Exception):
 
 
 def watchdog_s(settings: FunctionSettings) -> float:
-    """Wall clock for one code call: past the kernel's CPU limit (the call's budget, whole
-    seconds up, from the CPU used so far) with room to spare; the last resort."""
+    """Wall clock for one code call: past the kernel's CPU limit (`cpu.kernel_limit_s`: the
+    parent's cap plus a second, whole seconds up) with room to spare; the last resort."""
     cpu_s = settings.cpu_ms / 1000
-    return math.ceil(cpu_s) + 1.0 + max(0.5, cpu_s * 5)
+    return math.ceil(cpu_cap_s(cpu_s)) + KERNEL_SLACK_S + 1.0 + max(0.5, cpu_s * 5)
 
 
 def publication_text(publication: Any) -> str:

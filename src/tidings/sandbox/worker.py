@@ -7,10 +7,11 @@ copy of the publication: what one call does to it, the next never sees. A code w
 one subscriber for its whole life (`sandbox/tenants.py`).
 
 Limits: each call's CPU time twice, a profiling timer (a gentle `TimeLimit` the code may
-catch) and the kernel's RLIMIT_CPU raised before each call to the CPU used so far plus the
-call's budget, whole seconds up (SIGXCPU, whose default action ends the process: no `except`
-catches it); the address space, recursion depth, and what the code can reach (restricted
-builtins, allow-listed imports). The parent's wall-clock watchdog is the last resort.
+catch) and the kernel's RLIMIT_CPU raised before each call to a second past the parent's
+cap on a code call's CPU, whole seconds up (`cpu.kernel_limit_s`; SIGXCPU, whose default
+action ends the process: no `except` catches it); the address space, recursion depth, and
+what the code can reach (restricted builtins, allow-listed imports). The parent's
+wall-clock watchdog is the last resort.
 
 PROFILE is `code` or `library` (the seccomp filter, `sandbox/boundary.py`). Flags:
 `--seccomp` loads the filter after the library's preload and before the first request;
@@ -36,6 +37,7 @@ from typing import Any
 import orjson
 
 from tidings.sandbox.compile import ALLOWED_MODULES
+from tidings.sandbox.cpu import kernel_limit_s
 
 SAFE_BUILTINS = (
     "abs", "all", "any", "bool", "bytes", "chr", "dict", "divmod", "enumerate", "filter",
@@ -152,7 +154,7 @@ class Worker:
     def _run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
         # the library's own functions (vision takes seconds) are not held to the code limit
         limit = BUILTIN_CPU_S if call["kind"] == "builtin" else self.cpu_s
-        kernel_cpu_limit(limit)
+        kernel_cpu_limit(limit, watched=call["kind"] != "builtin")
         signal.setitimer(signal.ITIMER_PROF, limit)
         try:
             if call["kind"] == "builtin":
@@ -191,12 +193,15 @@ class Worker:
             signal.setitimer(signal.ITIMER_PROF, 0)
 
 
-def kernel_cpu_limit(budget_s: float) -> None:
-    """Let the kernel end this process once it has used its CPU time so far plus `budget_s`,
-    whole seconds up: SIGXCPU's default action, out of the interpreter's reach (the hard
-    limit stays open so the next call can raise the soft one again)."""
+def kernel_cpu_limit(budget_s: float, watched: bool) -> None:
+    """Let the kernel end this process once the call has used its budget, whole seconds up;
+    a code call, which its parent `watched`, a second past the parent's cap, so the parent,
+    which says why, comes first (`cpu.kernel_limit_s`). SIGXCPU's default action is out of
+    the interpreter's reach; the hard limit stays open so the next call can raise the soft
+    one again."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = math.ceil(usage.ru_utime + usage.ru_stime + budget_s)
+    used = usage.ru_utime + usage.ru_stime
+    soft = kernel_limit_s(used, budget_s) if watched else math.ceil(used + budget_s)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
