@@ -42,6 +42,19 @@ def require_service(name: str) -> tuple[str, int]:
     return host, port
 
 
+# Sessions of the suite that are started once and shared: under xdist (`make test` runs two
+# workers) every test using one of them goes to the same worker, so each starts once.
+SHARED_ONCE = ("spark", "zookeeper")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in SHARED_ONCE:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
+                break
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local[2] SparkSession for the whole suite."""
