@@ -9,7 +9,7 @@ import httpx
 import pytest
 from starlette.routing import Route
 
-from tidings.api import thesis, v1
+from tidings.api import openapi, thesis, v1
 from tidings.model import Op
 
 HTTP_ROUTES = {
@@ -122,7 +122,7 @@ def test_the_limits_follow_the_settings(tmp_path: Any) -> None:
 
     settings = load_settings({"data_dir": tmp_path}, env={})
     settings = dataclasses.replace(settings, queues=QueueSettings(max_pull=7))
-    document = create_app(Broker(settings, open_store("memory://"))).state.openapi
+    document = openapi.document_of(create_app(Broker(settings, open_store("memory://"))))
     pull = document["paths"]["/v1/subscribers/{subscriber_id}/messages"]["get"]
     assert {p["name"]: p["schema"].get("maximum") for p in pull["parameters"]}["max"] == 7
 

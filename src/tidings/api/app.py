@@ -72,6 +72,5 @@ def create_app(broker: Broker, simulator: Simulator | None = None) -> Starlette:
     app.state.broker = broker
     app.state.simulator = simulator
     app.state.webhooks = pushers
-    described_routes = [r for r in [*ops, *api] if isinstance(r, Route)]
-    app.state.openapi = openapi.document(described_routes, broker.settings)
+    app.state.described_routes = [r for r in [*ops, *api] if isinstance(r, Route)]
     return app

@@ -7,19 +7,27 @@ The key is `webhooks.secrets_key` (the key itself, for functions that share only
 environment), else `webhooks.secrets_key_file`, or `data_dir/secrets.key` made (0600) at the
 first start; brokers sharing a store must be given the same key. A secret stored before sealing
 (no `sealed:` prefix) is read as it is and sealed at its next write.
+
+`cryptography` is imported at the first seal or open, not at start: a function instance's
+cold start that signs nothing does not pay its 15 ms.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import os
+from functools import cached_property
 from pathlib import Path
-
-from cryptography.fernet import Fernet, InvalidToken
+from typing import TYPE_CHECKING
 
 from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.private import create_private
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 PREFIX = "sealed:"
 OPENED = 100_000  # sealed forms remembered opened
@@ -32,9 +40,24 @@ def sealer(settings: Settings) -> Sealer:
     return Sealer.from_file(settings.secrets_key_path)
 
 
+def new_key() -> bytes:
+    """A Fernet key: 32 random bytes, url-safe base64 (as `Fernet.generate_key`)."""
+    return base64.urlsafe_b64encode(os.urandom(32))
+
+
+def _checked(key: bytes) -> bytes:
+    """`key` if it is one (ValueError if not), as `Fernet` checks it."""
+    try:
+        if len(base64.urlsafe_b64decode(key)) == 32:
+            return key
+    except binascii.Error:
+        pass
+    raise ValueError("not a Fernet key")
+
+
 class Sealer:
     def __init__(self, key: bytes) -> None:
-        self._fernet = Fernet(key)
+        self._key = _checked(key)
         # opened secrets by their sealed form: webhooks read every endpoint every few
         # seconds, and a sealed form never changes its meaning
         self._opened: dict[str, str] = {}
@@ -55,7 +78,7 @@ class Sealer:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             aside = path.with_name(f".{path.name}.{os.getpid()}")
             create_private(aside)
-            aside.write_bytes(Fernet.generate_key())
+            aside.write_bytes(new_key())
             with contextlib.suppress(FileExistsError):  # another made it first: theirs
                 os.link(aside, path)
             aside.unlink()
@@ -67,6 +90,12 @@ class Sealer:
                 ErrorCode.CONFIG_INVALID, field="webhooks__secrets_key_file", detail=detail
             ) from None
 
+    @cached_property
+    def _fernet(self) -> Fernet:
+        from cryptography.fernet import Fernet
+
+        return Fernet(self._key)
+
     def seal(self, secret: str) -> str:
         return PREFIX + self._fernet.encrypt(secret.encode()).decode("ascii")
 
@@ -77,6 +106,8 @@ class Sealer:
             return stored  # stored before sealing
         if (known := self._opened.get(stored)) is not None:
             return known
+        from cryptography.fernet import InvalidToken
+
         try:
             secret = self._fernet.decrypt(stored[len(PREFIX) :].encode("ascii")).decode()
         except InvalidToken:

@@ -5,6 +5,7 @@ ASGI app), with the broker stateless between requests (`runtime.py`).
 | module       | holds                                                                   |
 |--------------|-------------------------------------------------------------------------|
 | runtime.py   | one broker per function instance: settings, the cold start, each request |
+| cold.py      | the cold start's imports and load without garbage collection            |
 | aws.py       | `handler` (API Gateway v2 and v1, function URLs) and `housekeeping`     |
 | azure.py     | `app`: the HTTP function and the timer-triggered housekeeping            |
 | events.py    | the platforms' request payloads, built from an HTTP request             |

@@ -8,13 +8,17 @@ store connections and its index built by the first invocation serve the warm one
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from tidings.serverless import cold
 
-from mangum import Mangum
+cold.begin()  # before the imports below: a cold start collects nothing (cold.py)
 
-from tidings import logs
-from tidings.serverless.runtime import Runtime
+import asyncio  # noqa: E402
+from typing import Any  # noqa: E402
+
+from mangum import Mangum  # noqa: E402
+
+from tidings import logs  # noqa: E402
+from tidings.serverless.runtime import Runtime  # noqa: E402
 
 runtime = Runtime()
 _adapter: Mangum | None = None

@@ -9,11 +9,15 @@ serves the later ones while the instance is warm.
 
 from __future__ import annotations
 
-import logging
+from tidings.serverless import cold
 
-import azure.functions as func
+cold.begin()  # before the imports below: a cold start collects nothing (cold.py)
 
-from tidings.serverless.runtime import Runtime
+import logging  # noqa: E402
+
+import azure.functions as func  # noqa: E402
+
+from tidings.serverless.runtime import Runtime  # noqa: E402
 
 runtime = Runtime()
 # the worker's own handlers carry the lines to the host: only the level is Tidings'

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import sys
 import time
 import uuid
@@ -54,6 +55,7 @@ class AzureContext:
 
 
 def run_aws(lines: Any, out: Any) -> None:
+    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", "tidings-local")  # as Lambda sets it
     began = time.perf_counter()
     from tidings.serverless import aws
 
@@ -69,6 +71,7 @@ def run_aws(lines: Any, out: Any) -> None:
 
 
 def run_azure(lines: Any, out: Any) -> None:
+    os.environ.setdefault("FUNCTIONS_WORKER_RUNTIME", "python")  # as the host sets it
     began = time.perf_counter()
     import azure.functions as func
     from azure.functions.timer import TimerRequest

@@ -38,6 +38,7 @@ from tidings.delivery.webhooks import Webhooks
 from tidings.ids import hash_token
 from tidings.private import private_dir
 from tidings.sandbox.runner import create_runner
+from tidings.serverless import cold
 from tidings.store import open_store
 
 log = logging.getLogger("tidings.serverless")
@@ -113,6 +114,7 @@ class Runtime:
         )
         app = WebGuard(PublishLane(create_app(broker), broker), settings)
         await broker.start()
+        cold.end()
         loaded = time.perf_counter()
         self.timings = {"connect_s": connected - began, "load_s": loaded - connected}
         log.info("tidings started as a function: %s", self.timings)
