@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from tidings.config import HTTPSettings, load_settings
+from tidings.connections import Full, Seats
+from tidings.errors import ErrorCode, TidingsError
 from tidings.server import EmbeddedServer
 
 LIMITS = HTTPSettings(
@@ -114,3 +116,134 @@ def test_ordinary_requests_pass_the_guards(server: EmbeddedServer) -> None:
                 client.post("/v1/publications", json={"data": 1, "topics": ["a"]}).status_code
                 == 201
             )
+
+
+# ---- seats: connections per client address, and idle kept-alive ones yielding their place
+
+SEATED = HTTPSettings(max_connections=8, max_connections_per_address=4, limit_loopback=True)
+
+
+@pytest.fixture(scope="module")
+def seated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("seated")}, env={})
+    with EmbeddedServer(dataclasses.replace(settings, http=SEATED)) as srv:
+        yield srv
+
+
+def connect_from(server: EmbeddedServer, address: str) -> socket.socket:
+    """A connection from `address` (any of 127.0.0.0/8 is this machine's loopback)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10, source_address=(address, 0))
+
+
+def client_from(server: EmbeddedServer, address: str) -> httpx.Client:
+    transport = httpx.HTTPTransport(local_address=address)
+    return httpx.Client(base_url=server.url, transport=transport, timeout=10)
+
+
+def status_from(server: EmbeddedServer, address: str) -> httpx.Response:
+    with client_from(server, address) as client:
+        return client.get("/healthz")
+
+
+def served_again(server: EmbeddedServer, address: str) -> bool:
+    """Whether `address` is served once the server has seen a connection of its close."""
+    for _ in range(100):
+        if status_from(server, address).status_code == 200:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def keep_alive_request(sock: socket.socket) -> None:
+    """One request on a connection that stays open, its answer read to the end."""
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += sock.recv(65536)
+    head, body = got.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+
+
+def metric(server: EmbeddedServer, name: str) -> float:
+    return server.broker.metrics.value(name)
+
+
+def test_an_address_past_its_connections_is_answered_503_while_another_is_served(
+    seated: EmbeddedServer,
+) -> None:
+    held = [connect_from(seated, "127.0.0.2") for _ in range(4)]
+    try:
+        refused = status_from(seated, "127.0.0.2")
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "unavailable"
+        assert refused.headers["retry-after"] == "1"
+        assert status_from(seated, "127.0.0.3").status_code == 200
+        assert metric(seated, "connections_refused") >= 1
+        held.pop().close()
+        assert served_again(seated, "127.0.0.2")  # a closed connection frees its seat
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_websocket_holds_its_seat_until_it_closes(seated: EmbeddedServer) -> None:
+    with client_from(seated, "127.0.0.4") as client:
+        sub = client.post("/v1/subscribers").json()
+    held = [connect_from(seated, "127.0.0.4") for _ in range(3)]
+    stream = connect_from(seated, "127.0.0.4")
+    try:
+        for sock in held:
+            keep_alive_request(sock)
+        stream.sendall(
+            f"GET /v1/subscribers/{sub['id']}/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            f"Authorization: Bearer {sub['token']}\r\n\r\n".encode()
+        )
+        assert stream.recv(65536).startswith(b"HTTP/1.1 101")
+        assert status_from(seated, "127.0.0.4").status_code == 503
+    finally:
+        stream.close()
+        for sock in held:
+            sock.close()
+    assert served_again(seated, "127.0.0.4")
+
+
+def test_idle_kept_alive_connections_yield_their_place_to_a_new_client(
+    seated: EmbeddedServer,
+) -> None:
+    idle: list[socket.socket] = []
+    try:
+        for i in range(SEATED.max_connections):  # the server full of idle connections
+            idle.append(connect_from(seated, f"127.0.0.{5 + i // 4}"))
+            keep_alive_request(idle[-1])
+        before = metric(seated, "connections_reclaimed")
+        assert status_from(seated, "127.0.0.7").status_code == 200
+        assert metric(seated, "connections_reclaimed") > before
+        assert answer_of(idle[0]) == b""  # the longest idle was closed to make room
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_seats_count_an_ipv6_client_by_its_slash_64_and_loopback_only_when_asked() -> None:
+    seats = Seats(HTTPSettings(max_connections_per_address=1))
+    assert seats.take("2001:db8::1") == "2001:db8::/64"
+    with pytest.raises(Full):
+        seats.take("2001:db8::ffff")  # the same /64
+    assert seats.take("::ffff:192.0.2.1") == "192.0.2.1"  # IPv4 through a dual-stack socket
+    assert seats.take("127.0.0.1") is None and seats.take("::1") is None
+    counted = Seats(HTTPSettings(max_connections_per_address=1, limit_loopback=True))
+    assert counted.take("127.0.0.1") == "127.0.0.1"
+    with pytest.raises(Full):
+        counted.take("127.0.0.1")
+
+
+def test_a_negative_bound_per_address_is_refused() -> None:
+    with pytest.raises(TidingsError) as refused:
+        load_settings({"http__max_connections_per_address": -1}, env={})
+    assert refused.value.code == ErrorCode.CONFIG_INVALID

@@ -127,6 +127,12 @@ class HTTPSettings:
     header_timeout_s: float = 10.0  # from a connection's opening or a request's first byte
     body_timeout_s: float = 60.0  # from a request's headers to its body's last byte
     max_connections: int = 2048  # connections and requests at once; past it: 503
+    # open connections (WebSockets included) one client address may hold (an IPv6 client's
+    # /64); past it a new one is answered 503 and closed, as nginx's limit_conn. 0: no bound.
+    # Loopback clients (this machine's tools, benchmarks and simulator, a local proxy) are
+    # counted only with `limit_loopback`, as limits.rate_limit_loopback
+    max_connections_per_address: int = 256
+    limit_loopback: bool = False
     ws_max_frame_bytes: int = 1024 * 1024  # a subscriber's frames are acknowledgements
     # names the broker answers to besides addresses, localhost and public_url's host ("*":
     # any, as behind a proxy that checks them), and web origins allowed to change state
@@ -361,6 +367,7 @@ def explain(
             ErrorCode.CONFIG_INVALID, field="port", detail=f"port {settings.port} is not 1-65535"
         )
     _check_logs(settings.logs)
+    _check_http(settings.http)
     _check_subscribers(settings.subscribers)
     _check_subscriptions(settings.subscriptions)
     _check_access(settings.access)
@@ -385,6 +392,15 @@ def _check_networks(name: str, text: str) -> None:
         networks(text)
     except ValueError as exc:
         raise TidingsError(ErrorCode.CONFIG_INVALID, field=name, detail=f"{name}: {exc}") from None
+
+
+def _check_http(http: HTTPSettings) -> None:
+    if http.max_connections_per_address < 0:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="http__max_connections_per_address",
+            detail="http.max_connections_per_address is at least 0 (0: no bound)",
+        )
 
 
 def _check_elastic(elastic: ElasticSettings) -> None:

@@ -8,24 +8,117 @@ complete and answers 431 past `max_header_bytes` (buffering at most that plus on
 refuses more than `max_headers` headers, and closes a connection whose headers are not
 complete `header_timeout_s` after it opened or its request began, or whose body is not
 complete `body_timeout_s` after its headers (the application then sees the client leave).
+
+uvicorn's `limit_concurrency` is one bound for every client: one address holding 2,050 idle
+connections made every other one get 503. So each server keeps `Seats`: a client address
+holds at most `max_connections_per_address` open connections (its WebSockets included) and
+the next one is answered 503 at once, as nginx's limit_conn, and closed; and a kept-alive
+connection idle between requests yields its place when the server is full (the longest idle
+is closed first, as nginx reuses its idle keep-alive connections), so idle ones cost little.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import ipaddress
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from tidings.config import HTTPSettings
+from tidings.errors import ErrorCode, TidingsError
+from tidings.metrics import Metrics
 
 TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+RETRY_AFTER_S = 1
+LINGER_S = 1.0  # a refused connection's client has this long to read the answer and leave
+
+
+def address_key(host: str) -> tuple[str, bool]:
+    """Who a connection from `host` counts against, and whether it is loopback: the address
+    itself, or an IPv6 client's /64 (one subscriber line's usual allocation, which a client
+    walks through at will); an IPv4 client seen through a dual-stack socket as itself."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:  # not an IP address (a Unix socket's path)
+        return host, False
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is None:
+            return str(ipaddress.IPv6Network((ip, 64), strict=False)), ip.is_loopback
+        ip = ip.ipv4_mapped
+    return str(ip), ip.is_loopback
+
+
+def refusal(limits: HTTPSettings) -> bytes:
+    """The whole answer to a connection past its address's bound: 503 with the house's error
+    body and Retry-After, then the connection closes."""
+    detail = f"at most {limits.max_connections_per_address} connections from one address"
+    body = orjson.dumps(TidingsError(ErrorCode.UNAVAILABLE, detail=detail).to_dict())
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nretry-after: {RETRY_AFTER_S}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class Seats:
+    """One server's connections: how many each client address holds, and the kept-alive ones
+    idle between requests, longest idle first."""
+
+    def __init__(self, limits: HTTPSettings, metrics: Metrics | None = None) -> None:
+        self.limits, self.metrics = limits, metrics
+        self.held: dict[str, int] = {}
+        self.idle: dict[GuardedHttpTools, None] = {}  # insertion order: longest idle first
+        self.refusal = refusal(limits)
+
+    def take(self, host: str) -> str | None:
+        """The key a new connection from `host` holds a seat under; None when it is not
+        counted. Raises `Full` past the address's bound."""
+        key, local = address_key(host)
+        bound = self.limits.max_connections_per_address
+        if not bound or (local and not self.limits.limit_loopback):
+            return None
+        held = self.held.get(key, 0)
+        if held >= bound:
+            self.count("connections_refused")
+            raise Full
+        self.held[key] = held + 1
+        return key
+
+    def give(self, key: str) -> None:
+        left = self.held[key] - 1
+        if left:
+            self.held[key] = left
+        else:
+            del self.held[key]
+
+    def make_room(self, open_now: int) -> None:
+        """At the server's bound, close the connection idle longest (its client reconnects
+        when it next has a request) rather than answer a request 503."""
+        if open_now >= self.limits.max_connections and self.idle:
+            longest = next(iter(self.idle))
+            longest.reclaim()
+            self.count("connections_reclaimed")
+
+    def count(self, name: str) -> None:
+        if self.metrics is not None:
+            self.metrics.inc(name)
+
+
+class Full(Exception):
+    """A client address holds all the connections it may."""
 
 
 class GuardedHttpTools(HttpToolsProtocol):
     """httptools' protocol with the limits of `HTTPSettings` (set by `guarded`)."""
 
     limits = HTTPSettings()
+    seats = Seats(limits)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -33,16 +126,63 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._headers = 0
         self._in_head = True
         self._deadline: asyncio.TimerHandle | None = None
+        self._seat: str | None = None  # the address key this connection counts against
+        self._turned_away = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        try:
+            self._seat = self.seats.take(self.client[0]) if self.client else None
+        except Full:
+            self._turn_away()
+            return
         self._arm(self.limits.header_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.seats.idle.pop(self, None)
+        self._give_seat()
         super().connection_lost(exc)
 
+    def _give_seat(self) -> None:
+        if self._seat is not None:
+            self.seats.give(self._seat)
+            self._seat = None
+
+    def _turn_away(self) -> None:
+        """Answer 503 before reading anything (the answer costs a write), half-close, and
+        close once the client leaves or `LINGER_S` later; meanwhile what it sends is
+        dropped unread. Not among uvicorn's connections: it takes no place in theirs."""
+        self._turned_away = True
+        self.connections.discard(self)
+        self.transport.write(self.seats.refusal)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._deadline = self.loop.call_later(LINGER_S, self._expired)
+
+    def reclaim(self) -> None:
+        """Close this idle kept-alive connection to make room for a new one."""
+        self.seats.idle.pop(self, None)
+        self.connections.discard(self)  # its place is free now, not once the loop says so
+        self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # kept alive, awaiting the next request
+            self.seats.idle[self] = None
+
+    def handle_websocket_upgrade(self) -> None:
+        """The WebSocket protocol takes this connection over, and its seat with it."""
+        super().handle_websocket_upgrade()
+        taker = self.transport.get_protocol()
+        if isinstance(taker, SeatedWebSockets) and self._seat is not None:
+            seat, self._seat = self._seat, None
+            taker.release = functools.partial(self.seats.give, seat)
+
     def data_received(self, data: bytes) -> None:
+        if self._turned_away:
+            return  # dropped: the answer is already said
+        self.seats.idle.pop(self, None)
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)
@@ -67,6 +207,7 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._refuse(f"a request has at most {self.limits.max_headers} headers")
             return
         self._disarm()
+        self.seats.make_room(len(self.connections))  # before uvicorn's check of its bound
         super().on_headers_complete()
         if not (self.parser.should_upgrade() and self._should_upgrade()):
             self._arm(self.limits.body_timeout_s)
@@ -100,6 +241,19 @@ class GuardedHttpTools(HttpToolsProtocol):
             self.transport.close()
 
 
-def guarded(limits: HTTPSettings) -> type[GuardedHttpTools]:
-    """The protocol class for uvicorn's `http=`, with these limits."""
-    return type("Guarded", (GuardedHttpTools,), {"limits": limits})
+class SeatedWebSockets(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (`ws=`), which gives back the seat of the HTTP connection
+    it took over when it ends."""
+
+    release: Callable[[], None] | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.release is not None:
+            self.release()
+            self.release = None
+        super().connection_lost(exc)
+
+
+def guarded(limits: HTTPSettings, metrics: Metrics | None = None) -> type[GuardedHttpTools]:
+    """The protocol class for uvicorn's `http=`, with these limits and seats of its own."""
+    return type("Guarded", (GuardedHttpTools,), {"limits": limits, "seats": Seats(limits, metrics)})

@@ -52,6 +52,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "webhook_requests": ("Webhook POSTs, by outcome: ok (2xx), status (another answer), "
                          "error (timeout, connection).", ("outcome",)),
     "webhook_pauses": ("Webhook endpoints paused after repeated failures.", ()),
+    "connections_refused": ("Connections answered 503 and closed at once: their client "
+                            "address held http.max_connections_per_address already.", ()),
+    "connections_reclaimed": ("Idle kept-alive connections closed to make room for a new one "
+                              "at http.max_connections.", ()),
     "http_requests": ("HTTP requests, by route template, method and status.",
                       ("route", "method", "status")),
 }  # fmt: skip

@@ -28,7 +28,7 @@ from tidings.api.lane import PublishLane
 from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
 from tidings.config import Settings
-from tidings.connections import guarded
+from tidings.connections import SeatedWebSockets, guarded
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog, Retention
 from tidings.ids import hash_token
@@ -90,8 +90,8 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
         log_config=None,  # tidings.logs sets up every logger, uvicorn's included
         log_level=settings.logs.level,
         access_log=settings.logs.access_log,
-        http=guarded(settings.http),
-        ws="websockets-sansio",
+        http=guarded(settings.http, broker.metrics),
+        ws=SeatedWebSockets,
         ws_max_size=settings.http.ws_max_frame_bytes,
         limit_concurrency=settings.http.max_connections,
         lifespan="on",
