@@ -190,3 +190,17 @@ def test_an_in_list_and_a_predicate_string_are_bounded() -> None:
             "predicates[0].value",
         )
     assert parse_predicates([{"key": "k", "op": "in", "value": ["12345", 2, 3]}], limits)
+
+
+@pytest.mark.parametrize("deep", ["a/b/c/d/e/f/g/h/*", "*/b/c/d/e/f/g/h/i", "a/b/c/d/e/f/g/h/#"])
+def test_a_wildcard_filter_past_max_pattern_segments_is_a_limit_naming_it(deep: str) -> None:
+    with pytest.raises(TidingsError) as caught:
+        parse_topic_filters(["a", deep], Limits())
+    assert caught.value.code is ErrorCode.LIMIT_EXCEEDED and caught.value.field == "topics[1]"
+    assert "max_pattern_segments" in str(caught.value)
+
+
+def test_exact_filters_and_topics_may_be_deeper_than_a_pattern() -> None:
+    deep = "/".join("abcdefghijkl")
+    assert parse_topic_filters([deep, "a/b/c/d/e/f/g/*"], Limits()) == (deep, "a/b/c/d/e/f/g/*")
+    assert validate_topic(deep, "topics[0]", Limits(), pattern=False) == deep

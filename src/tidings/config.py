@@ -27,6 +27,9 @@ class Limits:
     max_topics_per_publication: int = 64
     max_topic_length: int = 255
     max_topic_segments: int = 32
+    # a filter with a wildcard: matching walks at most 2^(n+1) trie nodes per topic, however
+    # many filters there are (2^32 with max_topic_segments: one tenant froze the broker)
+    max_pattern_segments: int = 8
     max_attributes: int = 64
     max_predicates: int = 32
     # an `in` list's values, and a predicate's string value: a subscription's memory in the

@@ -372,6 +372,13 @@ def validate_topic(topic: JSON, field_name: str, limits: Limits, *, pattern: boo
         )
     for i, segment in enumerate(segments):
         _check_segment(segment, i == len(segments) - 1, field_name, pattern)
+    if pattern and len(segments) > limits.max_pattern_segments and is_pattern(topic):
+        raise TidingsError(
+            ErrorCode.LIMIT_EXCEEDED,
+            field=field_name,
+            detail=f"a filter with a wildcard has at most {limits.max_pattern_segments} "
+            "segments (max_pattern_segments)",
+        )
     return topic
 
 

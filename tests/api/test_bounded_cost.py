@@ -5,6 +5,7 @@ process (a liveness check with generous bounds, not a benchmark)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import shutil
 import threading
@@ -164,3 +165,45 @@ def test_a_nearly_full_disk_stops_publishing_but_not_draining(tmp_path: Path) ->
     assert (refused.status_code, refused.json()["error"]["code"]) == (507, "insufficient_storage")
     assert thesis.status_code == 507
     assert len(pulled.json()["messages"]) == 1  # what was accepted is still delivered
+
+
+def every_wildcard_filter(levels: int) -> list[str]:
+    """Each combination of `*` and `a` over `levels` levels, and over fewer then `#`: every
+    one matches `a/.../a/x`, and a topic's walk reaches every node of their trie."""
+    ending = ["/".join(c) for c in itertools.product("*a", repeat=levels)]
+    rest = ["/".join((*c, "#")) for n in range(levels) for c in itertools.product("*a", repeat=n)]
+    return ending + rest
+
+
+def test_a_wildcard_filter_deeper_than_the_limit_is_refused_naming_it(
+    url: str, subscriber: tuple[str, dict[str, str]]
+) -> None:
+    sid, auth = subscriber
+    path = f"/v1/subscribers/{sid}/subscriptions"
+    deep = "/".join(["*", "a"] * 7)  # 14 levels: 2^14 such filters froze the broker 8 s
+    refused = httpx.post(f"{url}{path}", json={"topics": ["ok", deep]}, headers=auth)
+    exact = httpx.post(f"{url}{path}", json={"topics": ["/".join("a" * 14)]}, headers=auth)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "limit_exceeded"
+    assert refused.json()["error"]["field"] == "topics[1]"
+    assert "max_pattern_segments" in refused.json()["error"]["message"]
+    assert exact.status_code == 201  # an exact name is one dict look-up, however deep
+
+
+def test_the_most_wildcard_filters_a_topic_can_match_leave_the_broker_answering(
+    url: str,
+) -> None:
+    raw = httpx.post(f"{url}/v1/subscribers").json()
+    auth = {"Authorization": f"Bearer {raw['token']}"}
+    path, filters = f"{url}/v1/subscribers/{raw['id']}/subscriptions", every_wildcard_filter(8)
+    for start in range(0, len(filters), 256):
+        taken = httpx.post(path, json={"topics": filters[start : start + 256]}, headers=auth)
+        assert taken.status_code == 201, taken.text
+    prefix = "/".join("a" * 7)
+    batch = {  # as many distinct topics as a batch holds: no answer comes from a cache
+        "publications": [{"topics": [f"{prefix}/p{p}t{t}" for t in range(64)]} for p in range(1000)]
+    }
+    body = json.dumps(batch).encode()
+    answer = while_healthy(url, lambda: post(url, "/v1/publications/batch?answer=count", body))
+    assert answer.status_code == 201, answer.text
+    assert answer.json() == {"published": 1000, "deliveries": 1000}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
 from tidings.broker.index import SubscriptionIndex
-from tidings.broker.routing import LocalRouting, SparkRouting, routing_for
+from tidings.broker.routing import LocalRouting, SparkRouting, match_yielding, routing_for
 from tidings.broker.telemetry import Telemetry
 from tidings.config import load_settings
 from tidings.metrics import Metrics
@@ -62,3 +63,23 @@ def test_the_mode_chooses_the_routing(tmp_path: Path) -> None:
     assert isinstance(routing_for(settings, index, telemetry, deliver, None), LocalRouting)
     chosen = routing_for(elastic_without_deployment, index, telemetry, deliver, None)
     assert isinstance(chosen, LocalRouting)
+
+
+async def test_a_large_batch_is_matched_with_the_event_loop_running_between_its_chunks() -> None:
+    routing, deliver, _ = local()
+    matching = asyncio.ensure_future(routing.route([pub(f"p{n}", "a") for n in range(1000)]))
+    turns = 0
+    while not matching.done():  # a turn of this loop is one turn of the event loop
+        turns += 1
+        await asyncio.sleep(0)
+    assert await matching == [1] * 1000
+    assert sum(len(call) for call in deliver.delivered) == 1000
+    assert turns > 2  # the first chunk is 8 publications: never the whole batch at once
+
+
+async def test_matching_in_chunks_answers_as_matching_at_once() -> None:
+    index = SubscriptionIndex()
+    index.add(Subscription("s1", "alice", "topic", ("a/*",)))
+    index.add(Subscription("s2", "bob", "topic", ("a/#",)))
+    pubs = [pub(f"p{n}", f"a/{n % 3}", "b") if n % 2 else pub(f"p{n}", "a") for n in range(300)]
+    assert await match_yielding(index, pubs) == index.match_batch(pubs)

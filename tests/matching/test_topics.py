@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -214,3 +215,18 @@ def test_removing_everything_leaves_an_empty_index(filters: list[str]) -> None:
     assert len(index) == 0
     assert not index._patterns
     assert not index._exact
+
+
+def test_every_wildcard_filter_of_the_deepest_allowed_kind_matches_as_the_oracle() -> None:
+    # the worst case `max_pattern_segments` leaves (8): every mix of `*` and `a`, and of fewer
+    # levels then `#`: a topic's walk reaches every one of their trie's nodes, 511 at most
+    ending = ["/".join(c) for c in itertools.product("*a", repeat=8)]
+    rest = ["/".join((*c, "#")) for n in range(8) for c in itertools.product("*a", repeat=n)]
+    index = TopicIndex()
+    for n, topic_filter in enumerate(ending + rest):
+        index.add(f"s{n}", [topic_filter])
+    for topic in ["a/a/a/a/a/a/a/a", "a/b/a/b/a/b/a/b", "a/a/a", "b/a/a/a/a/a/a/a/a"]:
+        expected = {
+            f"s{n}" for n, f in enumerate(ending + rest) if any_topic_matches((f,), (topic,))
+        }
+        assert index.match([topic]) == expected

@@ -12,6 +12,7 @@ The thesis's per-topic publishing is served by the local index in the first two 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -77,7 +78,7 @@ class LocalRouting(Unmoved):
 
     async def route(self, pubs: list[Publication]) -> list[int]:
         started = time.perf_counter()
-        answers = self.index.match_batch(pubs)
+        answers = await match_yielding(self.index, pubs)
         if len(self.index.matcher):
             self.telemetry.matched(len(pubs), time.perf_counter() - started)
         fanouts = [_fanout(p, m) for p, m in zip(pubs, answers, strict=True)]
@@ -148,6 +149,34 @@ def routing_for(
     if settings.matching == "elastic" and elastic is not None:
         return ElasticRouting(elastic, index, telemetry, deliver)
     return LocalRouting(index, telemetry, deliver)
+
+
+# Matching runs on the event loop: a batch is matched a chunk of publications at a time, the
+# loop free between chunks, the chunk sized so that one takes about `SLICE_S` (doubled while
+# under a quarter of it, halved while over). A change to the subscriptions may land between
+# two chunks: the later publications are matched as if they had come after it.
+SLICE_S = 0.01
+FIRST_CHUNK, MAX_CHUNK = 8, 1024
+
+
+async def match_yielding(
+    index: SubscriptionIndex, pubs: Sequence[Publication]
+) -> list[dict[str, list[str]]]:
+    """`index.match_batch(pubs)`, letting the event loop run every ~`SLICE_S` of matching."""
+    answers: list[dict[str, list[str]]] = []
+    chunk, start = FIRST_CHUNK, 0
+    while start < len(pubs):
+        began = time.perf_counter()
+        answers += index.match_batch(pubs[start : start + chunk])
+        start += chunk
+        took = time.perf_counter() - began
+        if start < len(pubs):
+            await asyncio.sleep(0)
+        if took < SLICE_S / 4:
+            chunk = min(2 * chunk, MAX_CHUNK)
+        elif took > SLICE_S:
+            chunk = max(chunk // 2, 1)
+    return answers
 
 
 def _fanout(pub: Publication, matches: dict[str, list[str]]) -> Fanout:
