@@ -207,3 +207,21 @@ def test_the_most_wildcard_filters_a_topic_can_match_leave_the_broker_answering(
     answer = while_healthy(url, lambda: post(url, "/v1/publications/batch?answer=count", body))
     assert answer.status_code == 201, answer.text
     assert answer.json() == {"published": 1000, "deliveries": 1000}
+
+
+def test_thousands_of_contains_needles_against_a_long_value_leave_the_broker_answering(
+    url: str,
+) -> None:
+    raw = httpx.post(f"{url}/v1/subscribers").json()
+    auth = {"Authorization": f"Bearer {raw['token']}"}
+    path = f"{url}/v1/subscribers/{raw['id']}/subscriptions"
+    with httpx.Client(headers=auth, timeout=30) as client:
+        for s in range(1000):  # 32,000 distinct needles on one key took 24 s a publication
+            needles = [f"n{s:04d}x{p:02d}" for p in range(31)] + ["found" if s == 7 else "nope"]
+            predicates = [{"key": "body", "op": "contains", "value": n} for n in needles]
+            assert client.post(path, json={"predicates": predicates}).status_code == 201
+    value = "y" * 125_000 + "".join(f"n0007x{p:02d}" for p in range(31)) + "found"
+    body = json.dumps({"attributes": {"body": value + "y" * (250_000 - len(value))}}).encode()
+    answer = while_healthy(url, lambda: post(url, "/v1/publications", body))
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["deliveries"] == 1  # subscription 7: all its needles are there

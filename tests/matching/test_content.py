@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.matching.strategies import attribute_maps, predicate_lists, subscription_ids
@@ -132,3 +134,27 @@ def test_removing_many_takes_interval_and_counted_subscriptions_from_any_iterabl
     assert index.slot_of("counted") is None  # (answered by the counting index)
     assert index.remove_many(s for s in ["numeric", "counted", "absent"]) == 2
     assert index.match({"x": 5, "name": "b"}) == ["kept"]
+
+
+def test_many_contains_predicates_match_as_the_oracle_through_the_automaton() -> None:
+    words = ["".join(w) for n in range(4) for w in itertools.product("ab", repeat=n)]
+    index, truth = ContentIndex(), {}
+    for i, (first, second) in enumerate(itertools.product(words, repeat=2)):
+        preds = (Predicate("k0", Op.CONTAINS, first), Predicate("k0", Op.CONTAINS, second))
+        if i % 3 == 0:  # another key, and a duplicated predicate
+            preds += (Predicate("k1", Op.CONTAINS, first), preds[0])
+        index.add(f"s{i}", preds)
+        truth[f"s{i}"] = preds
+    events: list[dict[str, Scalar]] = [
+        {"k0": v, "k1": w} for v in ["", "a", "abba", "babab", "c" * 50] for w in ["", "bb", 1]
+    ]
+    events += [{"k0": 1}, {"k0": True, "k1": "ab"}, {}]
+    for event in events:
+        expected = sorted(s for s, ps in truth.items() if conjunction_holds(ps, event))
+        assert sorted(index.match(event)) == expected
+    for sid in list(truth)[::2]:
+        index.remove(sid)
+        del truth[sid]
+    for event in events:
+        expected = sorted(s for s, ps in truth.items() if conjunction_holds(ps, event))
+        assert sorted(index.match(event)) == expected

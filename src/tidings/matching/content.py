@@ -10,8 +10,10 @@ every subscription:
 - `<`, `<=`, `>`, `>=`: per type (numbers, strings) and operator, the thresholds sorted, so
   one binary search gives the slice of satisfied slots;
 - `exists: false`: counted for each indexed key the event lacks;
-- `!=`, `prefix`, `suffix`, `contains`, `exists: true`: checked one by one, but only those on
-  keys the event carries.
+- `contains`: the needles of each key in an Aho-Corasick automaton (`needles.NeedleIndex`),
+  so one pass over a string value finds every satisfied needle, however many there are;
+- `!=`, `prefix`, `suffix`, `exists: true`: checked one by one, but only those on keys the
+  event carries (each costs at most its own value's length).
 Semantics are exactly `semantics.conjunction_holds` (the property tests compare them).
 """
 
@@ -25,6 +27,7 @@ import numpy as np
 
 from tidings.matching.bitset import IntervalIndex, IntervalRows, accepts
 from tidings.matching.cells import Slots
+from tidings.matching.needles import NeedleIndex
 from tidings.matching.semantics import predicate_holds, type_class
 from tidings.model import ORDERED_OPS, Op, Predicate, Scalar
 
@@ -67,6 +70,7 @@ class _KeyIndex:
     hashed: dict[tuple[int, Scalar], list[int]] = field(default_factory=dict)
     ordered: dict[tuple[int, Op], _Sorted] = field(default_factory=dict)
     residual: list[tuple[int, Predicate]] = field(default_factory=list)
+    needles: NeedleIndex = field(default_factory=NeedleIndex)  # `contains` string needles
     absent: list[int] = field(default_factory=list)  # slots with `exists: false` here
 
 
@@ -119,6 +123,9 @@ class CountingIndex:
                 bucket.dirty = True
         elif p.op is Op.EXISTS and p.value is False:
             key.absent.append(slot)
+        elif p.op is Op.CONTAINS:
+            if isinstance(p.value, str):  # else never satisfied: left out, as boolean orders
+                key.needles.add(p.value, slot)
         else:
             key.residual.append((slot, p))
 
@@ -149,6 +156,9 @@ class CountingIndex:
             bucket_sorted.dirty = True
         elif p.op is Op.EXISTS and p.value is False:
             key.absent.remove(slot)
+        elif p.op is Op.CONTAINS:
+            if isinstance(p.value, str):
+                key.needles.remove(p.value, slot)
         else:
             key.residual.remove((slot, p))
 
@@ -174,6 +184,8 @@ class CountingIndex:
                 if k == kind:
                     parts.append(bucket.satisfied(op, x))
             parts.append([s for s, p in key.residual if predicate_holds(p, attributes)])
+            if isinstance(x, str) and len(key.needles):
+                parts.append(key.needles.satisfied(x))
         chunks = [np.asarray(p, np.int64) for p in parts if len(p)]
         return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
 

@@ -1,0 +1,98 @@
+"""The `contains` needles of one attribute: every satisfied predicate, in one pass, agreeing
+with the reference semantics through additions, removals and rebuilds."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidings.matching.needles import NeedleIndex
+from tidings.matching.semantics import predicate_holds
+from tidings.model import Op, Predicate
+
+needles = st.text(alphabet="ab", max_size=4)
+changes = st.lists(st.tuples(st.booleans(), needles, st.integers(0, 5)), max_size=60)
+texts = st.text(alphabet="abc", max_size=24)
+
+
+def oracle(held: list[tuple[str, int]], value: str) -> list[int]:
+    return sorted(
+        slot
+        for needle, slot in held
+        if predicate_holds(Predicate("k", Op.CONTAINS, needle), {"k": value})
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes, st.lists(texts, min_size=1, max_size=4), st.integers(0, 8))
+def test_the_automaton_finds_exactly_the_needles_the_oracle_finds(  # type: ignore[no-untyped-def]
+    steps, values, pending
+) -> None:
+    index, held = NeedleIndex(direct=0, pending=pending), []
+    for adding, needle, slot in steps:
+        if adding:
+            index.add(needle, slot)
+            held.append((needle, slot))
+        elif (needle, slot) in held:
+            index.remove(needle, slot)
+            held.remove((needle, slot))
+        for value in values:  # matching between changes: the lazy builds and pending ones
+            assert sorted(index.satisfied(value)) == oracle(held, value)
+
+
+def test_every_needle_of_a_suffix_chain_is_found_once() -> None:
+    index = NeedleIndex()
+    for length in range(1, 1025):
+        index.add("a" * length, length)
+    assert sorted(index.satisfied("a" * 10_000)) == list(range(1, 1025))
+    assert sorted(index.satisfied("b" + "a" * 3 + "b")) == [1, 2, 3]
+
+
+def test_overlapping_needles_are_all_found() -> None:
+    index = NeedleIndex(direct=0)
+    for slot, needle in enumerate(["she", "he", "hers", "his", "ers", "rs"]):
+        index.add(needle, slot)
+    assert sorted(index.satisfied("ushers")) == [0, 1, 2, 4, 5]
+
+
+def test_a_needle_equal_to_the_value_is_found_and_a_longer_one_is_not() -> None:
+    index = NeedleIndex(direct=0)
+    index.add("value", 1)
+    index.add("values", 2)
+    assert index.satisfied("value") == [1]
+
+
+def test_the_empty_needle_is_in_every_string_the_empty_one_too() -> None:
+    index = NeedleIndex(direct=0)
+    index.add("", 7)
+    index.add("x", 8)
+    assert index.satisfied("") == [7]
+    assert sorted(index.satisfied("x")) == [7, 8]
+
+
+def test_a_predicate_given_twice_counts_twice_and_leaves_once_per_removal() -> None:
+    index = NeedleIndex(direct=0)
+    index.add("ab", 3)
+    index.add("ab", 3)
+    assert index.satisfied("xaby") == [3, 3]
+    index.remove("ab", 3)
+    assert index.satisfied("xaby") == [3]
+
+
+def test_many_needles_against_a_long_value_each_found_once() -> None:
+    index = NeedleIndex()
+    for n in range(32_000):
+        index.add(f"n{n:07d}", n // 32)
+    value = "x" * 100_000 + "n0000005" + "n0031999" * 1_000
+    assert sorted(index.satisfied(value)) == [0, 999]
+    assert index.satisfied("x" * 250_000) == []
+
+
+def test_needles_added_after_a_build_are_found_before_the_next_one() -> None:
+    index = NeedleIndex(direct=0, pending=4)
+    index.add("old", 1)
+    assert index.satisfied("bold") == [1]  # built
+    index.add("new", 2)  # pending: checked alone until the next build
+    assert sorted(index.satisfied("old news")) == [1, 2]
+    index.remove("old", 1)  # dead in the automaton: finds no slot
+    assert index.satisfied("old news") == [2]
