@@ -1,0 +1,168 @@
+"""Issue #28's hostile matching workloads against a real `tidings serve`: how long the hostile
+request takes and how late /healthz answers meanwhile (the event loop's freeze).
+
+    python benchmarks/hostile_matching.py [--case wildcards|contains|both] [--publications 64]
+
+- wildcards: one subscriber's subscriptions hold every combination of `*` and `a` over
+  `--levels` (14) levels (2^14 filters, 256 a subscription: as many subscriptions as needed,
+  the last ones refused past a limit are counted), then one batch of `--publications`
+  publications, each of 64 distinct topics `a/.../a/<n>` that reach every node of that trie.
+- contains: 1,000 subscriptions of 32 `contains` predicates on one attribute (32,000 distinct
+  needles of 8 characters, none found), then `--publications` publications in one batch whose
+  attribute is a 250 KB string.
+- baseline (the same-run reference): the same batch sizes with one plain subscription.
+
+/healthz is asked every 20 ms from a thread during each publish; its worst and median
+answer times are reported. Prints JSON lines: a header (machine, versions, revision, load
+average, workload), then one line per case with the ratio of the hostile publish to the
+baseline publish of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from common import emit, machine, versions
+
+from tidings.server import broker_process
+
+
+def timed_with_probe(url: str, attack: Callable[[], httpx.Response]) -> dict[str, Any]:
+    """Run `attack` while /healthz is asked every 20 ms; its time and the probe's figures."""
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=120) as client:
+            while not done.is_set():
+                started = time.perf_counter()
+                client.get(f"{url}/healthz")
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.02)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    time.sleep(0.1)
+    started = time.perf_counter()
+    answer = attack()
+    took = time.perf_counter() - started
+    done.set()
+    prober.join()
+    return {
+        "status": answer.status_code,
+        "publish_s": round(took, 3),
+        "healthz_max_ms": round(max(latencies) * 1000, 1),
+        "healthz_median_ms": round(statistics.median(latencies) * 1000, 2),
+        "healthz_answers": len(latencies),
+    }
+
+
+def subscriber(client: httpx.Client) -> tuple[str, dict[str, str]]:
+    raw = client.post("/v1/subscribers").json()
+    return f"/v1/subscribers/{raw['id']}/subscriptions", {"Authorization": f"Bearer {raw['token']}"}
+
+
+def subscribe_all(client: httpx.Client, bodies: list[dict[str, Any]]) -> dict[str, int]:
+    path, auth = subscriber(client)
+    statuses: dict[str, int] = {}
+    for body in bodies:
+        code = str(client.post(path, json=body, headers=auth).status_code)
+        statuses[code] = statuses.get(code, 0) + 1
+    return statuses
+
+
+def wildcard_filters(levels: int) -> list[str]:
+    return ["/".join(c) for c in itertools.product(("*", "a"), repeat=levels)]
+
+
+def wildcards(client: httpx.Client, url: str, levels: int, publications: int) -> dict[str, Any]:
+    filters = wildcard_filters(levels)
+    bodies = [{"topics": filters[i : i + 256]} for i in range(0, len(filters), 256)]
+    statuses = subscribe_all(client, bodies)
+    prefix = "/".join(["a"] * (levels - 1))
+    batch = {
+        "publications": [
+            {"topics": [f"{prefix}/t{p}x{t}" for t in range(64)]} for p in range(publications)
+        ]
+    }
+    figures = timed_with_probe(
+        url, lambda: client.post("/v1/publications/batch?answer=count", json=batch)
+    )
+    return {"filters": len(filters), "subscribe_statuses": statuses, **figures}
+
+
+def contains(client: httpx.Client, url: str, publications: int) -> dict[str, Any]:
+    needles = (f"n{n:07d}" for n in range(32_000))
+    bodies = [
+        {
+            "predicates": [
+                {"key": "body", "op": "contains", "value": next(needles)} for _ in range(32)
+            ]
+        }
+        for _ in range(1000)
+    ]
+    statuses = subscribe_all(client, bodies)
+    value = "x" * 250_000
+    batch = {"publications": [{"attributes": {"body": value}} for _ in range(publications)]}
+    figures = timed_with_probe(
+        url, lambda: client.post("/v1/publications/batch?answer=count", json=batch)
+    )
+    return {"needles": 32_000, "subscribe_statuses": statuses, **figures}
+
+
+def baseline(client: httpx.Client, publications: int, body: dict[str, Any]) -> float:
+    batch = {"publications": [body] * publications}
+    started = time.perf_counter()
+    client.post("/v1/publications/batch?answer=count", json=batch).raise_for_status()
+    return time.perf_counter() - started
+
+
+def run(case: str, args: argparse.Namespace) -> dict[str, Any]:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        broker_process(Path(tmp)) as (_, url),
+        httpx.Client(base_url=url, timeout=600) as client,
+    ):
+        if case == "wildcards":
+            subscribe_all(client, [{"topics": ["b/#"]}])
+            topics = {"topics": [f"b/t{t}" for t in range(64)]}
+            plain = baseline(client, args.publications, topics)
+            found = wildcards(client, url, args.levels, args.publications)
+        else:
+            subscribe_all(client, [{"predicates": [{"key": "body", "op": "exists"}]}])
+            body = {"attributes": {"body": "x" * 250_000}}
+            plain = baseline(client, args.contains_publications, body)
+            found = contains(client, url, args.contains_publications)
+    return {"case": case, **found, "baseline_publish_s": round(plain, 3),
+            "hostile_over_baseline": round(found["publish_s"] / plain, 1),
+            "load_average": os.getloadavg()}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case", choices=["wildcards", "contains", "both"], default="both")
+    parser.add_argument("--levels", type=int, default=14)
+    parser.add_argument("--publications", type=int, default=64)
+    parser.add_argument("--contains-publications", type=int, default=1)
+    args = parser.parse_args()
+    emit({"benchmark": "hostile_matching", "machine": machine(),
+          "versions": versions("numpy"), "load_average": os.getloadavg(),
+          "workload": {"case": args.case, "levels": args.levels,
+                       "publications": args.publications,
+                       "contains_publications": args.contains_publications}})  # fmt: skip
+    for case in ("wildcards", "contains") if args.case == "both" else (args.case,):
+        emit(run(case, args))
+
+
+if __name__ == "__main__":
+    main()
