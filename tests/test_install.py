@@ -23,7 +23,8 @@ import pytest
 
 from tidings.ports import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# the wheel and its venvs are built once for the module: on one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("install")]
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "constraints.txt"

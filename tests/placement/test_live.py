@@ -13,7 +13,8 @@ import pytest
 
 from tidings.placement.emulation import Report, Timing, run_spread
 
-pytestmark = pytest.mark.slow
+# one emulation shared by the module's tests: on one xdist worker, so it runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("placement_live")]
 
 
 @pytest.fixture(scope="module")
