@@ -110,3 +110,48 @@ def test_bad_input_loses_nothing_already_accepted(http: httpx.Client, sub: Sub) 
         http.post("/v1/publications", content=body)
     assert [m["body"]["data"] for m in sub.drain()] == [1]
     assert http.get("/healthz").status_code == 200
+
+
+def _match_returning(expression: str) -> str:
+    return f"def match(publication):\n    return {expression}\n"
+
+
+# each under the 64 KiB code limit, each once a 500 (RecursionError, MemoryError) or code a
+# worker could not compile
+DEEPLY_NESTED = {
+    "minus signs": _match_returning("-" * 5_000 + "1"),
+    "parenthesised minus signs": _match_returning("-(" * 1_000 + "1" + ")" * 1_000),
+    "lists": _match_returning("[" * 1_000 + "]" * 1_000),
+    "an attribute chain": _match_returning("publication" + ".a" * 30_000),
+    "subscripts": _match_returning("publication" + "[0]" * 20_000),
+    "nots": _match_returning("not " * 16_000 + "True"),
+    "lambdas": _match_returning("lambda: " * 1_000 + "1"),
+    "a long sum": _match_returning("+".join(["1"] * 30_000)),
+    "conditionals": _match_returning("1 if 1 else " * 1_000 + "1"),
+}
+
+
+@pytest.mark.parametrize("source", DEEPLY_NESTED.values(), ids=DEEPLY_NESTED.keys())
+def test_deeply_nested_code_is_refused_naming_the_field(
+    http: httpx.Client, sub: Sub, source: str
+) -> None:
+    body = {"function": {"function_type": "nested", "code": source}}
+    response = sub.post("/subscriptions", body)
+    error = response.json()["error"]
+    assert (response.status_code, error["code"]) == (422, "function_invalid"), response.text
+    assert error["field"] == "function.code" and "nested" in error["message"]
+    assert http.get("/healthz").status_code == 200
+
+
+def test_deeply_nested_format_fields_are_refused_naming_the_field(
+    http: httpx.Client, sub: Sub
+) -> None:
+    template = "{0:" * 10_000 + "}" * 10_000
+    body = {
+        "function": {"function_type": "nested", "code": _match_returning(f"'{template}'.format(1)")}
+    }
+    response = sub.post("/subscriptions", body)
+    error = response.json()["error"]
+    assert (response.status_code, error["code"]) == (422, "function_forbidden"), response.text
+    assert error["field"] == "function.code" and "nested" in error["message"]
+    assert http.get("/healthz").status_code == 200

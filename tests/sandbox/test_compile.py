@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.sandbox.compile import check
+from tidings.sandbox.compile import MAX_DEPTH, check
 
 ESCAPES = [
     "import os",
@@ -125,3 +128,46 @@ def test_ordinary_patterns_and_imports_are_allowed() -> None:
         "        case _:\n"
         "            return False\n"
     )
+
+
+def _returning(expression: str) -> str:
+    return f"def match(publication):\n    return {expression}\n"
+
+
+NESTED_TOO_DEEPLY = {
+    "minus signs": "-" * (MAX_DEPTH + 1) + "1",
+    "parentheses": "(" * 1_000 + "1" + ")" * 1_000,
+    "lists": "[" * 1_000 + "]" * 1_000,
+    "an attribute chain": "publication" + ".a" * 50_000,
+    "subscripts": "publication" + "[0]" * 20_000,
+    "nots": "not " * 50_000 + "True",
+    "lambdas": "lambda: " * 1_000 + "1",
+    "a long sum": "+".join(["1"] * 20_000),
+    "conditionals": "1 if 1 else " * 1_000 + "1",
+}
+
+
+@pytest.mark.parametrize("expression", NESTED_TOO_DEEPLY.values(), ids=NESTED_TOO_DEEPLY.keys())
+def test_code_nested_too_deeply_is_invalid_and_says_the_bound(expression: str) -> None:
+    with pytest.raises(TidingsError) as caught:
+        check(_returning(expression))
+    assert caught.value.code is ErrorCode.FUNCTION_INVALID
+    assert caught.value.field == "function.code"
+    assert f"at most {MAX_DEPTH} levels" in caught.value.message
+
+
+def test_code_as_deep_as_the_bound_is_allowed_and_compiles_in_a_worker() -> None:
+    deepest = _returning("-" * (MAX_DEPTH - 4) + "1")  # module, def, return, the 1: four
+    check(deepest)
+    # a worker compiles under a recursion limit of 300 frames (sandbox/worker.py)
+    script = f"import sys\nsys.setrecursionlimit(300)\ncompile({deepest!r}, 's', 'exec')\n"
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_format_fields_nested_deeper_than_str_format_reads_are_refused() -> None:
+    check(_returning("'{0:{1:>3}}'.format(5, '>4')"))
+    with pytest.raises(TidingsError) as caught:
+        check(_returning("'{0:{1:{2}}}'.format(1, 2, 3)"))
+    assert caught.value.code is ErrorCode.FUNCTION_FORBIDDEN and "nested" in caught.value.message
+    with pytest.raises(TidingsError):
+        check(_returning("'" + "{0:" * 20_000 + "}" * 20_000 + "'.format(1)"))

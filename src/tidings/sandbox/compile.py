@@ -8,6 +8,12 @@ to `__subclasses__`, `__globals__`, `__builtins__`), none of the builtins that r
 with plain fields, and a top-level `def match(publication)`. This is the first wall; the
 worker's Python-level guards are the second, the operating-system boundary around the
 worker the last (docs/sandbox.md).
+
+The syntax tree may be at most `MAX_DEPTH` levels deep. CPython's parser and compiler recurse
+over the tree: deeper code fails to parse in the broker (RecursionError, MemoryError, "too
+many nested parentheses") or to compile in a worker, whose recursion limit is lower. The bound
+is checked by a walk that keeps its own stack, and a parser that gives up first is reported
+with the same bound.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import string
+from collections.abc import Iterator
 
 from tidings.errors import ErrorCode, TidingsError
 
@@ -40,6 +47,12 @@ FORBIDDEN_ATTRIBUTES = frozenset({
 
 FORMATTERS = frozenset({"format", "format_map"})
 
+# CPython's own bound on nested brackets (the parser's MAXLEVEL); a worker compiles code
+# some 700 levels deep before its recursion limit (300 frames) stops it
+MAX_DEPTH = 200
+FORMAT_LEVELS = 2  # str.format's own: '{0:{1}}' reads, '{0:{1:{2}}}' raises
+TOO_DEEP = f"nested too deeply: code may nest at most {MAX_DEPTH} levels"
+
 
 def code_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
@@ -53,15 +66,8 @@ def _fail(code: ErrorCode, node: ast.AST | None, reason: str) -> TidingsError:
 
 def check(source: str) -> None:
     """Raise FUNCTION_INVALID (syntax, no `match`) or FUNCTION_FORBIDDEN, naming the line."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise TidingsError(
-            ErrorCode.FUNCTION_INVALID,
-            field=FIELD,
-            detail=f"line {exc.lineno}: syntax error: {exc.msg}",
-        ) from None
-    for node in ast.walk(tree):
+    tree = _parse(source)
+    for node in _walk_bounded(tree):
         _check_node(node)
     if not any(
         isinstance(n, ast.FunctionDef) and n.name == "match" and len(n.args.args) == 1
@@ -72,6 +78,34 @@ def check(source: str) -> None:
             None,
             "define a top-level function match(publication) returning a bool",
         )
+
+
+def _parse(source: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except (RecursionError, MemoryError):
+        # the parser's own stack ran out: how it says "nested too deeply"
+        raise _fail(ErrorCode.FUNCTION_INVALID, None, TOO_DEEP) from None
+    except SyntaxError as exc:
+        if "too many nested" in exc.msg:
+            raise _fail(ErrorCode.FUNCTION_INVALID, None, TOO_DEEP) from None
+        raise TidingsError(
+            ErrorCode.FUNCTION_INVALID,
+            field=FIELD,
+            detail=f"line {exc.lineno}: syntax error: {exc.msg}",
+        ) from None
+
+
+def _walk_bounded(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node, depth first, with an explicit stack; refused past `MAX_DEPTH` levels."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _fail(ErrorCode.FUNCTION_INVALID, node, TOO_DEEP)
+        yield node
+        children = [(child, depth + 1) for child in ast.iter_child_nodes(node)]
+        stack += reversed(children)  # popped in source order: the first refusal is reported
 
 
 def _check_node(node: ast.AST) -> None:
@@ -135,25 +169,32 @@ def _check_format(node: ast.Attribute) -> None:
             node,
             f".{node.attr} is allowed only on a string literal ('{{}} {{name}}'.{node.attr}(...))",
         )
-    if not _plain_fields(literal.value):
-        raise _fail(
-            ErrorCode.FUNCTION_FORBIDDEN,
-            node,
-            f"format fields with '.' or '[' are not allowed in .{node.attr}",
-        )
+    problem = _format_problem(literal.value)
+    if problem:
+        raise _fail(ErrorCode.FUNCTION_FORBIDDEN, node, f"{problem} in .{node.attr}")
 
 
-def _plain_fields(template: str) -> bool:
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError:
-        return False  # malformed: str.format would raise anyway
-    for _, name, spec, _ in parsed:
-        if name and ("." in name or "[" in name):
-            return False
-        if spec and not _plain_fields(spec):  # '{0:{1.x}}' nests a field in the spec
-            return False
-    return True
+def _format_problem(template: str) -> str | None:
+    """Why the template's fields are not plain, if they are not. A spec holds fields of its
+    own ('{0:{1}}'); str.format reads them two levels deep and raises deeper, so deeper is
+    refused here, which also keeps this walk short."""
+    templates = [(template, 1)]
+    while templates:
+        text, level = templates.pop()
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError:
+            return "malformed format fields are not allowed"  # str.format would raise anyway
+        for _, name, spec, _ in parsed:
+            if name is None:
+                continue
+            if level > FORMAT_LEVELS:
+                return f"format fields nested more than {FORMAT_LEVELS} deep are not allowed"
+            if "." in name or "[" in name:
+                return "format fields with '.' or '[' are not allowed"
+            if spec:  # '{0:{1.x}}' hides a field in the spec
+                templates.append((spec, level + 1))
+    return None
 
 
 def _check_import(node: ast.Import | ast.ImportFrom) -> None:
