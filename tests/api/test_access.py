@@ -108,3 +108,23 @@ def test_the_cli_takes_the_key_from_its_flag_or_the_environment(server: Embedded
     )
     assert (with_flag.returncode, from_env.returncode) == (0, 0), with_flag.stderr
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
+
+
+def test_a_dedup_id_is_its_publisher_keys_own(server: EmbeddedServer) -> None:
+    registered = httpx.post(server.url + "/v1/subscribers", headers=bearer("reg-secret")).json()
+    auth = {"Authorization": f"Bearer {registered['token']}"}
+    base = f"{server.url}/v1/subscribers/{registered['id']}"
+    httpx.post(base + "/subscriptions", json={"topics": ["sensors/dedup"]}, headers=auth)
+
+    def publish(key: str, data: int) -> dict[str, object]:
+        body = {"data": data, "topics": ["sensors/dedup"], "dedup_id": "reading-1"}
+        answer = httpx.post(server.url + "/v1/publications", json=body, headers=bearer(key))
+        assert answer.status_code == 201, answer.text
+        return answer.json()  # type: ignore[no-any-return]
+
+    # "ops" publishing first cannot take the id "sensors" names its reading by
+    assert "duplicate" not in publish("ops", 1)
+    assert "duplicate" not in publish("sensors", 2)
+    assert publish("sensors", 3)["duplicate"] is True
+    messages = httpx.get(base + "/messages", params={"max": 10}, headers=auth).json()["messages"]
+    assert sorted(m["body"]["data"] for m in messages) == [1, 2]

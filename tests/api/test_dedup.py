@@ -98,3 +98,40 @@ def test_a_duplicate_runs_no_function(http: httpx.Client) -> None:
     time.sleep(1.0)  # a third delivery, if the duplicate had been evaluated, would be in by now
     got += sub.pull(wait=0.5)
     assert len(got) == 2
+
+
+def keyed(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def test_a_dedup_id_is_its_publishers_own(http: httpx.Client) -> None:
+    """Scoped by the key a publisher sends (any secret of its own on an open broker): one
+    publisher cannot take another's ids first, suppressing its publications."""
+    sub, t, name = Sub(http), topic(), uuid.uuid4().hex
+    sub.subscribe(topics=[t])
+
+    def publish(key: str | None, data: int) -> bool:
+        body = {"data": data, "topics": [t], "dedup_id": name}
+        answer = http.post("/v1/publications", json=body, headers=keyed(key))
+        assert answer.status_code == 201, answer.text
+        return bool(answer.json().get("duplicate"))
+
+    assert [publish(k, i) for i, k in enumerate(["key-a", "key-b", None])] == [False] * 3
+    assert [publish(k, i) for i, k in enumerate(["key-a", "key-b", None], 3)] == [True] * 3
+    assert sorted(m["body"]["data"] for m in sub.pull()) == [0, 1, 2]
+
+
+def test_an_anonymous_publisher_cannot_suppress_a_keyed_ones_publication(
+    http: httpx.Client,
+) -> None:
+    sub, t, name = Sub(http), topic(), uuid.uuid4().hex
+    sub.subscribe(topics=[t])
+    http.post("/v1/publications", json={"data": "forged", "topics": [t], "dedup_id": name})
+    body = {"message": "real", "topics": [t], "dedupId": name}
+    victim = http.post("/api/PublishTopics", json=body, headers=keyed("victim-key")).json()
+    assert "duplicate" not in victim
+    batch = {"publications": [{"data": "batched", "topics": [t], "dedup_id": name}]}
+    answer = http.post("/v1/publications/batch", json=batch, headers=keyed("other-key")).json()
+    assert "duplicate" not in answer["publications"][0]
+    pulled = sorted(m["body"]["data"] for m in sub.pull())
+    assert pulled == ["batched", "forged", "real"]

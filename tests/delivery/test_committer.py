@@ -122,11 +122,12 @@ async def test_publishes_with_dedup_ids_waiting_together_become_one_operation() 
 
     committer = Committer(apply)
     ops = [
-        PublishOnce([DedupClaim(d, p, 0.0, 0, 60.0)], 0.0)
-        for d, p in (("a", "p1"), ("b", "p2"), ("a", "p3"))
+        PublishOnce([DedupClaim(scope, d, p, 0.0, 0, 60.0)], 0.0)
+        for scope, d, p in (("", "a", "p1"), ("", "b", "p2"), ("", "a", "p3"), ("k", "a", "p4"))
     ]
     answers = await asyncio.gather(*(committer.submit(op) for op in ops))
-    first = DedupClaim("a", "p1", 0.0, 0, 60.0)
-    assert answers == [{"a": first}, {}, {"a": first}]  # p3 is p1's duplicate
+    first = DedupClaim("", "a", "p1", 0.0, 0, 60.0)
+    # p3 is p1's duplicate; p4, another publisher's "a", is not
+    assert answers == [{("", "a"): first}, {}, {("", "a"): first}, {}]
     [[merged]] = seen
-    assert isinstance(merged, PublishOnce) and len(merged.claims) == 3
+    assert isinstance(merged, PublishOnce) and len(merged.claims) == 4

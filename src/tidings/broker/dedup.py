@@ -1,5 +1,11 @@
 """Publishers' dedup ids (docs/guarantees.md): `PublisherDedup`.
 
+A dedup id is its publisher's: claimed under the publisher's scope (`publisher_scope`, from
+the key it publishes with), as Kafka's idempotent producer numbers its sequences per
+producer id. Whoever does not hold a publisher's key can neither take its ids first (and so
+suppress its publications) nor be answered with its publications. Publishers without a key
+share one scope.
+
 A publication that carries a `dedup_id` claims it in the store for the dedup window, in
 the same transaction as its deliveries' enqueue (`store.base.PublishOnce`), so a publish
 answered 201 has both, and a crash before the commit leaves neither: the publisher's retry
@@ -16,6 +22,7 @@ claim follows the enqueue, so a duplicate is answered as one but may be delivere
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,18 +32,28 @@ from typing import Any
 from tidings.delivery.committer import Committer
 from tidings.model import Publication
 from tidings.store.asyncstore import AsyncStore
-from tidings.store.base import DedupClaim, Fanout, PublishOnce
+from tidings.store.base import DedupClaim, DedupKey, Fanout, PublishOnce
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], None]
+ANONYMOUS = ""  # the one scope of every publisher without a key
+
+
+def publisher_scope(key: str | None) -> str:
+    """The scope of a publisher's dedup ids: its key, hashed apart from the token hashes the
+    store keeps (a publisher key is never stored as itself or as its access hash)."""
+    if not key:
+        return ANONYMOUS
+    return hashlib.sha256(b"tidings dedup scope\0" + key.encode()).hexdigest()
 
 
 @dataclass
 class Claims:
-    """One publish call's dedup ids, by publication id, and once claimed the duplicates."""
+    """One publish call's dedup keys (its publisher's scope, each dedup id), by publication
+    id, and once claimed the duplicates."""
 
-    ids: dict[str, str]
+    ids: dict[str, DedupKey]
     published_at: float
-    duplicates: dict[str, DedupClaim] | None = None  # None: not claimed yet
+    duplicates: dict[DedupKey, DedupClaim] | None = None  # None: not claimed yet
 
 
 _current: ContextVar[Claims | None] = ContextVar("tidings_dedup_claims", default=None)
@@ -55,10 +72,12 @@ class PublisherDedup:
 
     @contextmanager
     def batch(
-        self, pubs: Sequence[Publication], dedup_ids: Sequence[str | None]
+        self, pubs: Sequence[Publication], dedup_ids: Sequence[str | None], key: str | None
     ) -> Iterator[Claims | None]:
-        """While these publications are routed, their dedup ids (None: there are none)."""
-        ids = {p.id: d for p, d in zip(pubs, dedup_ids, strict=True) if d is not None}
+        """While these publications are routed, their dedup ids (None: there are none), in
+        the scope of the key they were published with."""
+        scope = publisher_scope(key)
+        ids = {p.id: (scope, d) for p, d in zip(pubs, dedup_ids, strict=True) if d is not None}
         if not ids:
             yield None
             return
@@ -98,11 +117,11 @@ class PublisherDedup:
 
     async def _claim(
         self, claims: Claims, counts: dict[str, int], fanouts: list[Fanout]
-    ) -> dict[str, DedupClaim]:
+    ) -> dict[DedupKey, DedupClaim]:
         until = claims.published_at + self.window_s
         wanted = [
-            DedupClaim(d, pid, claims.published_at, counts.get(pid, 0), until)
-            for pid, d in claims.ids.items()
+            DedupClaim(scope, d, pid, claims.published_at, counts.get(pid, 0), until)
+            for pid, (scope, d) in claims.ids.items()
         ]
         return await self.committer.submit(PublishOnce(wanted, self.clock(), fanouts))
 
@@ -117,10 +136,10 @@ class PublisherDedup:
 def _is_first(f: Fanout, claims: Claims) -> bool:
     """Whether `f`'s publication holds its claim (so its deliveries were enqueued)."""
     held = claims.duplicates or {}
-    dedup_id = claims.ids.get(f.publication_id)
-    if dedup_id is None or dedup_id not in held:
+    key = claims.ids.get(f.publication_id)
+    if key is None or key not in held:
         return True
-    return held[dedup_id].publication_id == f.publication_id
+    return held[key].publication_id == f.publication_id
 
 
 def answered_as_first(pub: Publication, first: DedupClaim) -> Publication:

@@ -112,7 +112,7 @@ class Publishing:
             for i in items
         ]  # fmt: skip
         owed = self.functions.owed(pubs) if self.routing.runs_functions else []
-        with self.dedup.batch(pubs, [i.dedup_id for i in items]) as claims:
+        with self.dedup.batch(pubs, [i.dedup_id for i in items], key) as claims:
             counts = await self.functions.routed_owing(self.routing.route(pubs), owed)
             firsts = await self.dedup.settle(claims, spawn)
         if firsts:  # a repeated publish owes nothing: its first did
@@ -138,7 +138,7 @@ class Publishing:
         self.access.check_publish(key, [topics])
         self.quotas.check_publish()
         pub = Publication(new_id(), self.clock(), data, topics, {}, ())
-        with self.dedup.batch([pub], [dedup_id]) as claims:
+        with self.dedup.batch([pub], [dedup_id], key) as claims:
             deliveries = await self.routing.route_per_topic(pub)
             first = (await self.dedup.settle(claims, spawn)).get(pub.id)
         if first is not None:

@@ -20,6 +20,7 @@ from tidings.store.base import (
     Ack,
     AckResult,
     DedupClaim,
+    DedupKey,
     Discharge,
     Enqueue,
     Hasten,
@@ -53,7 +54,7 @@ class Committer:
     @overload
     async def submit(self, op: Reject) -> bool: ...
     @overload
-    async def submit(self, op: PublishOnce) -> dict[str, DedupClaim]: ...
+    async def submit(self, op: PublishOnce) -> dict[DedupKey, DedupClaim]: ...
     async def submit(self, op: QueueOp) -> Any:
         """The operation's answer once committed; what it raised, or a failed commit."""
         loop = asyncio.get_running_loop()
@@ -140,5 +141,5 @@ def _merged(ops: list[QueueOp]) -> QueueOp:
 def _share(op: QueueOp, answer: Any) -> Any:
     """One caller's answer out of its merged operation's."""
     if isinstance(op, PublishOnce):
-        return {c.dedup_id: answer[c.dedup_id] for c in op.claims if c.dedup_id in answer}
+        return {c.key: answer[c.key] for c in op.claims if c.key in answer}
     return op.size() if isinstance(op, Enqueue) else answer

@@ -174,22 +174,33 @@ class Reject:
     now: float
 
 
+# A dedup id is its publisher's: (publisher scope, dedup_id). The scope is derived from the
+# publisher's key (`tidings.broker.dedup.publisher_scope`), "" for publishers without one, so
+# nobody can claim, and so suppress, an id of a publisher whose key they do not hold.
+DedupKey = tuple[str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class DedupClaim:
     """A publication claiming its publisher's `dedup_id` until `expires_at`."""
 
+    publisher: str  # the publisher's scope: "" for every publisher without a key
     dedup_id: str
     publication_id: str
     published_at: float
     deliveries: int
     expires_at: float
 
+    @property
+    def key(self) -> DedupKey:
+        return (self.publisher, self.dedup_id)
+
 
 @dataclass(frozen=True, slots=True)
 class PublishOnce:
     """Claim the dedup ids, then enqueue the fan-outs of the publications whose claim is
     new, in one step of one transaction. Answers the duplicates: for each claim refused,
-    its dedup id -> the claim that holds it (the first publication's)."""
+    its key (publisher, dedup id) -> the claim that holds it (the first publication's)."""
 
     claims: Sequence[DedupClaim]
     now: float

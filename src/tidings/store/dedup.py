@@ -1,5 +1,6 @@
 """Publishers' dedup ids (docs/guarantees.md): a publication that carries a `dedup_id`
-claims it in `publication_dedup` until its window ends, in the same step of the same
+claims it, keyed by its publisher's scope and the id, in `publication_dedup` until its
+window ends, in the same step of the same
 transaction that enqueues its deliveries (`PublishOnce`). A claim that finds the id held
 is a duplicate: nothing of it is enqueued, and the step answers the first publication's
 claim, so a publish retried after a lost answer is answered as the first was.
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tidings.store.base import DedupClaim, PublishOnce
+from tidings.store.base import DedupClaim, DedupKey, PublishOnce
 from tidings.store.database import Cursor, Database
 from tidings.store.enqueue import enqueue_step
 
-COLUMNS = "dedup_id, publication_id, published_at, deliveries, expires_at"
-CHUNK = 1000  # claims per statement: 5,000 parameters, within SQLite's 32,766
+COLUMNS = "publisher, dedup_id, publication_id, published_at, deliveries, expires_at"
+CHUNK = 1000  # claims per statement: 6,000 parameters, within SQLite's 32,766
 
 
 class DedupIds:
@@ -28,13 +29,13 @@ class DedupIds:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def publish_once(self, op: PublishOnce) -> Callable[[Cursor], dict[str, DedupClaim]]:
-        # in id order, so two transactions claiming the same ids wait rather than deadlock
-        # (a stable sort: of one id's claims, the first keeps its place)
-        claims = sorted(op.claims, key=lambda c: c.dedup_id)
+    def publish_once(self, op: PublishOnce) -> Callable[[Cursor], dict[DedupKey, DedupClaim]]:
+        # in key order, so two transactions claiming the same ids wait rather than deadlock
+        # (a stable sort: of one key's claims, the first keeps its place)
+        claims = sorted(op.claims, key=lambda c: c.key)
 
-        def step(cur: Cursor) -> dict[str, DedupClaim]:
-            duplicates: dict[str, DedupClaim] = {}
+        def step(cur: Cursor) -> dict[DedupKey, DedupClaim]:
+            duplicates: dict[DedupKey, DedupClaim] = {}
             for start in range(0, len(claims), CHUNK):
                 duplicates.update(self._claim(cur, claims[start : start + CHUNK], op.now))
             refused = {c.publication_id for c in claims if _refused(c, duplicates)}
@@ -47,30 +48,28 @@ class DedupIds:
 
     def _claim(
         self, cur: Cursor, claims: Sequence[DedupClaim], now: float
-    ) -> dict[str, DedupClaim]:
-        """Three statements for any number of claims: drop the expired ones among their ids,
-        insert them all (a held id is skipped), read the holders of those skipped."""
+    ) -> dict[DedupKey, DedupClaim]:
+        """Three statements for any number of claims: drop the expired ones among their keys,
+        insert them all (a held key is skipped), read the holders of those skipped."""
         db = self._db
-        ids = list(dict.fromkeys(c.dedup_id for c in claims))
-        marks = ", ".join("?" * len(ids))
+        keys = list(dict.fromkeys(c.key for c in claims))
         cur.execute(
-            db.q(f"DELETE FROM publication_dedup WHERE expires_at <= ? AND dedup_id IN ({marks})"),
-            (now, *ids),
+            db.q(f"DELETE FROM publication_dedup WHERE expires_at <= ? AND {_among(keys)}"),
+            (now, *_flat(keys)),
         )
-        values = ", ".join(["(?, ?, ?, ?, ?)"] * len(claims))
+        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(claims))
         insert = db.dialect.ignoring_duplicates("publication_dedup", f"({COLUMNS}) VALUES {values}")
-        cur.execute(f"{insert} RETURNING dedup_id", [v for c in claims for v in _row(c)])
-        taken = {str(r[0]) for r in cur.fetchall()}
-        held = [i for i in ids if i not in taken] + [
-            i for i in ids if i in taken and _repeated(i, claims)
+        cur.execute(f"{insert} RETURNING publisher, dedup_id", [v for c in claims for v in _row(c)])
+        taken = {(str(r[0]), str(r[1])) for r in cur.fetchall()}
+        held = [k for k in keys if k not in taken] + [
+            k for k in keys if k in taken and _repeated(k, claims)
         ]
         if not held:
             return {}
-        marks = ", ".join("?" * len(held))
         cur.execute(
-            db.q(f"SELECT {COLUMNS} FROM publication_dedup WHERE dedup_id IN ({marks})"), held
+            db.q(f"SELECT {COLUMNS} FROM publication_dedup WHERE {_among(held)}"), _flat(held)
         )
-        return {str(r[0]): _claim(r) for r in cur.fetchall()}
+        return {(str(r[0]), str(r[1])): _claim(r) for r in cur.fetchall()}
 
     def prune(self, now: float) -> int:
         with self._db.tx() as cur:
@@ -78,23 +77,33 @@ class DedupIds:
             return int(cur.rowcount)
 
 
-def _repeated(dedup_id: str, claims: Sequence[DedupClaim]) -> bool:
+def _among(keys: Sequence[DedupKey]) -> str:
+    """`keys`' rows, as a condition on the table's key (row values: SQLite and PostgreSQL)."""
+    return f"(publisher, dedup_id) IN ({', '.join(['(?, ?)'] * len(keys))})"
+
+
+def _flat(keys: Sequence[DedupKey]) -> list[str]:
+    return [part for key in keys for part in key]
+
+
+def _repeated(key: DedupKey, claims: Sequence[DedupClaim]) -> bool:
     """Claimed more than once in one step: the later claims are duplicates of the first."""
-    return sum(1 for c in claims if c.dedup_id == dedup_id) > 1
+    return sum(1 for c in claims if c.key == key) > 1
 
 
-def _refused(c: DedupClaim, duplicates: dict[str, DedupClaim]) -> bool:
-    held = duplicates.get(c.dedup_id)
+def _refused(c: DedupClaim, duplicates: dict[DedupKey, DedupClaim]) -> bool:
+    held = duplicates.get(c.key)
     return held is not None and held.publication_id != c.publication_id
 
 
-def _row(c: DedupClaim) -> tuple[str, str, float, int, float]:
-    return (c.dedup_id, c.publication_id, c.published_at, c.deliveries, c.expires_at)
+def _row(c: DedupClaim) -> tuple[str, str, str, float, int, float]:
+    return (c.publisher, c.dedup_id, c.publication_id, c.published_at, c.deliveries, c.expires_at)
 
 
 def _claim(row: Sequence[object]) -> DedupClaim:
-    dedup_id, publication_id, published_at, deliveries, expires_at = row
+    publisher, dedup_id, publication_id, published_at, deliveries, expires_at = row
     return DedupClaim(
+        str(publisher),
         str(dedup_id),
         str(publication_id),
         float(str(published_at)),

@@ -48,9 +48,9 @@ CREATE TABLE IF NOT EXISTS endpoints (
     state TEXT NOT NULL, reason TEXT, failures INTEGER NOT NULL DEFAULT 0,
     updated_at DOUBLE PRECISION NOT NULL, retention_s DOUBLE PRECISION);
 CREATE TABLE IF NOT EXISTS publication_dedup (
-    dedup_id TEXT PRIMARY KEY, publication_id TEXT NOT NULL,
+    publisher TEXT NOT NULL, dedup_id TEXT NOT NULL, publication_id TEXT NOT NULL,
     published_at DOUBLE PRECISION NOT NULL, deliveries INTEGER NOT NULL,
-    expires_at DOUBLE PRECISION NOT NULL);
+    expires_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (publisher, dedup_id));
 CREATE INDEX IF NOT EXISTS publication_dedup_expiry ON publication_dedup (expires_at);
 CREATE TABLE IF NOT EXISTS subscription_changes (
     version BIGINT NOT NULL, subscription_id TEXT NOT NULL,
@@ -73,8 +73,8 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
 # 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; 6: pending
 # function evaluations, an endpoint's retention, the subscriptions' change log; each created
-# (or added) when absent
-SCHEMA_VERSION = 6
+# (or added) when absent; 7: dedup ids keyed by their publisher's scope
+SCHEMA_VERSION = 7
 # Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
 # subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
 # the names), SCHEMA creates the new ones, and each old row's body becomes a body of its own
@@ -96,6 +96,20 @@ INSERT INTO dedup SELECT subscriber_id, dedup_key, enqueued_at FROM dedup_v2;
 DROP TABLE messages_v2; DROP TABLE dead_letters_v2; DROP TABLE dedup_v2
 """
 
+# Before version 7 a dedup id was the whole key: the table is renamed (its index dropped, so
+# the new one gets the name), SCHEMA creates it keyed by publisher, and the claims still in
+# their window move to the scope of publishers without a key (`''`), the clients' default,
+# whose retries across the upgrade stay deduplicated.
+BEFORE_V7 = """
+DROP INDEX IF EXISTS publication_dedup_expiry;
+ALTER TABLE publication_dedup RENAME TO publication_dedup_v6
+"""
+AFTER_V7 = """
+INSERT INTO publication_dedup SELECT '', dedup_id, publication_id, published_at, deliveries,
+    expires_at FROM publication_dedup_v6;
+DROP TABLE publication_dedup_v6
+"""
+
 
 class Schema:
     """Creates and migrates the tables of one database."""
@@ -115,7 +129,12 @@ class Schema:
             copies = self._has_copied_bodies(cur)
             if copies:
                 run(cur, BEFORE_V3)
+            unscoped = self._has_unscoped_dedup_ids(cur)
+            if unscoped:
+                run(cur, BEFORE_V7)
             run(cur, d.ddl(SCHEMA))
+            if unscoped:
+                run(cur, AFTER_V7)
             if "retention_s" not in self._columns(cur, "endpoints"):
                 cur.execute(ENDPOINT_RETENTION)
             if copies:
@@ -146,6 +165,11 @@ class Schema:
         (before version 3); asked of the catalogue, so no statement fails (PostgreSQL would
         abort the transaction)."""
         return "body" in self._columns(cur, "messages")
+
+    def _has_unscoped_dedup_ids(self, cur: Cursor) -> bool:
+        """Whether the dedup ids' table is there without its publishers (before version 7)."""
+        columns = self._columns(cur, "publication_dedup")
+        return bool(columns) and "publisher" not in columns
 
     def _columns(self, cur: Cursor, table: str) -> set[str]:
         cur.execute(self._db.dialect.columns_of(table))
