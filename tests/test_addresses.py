@@ -36,11 +36,23 @@ def test_addresses_outside_the_denied_networks_are_allowed() -> None:
         assert not denied(address, METADATA), address
 
 
-def test_the_defaults_hold_this_machine_s_other_names_and_the_metadata_services() -> None:
+def test_the_defaults_hold_this_machine_and_the_metadata_services() -> None:
     defaults = deny_list("")
-    for address in ("::", "::1", "0.0.0.0", "fe80::1%eth0", "169.254.169.254", "100.100.100.200"):
+    for address in (
+        "::", "::1", "0.0.0.0", "fe80::1%eth0", "169.254.169.254", "100.100.100.200",
+        "127.0.0.1", "127.1.2.3", "::ffff:127.0.0.1",  # another broker, any local service
+    ):  # fmt: skip
         assert denied(address, defaults), address
-    assert not denied("127.0.0.1", defaults)  # local receivers stay possible unless denied
+
+
+def test_an_allowed_network_is_exempted_from_the_defaults_alone() -> None:
+    local = deny_list("10.0.0.0/8", allow="127.0.0.0/8")
+    assert not denied("127.0.0.1", local) and not denied("::ffff:127.0.0.1", local)
+    for address in ("::1", "169.254.169.254", "0.0.0.0", "10.1.2.3"):
+        assert denied(address, local), address
+    narrow = deny_list("", allow="169.254.169.0/24,10.0.0.0/8")  # a part of a default network
+    assert not denied("169.254.169.254", narrow) and denied("169.254.1.1", narrow)
+    assert deny_list("", allow="0.0.0.0/0,::/0") == ()
 
 
 def test_the_operator_s_networks_add_to_the_defaults() -> None:
@@ -70,6 +82,9 @@ def test_a_network_list_with_a_bad_entry_names_it() -> None:
         ("http://[::1]/", "denied network"),
         ("http://[::ffff:169.254.169.254]/", "denied network"),
         ("http://169.254.169.254/latest/meta-data", "denied network"),
+        ("http://127.0.0.1:9000/hook", "denied network, 127.0.0.0/8"),
+        ("http://localhost:9000/hook", "denied network"),  # loopback by its name, too
+        ("http://a.localhost/", "denied network"),
         ("http://2852039166/", "dotted decimal"),  # 169.254.169.254 as one number
         ("http://0xa9fe.0xa9fe/", "dotted decimal"),
         ("http://169.254.43518/", "dotted decimal"),
@@ -86,10 +101,18 @@ def test_a_url_is_checked_strictly(url: str, problem: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["http://127.0.0.1:9000/hook", "https://hooks.example.com/a?b=c", "http://[2001:db8::1]/"],
+    ["http://10.0.0.1:9000/hook", "https://hooks.example.com/a?b=c", "http://[2001:db8::1]/"],
 )
 def test_a_plain_url_passes(url: str) -> None:
     assert url_problem(url, deny_list("")) is None
+
+
+def test_a_denied_address_names_its_network_and_the_setting_that_allows_it() -> None:
+    found = url_problem("http://127.0.0.1/", deny_list(""), None, "webhooks.allow_networks")
+    assert found is not None and "127.0.0.0/8" in found and "webhooks.allow_networks" in found
+    loopback = deny_list("", allow="127.0.0.0/8")
+    assert url_problem("http://127.0.0.1:9000/hook", loopback) is None
+    assert url_problem("http://localhost:9000/hook", loopback) is None  # one address will do
 
 
 def test_the_broker_s_own_endpoint_is_known_in_every_spelling() -> None:

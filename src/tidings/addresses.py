@@ -14,10 +14,12 @@ from urllib.parse import urlsplit
 from tidings.networks import (
     COMPATIBLE,
     DEFAULT_DENIED,
+    LOOPBACK,
     NAT64,
     IPAddress,
     Network,
     denied,
+    denied_by,
     deny_list,
     networks,
 )
@@ -25,12 +27,14 @@ from tidings.networks import (
 __all__ = [
     "COMPATIBLE",
     "DEFAULT_DENIED",
+    "LOOPBACK",
     "MAX_URL",
     "NAT64",
     "IPAddress",
     "Network",
     "Own",
     "denied",
+    "denied_by",
     "deny_list",
     "networks",
     "url_problem",
@@ -76,11 +80,14 @@ MAX_URL = 2048
 LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 
-def url_problem(url: str, deny: Sequence[Network], own: Own | None = None) -> str | None:
+def url_problem(
+    url: str, deny: Sequence[Network], own: Own | None = None, allow_setting: str = ""
+) -> str | None:
     """What is wrong with a URL the broker is asked to call (a webhook, a URL function), or
     None. Strict: http(s), printable ASCII, no credentials, a host that is a DNS name or an
-    address literal outside the denied networks. A name is checked again as resolved, at
-    each connection (`tidings.http1`)."""
+    address literal outside the denied networks (`localhost` names loopback). A name is
+    checked again as resolved, at each connection (`tidings.http1`). `allow_setting`: the
+    setting that exempts a network from the defaults, named when an address is denied."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -94,25 +101,43 @@ def url_problem(url: str, deny: Sequence[Network], own: Own | None = None) -> st
         (not host, "the URL names no host"),
         (port == 0, "port 0 cannot be reached"),
         ("@" in parts.netloc, "no credentials in the URL: receivers verify the signature"),
-        (bool(host) and _host_problem(host, deny) is not None, _host_problem(host, deny) or ""),
+        # the more telling reason first: the broker's own endpoint is on a denied network too
         (own is not None and bool(host) and own.is_self(host, _port(parts.scheme, port)),
          "the URL is this broker's own"),
+        (bool(host) and _host_problem(host, deny, allow_setting) is not None,
+         _host_problem(host, deny, allow_setting) or ""),
     ]  # fmt: skip
     return next((rule for wrong, rule in problems if wrong), None)
+
+
+def _denied_problem(
+    addresses: Sequence[str], deny: Sequence[Network], allow_setting: str
+) -> str | None:
+    """Why a host reached at `addresses` (any one of them) is refused, or None."""
+    found = [denied_by(a, deny) for a in addresses]
+    if not all(found):
+        return None
+    where = ", ".join(dict.fromkeys(str(n) for n in found))
+    hint = (
+        f" (an operator exempts a default-denied one with {allow_setting})" if allow_setting else ""
+    )
+    return f"the address is in a denied network, {where}{hint}"
 
 
 def _port(scheme: str, port: int | None) -> int:
     return port if port is not None else 443 if scheme == "https" else 80
 
 
-def _host_problem(host: str, deny: Sequence[Network]) -> str | None:
+def _host_problem(host: str, deny: Sequence[Network], allow_setting: str) -> str | None:
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         pass
     else:
-        return "the address is in a denied network" if denied(str(address), deny) else None
+        return _denied_problem([str(address)], deny, allow_setting)
     labels = host.rstrip(".").split(".")
+    if labels[-1] == "localhost":  # RFC 6761: loopback, whatever a resolver is told
+        return _denied_problem(["127.0.0.1", "::1"], deny, allow_setting)
     if not all(LABEL.fullmatch(label) for label in labels) or len(host) > 253:
         return "the host is neither a DNS name nor an address"
     if labels[-1].isdigit() or re.fullmatch(r"0x[0-9a-f]*", labels[-1]):

@@ -87,6 +87,9 @@ class FunctionSettings:
     # unless told to drop them, and these, comma-separated, added to them
     url_deny_networks: str = ""
     url_deny_default_networks: bool = True
+    # networks exempted from the defaults alone (comma-separated): "127.0.0.0/8" lets URL
+    # functions call this machine's services, while the metadata services stay denied
+    url_allow_networks: str = ""
     url_retries: int = 2
     failures_to_suspend: int = 5
     # the OS boundary (docs/sandbox.md): bubblewrap, the uid/gid a root broker's workers drop
@@ -184,6 +187,9 @@ class WebhookSettings:
     # networks webhooks never reach: the defaults, unless dropped, and these added to them
     deny_networks: str = ""
     deny_default_networks: bool = True
+    # networks exempted from the defaults alone (comma-separated): "127.0.0.0/8" lets
+    # webhooks reach receivers on this machine, while the metadata services stay denied
+    allow_networks: str = ""
     # bytes a second all webhooks together may send one host (tidings.delivery.hosts); 0: no cap
     host_bytes_per_s: int = 1024 * 1024
     # the key sealing webhook secrets in the store (tidings.delivery.sealing); empty:
@@ -379,6 +385,8 @@ def explain(
     _check_functions(settings.functions)
     _check_networks("functions__url_deny_networks", settings.functions.url_deny_networks)
     _check_networks("webhooks__deny_networks", settings.webhooks.deny_networks)
+    _check_networks("functions__url_allow_networks", settings.functions.url_allow_networks)
+    _check_networks("webhooks__allow_networks", settings.webhooks.allow_networks)
     if not 0 <= settings.serverless.push_s <= 900:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID,

@@ -10,13 +10,16 @@ from collections.abc import Sequence
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-# Never reached unless the operator says otherwise (`deny_default_networks = false`): the cloud
-# metadata services (link-local, and 100.100.100.200 in shared address space), "this network"
-# and IPv6's unspecified address (both reach this machine), IPv6 loopback, multicast, reserved.
+# Never reached unless the operator says otherwise: the cloud metadata services (link-local,
+# and 100.100.100.200 in shared address space), "this network" and IPv6's unspecified address
+# (both reach this machine), loopback (another broker, a database, any service listening on
+# this machine), multicast, reserved. `allow_networks` exempts named networks from these,
+# `deny_default_networks = false` drops them all.
 DEFAULT_DENIED = (
-    "169.254.0.0/16,100.64.0.0/10,0.0.0.0/8,224.0.0.0/4,240.0.0.0/4,"
+    "169.254.0.0/16,100.64.0.0/10,0.0.0.0/8,127.0.0.0/8,224.0.0.0/4,240.0.0.0/4,"
     "::/128,::1/128,fe80::/10,ff00::/8"
 )
+LOOPBACK = "127.0.0.0/8,::1/128"
 
 
 def networks(text: str) -> tuple[Network, ...]:
@@ -33,10 +36,32 @@ def networks(text: str) -> tuple[Network, ...]:
     return tuple(out)
 
 
-def deny_list(extra: str, defaults: bool = True) -> tuple[Network, ...]:
-    """The networks to refuse: the defaults (unless told to drop them) and the operator's
-    `extra` ones, which add to the defaults rather than replace them."""
-    return networks(DEFAULT_DENIED if defaults else "") + networks(extra)
+def deny_list(extra: str, defaults: bool = True, allow: str = "") -> tuple[Network, ...]:
+    """The networks to refuse: the defaults (unless told to drop them) less the `allow`ed
+    ones, and the operator's `extra` ones, which add to the defaults rather than replace
+    them. An allowed network exempts itself from the defaults alone: the rest of each
+    default network stays denied, and so does whatever `extra` names."""
+    exempt = networks(allow)
+    kept = [
+        part for net in networks(DEFAULT_DENIED if defaults else "") for part in _less(net, exempt)
+    ]
+    return tuple(kept) + networks(extra)
+
+
+def _less(net: Network, exempt: Sequence[Network]) -> list[Network]:
+    """`net` without the `exempt` networks: the parts of it they leave."""
+    parts = [net]
+    for gone in exempt:
+        left: list[Network] = []
+        for part in parts:
+            if part.version != gone.version or not part.overlaps(gone):
+                left.append(part)
+            elif gone.supernet_of(part):  # type: ignore[arg-type]
+                continue
+            else:
+                left.extend(part.address_exclude(gone))  # type: ignore[arg-type]
+        parts = left
+    return parts
 
 
 def denied(address: str, deny: Sequence[Network]) -> bool:
@@ -44,8 +69,15 @@ def denied(address: str, deny: Sequence[Network]) -> bool:
     an attacker writes 169.254.169.254 as ::ffff:a9fe:a9fe, ::a9fe:a9fe, 64:ff9b::a9fe:a9fe,
     2002:a9fe:a9fe:: or a Teredo address, and each of them reaches it (or may, through a
     translator)."""
+    return denied_by(address, deny) is not None
+
+
+def denied_by(address: str, deny: Sequence[Network]) -> Network | None:
+    """The denied network `address` is in (`denied`), or None."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone is not the address
-    return any(one.version == n.version and one in n for one in _forms(ip) for n in deny)
+    return next(
+        (n for one in _forms(ip) for n in deny if one.version == n.version and one in n), None
+    )
 
 
 NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))

@@ -180,11 +180,12 @@ def embedded_broker(data_dir: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def broker_process(
-    data_dir: Path, port: int | None = None, *args: str
+    data_dir: Path, port: int | None = None, *args: str, env: dict[str, str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`tidings serve` in its own process (its own GIL; killable), and its URL once it
-    answers. Extra `args` go to `serve`, e.g. `--store memory://`."""
-    with broker_processes([data_dir], [port or free_port()], *args) as [started]:
+    answers. Extra `args` go to `serve`, e.g. `--store memory://`; `env` adds to this
+    process's environment."""
+    with broker_processes([data_dir], [port or free_port()], *args, env=env) as [started]:
         yield started
 
 

@@ -27,6 +27,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]
     srv.__exit__(None, None, None)
 
 
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A client of a broker whose operator lets webhooks and URL functions reach this
+    machine (loopback is denied by default)."""
+    loopback = {"webhooks__allow_networks": "127.0.0.0/8"}
+    loopback |= {"functions__url_allow_networks": "127.0.0.0/8"}
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("local"), **loopback}, env={})
+    with (
+        EmbeddedServer(settings) as srv,
+        httpx.Client(
+            base_url=srv.url, timeout=30, headers={"Content-Type": "application/json"}
+        ) as client,
+    ):
+        yield client
+
+
 @pytest.fixture
 def http(server: EmbeddedServer) -> Iterator[httpx.Client]:
     # raw bodies (`content=`) are declared JSON, as every client of the broker must

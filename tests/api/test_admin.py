@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,7 +14,18 @@ from tests.api.conftest import Sub
 
 from tidings.admin import admin_token
 from tidings.api.v1.admin import without_password
+from tidings.config import load_settings
 from tidings.server import EmbeddedServer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    """The API's broker, whose operator lets URL functions reach this machine (loopback is
+    denied by default): the suspended function below calls a closed port here."""
+    local = {"functions__url_allow_networks": "127.0.0.0/8"}
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("broker"), **local}, env={})
+    with EmbeddedServer(settings) as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -155,3 +155,29 @@ def test_deeply_nested_format_fields_are_refused_naming_the_field(
     assert (response.status_code, error["code"]) == (422, "function_forbidden"), response.text
     assert error["field"] == "function.code" and "nested" in error["message"]
     assert http.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "[::ffff:127.0.0.1]"])
+def test_a_url_function_on_this_machine_is_refused_naming_the_setting_that_allows_it(
+    sub: Sub, host: str
+) -> None:
+    response = sub.post("/subscriptions", url_function(f"http://{host}:9/match"))
+    error = response.json()["error"]
+    assert (response.status_code, error["code"]) == (422, "function_invalid"), response.text
+    assert error["field"] == "function.url" and "denied network" in error["message"]
+    assert "functions.url_allow_networks" in error["message"]
+
+
+def test_an_operator_may_let_url_functions_reach_this_machine_and_not_the_metadata_service(
+    local: httpx.Client,
+) -> None:
+    sub = Sub(local)
+    assert sub.post("/subscriptions", url_function("http://127.0.0.1:9/match")).status_code == 201
+    for url in ("http://169.254.169.254/latest/meta-data/", "http://[::1]:9/match"):
+        refused = sub.post("/subscriptions", url_function(url))
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == "function_invalid"
+
+
+def url_function(url: str) -> dict[str, Any]:
+    return {"function": {"function_type": "local", "url": url}}

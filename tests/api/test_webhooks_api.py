@@ -9,10 +9,8 @@ import httpx
 import pytest
 from tests.api.conftest import Sub
 
-from tidings.server import EmbeddedServer
-
-# no subscription, so nothing is ever pushed to these
-URL = "http://127.0.0.1:9/hook"
+# no subscription, so nothing is ever pushed to these (192.0.2.0/24: documentation's own)
+URL = "http://192.0.2.1:9/hook"
 OTHER = "https://hooks.example.org:8443/in?key=1"
 
 
@@ -120,8 +118,34 @@ def test_the_webhook_is_the_subscribers_alone(http: httpx.Client, sub: Sub) -> N
     assert sub.get("/webhook").json()["url"] == URL  # untouched
 
 
-def test_a_webhook_to_the_broker_itself_is_refused(sub: Sub, server: EmbeddedServer) -> None:
-    port = server.url.rsplit(":", 1)[1]
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "[::ffff:127.0.0.1]"])
+def test_a_webhook_to_this_machine_is_refused_naming_the_setting_that_allows_it(
+    sub: Sub, host: str
+) -> None:
+    answer = put(sub, {"url": f"http://{host}:9/hook"})
+    error = answer.json()["error"]
+    assert (answer.status_code, error["code"], error["field"]) == (422, "invalid_field", "url")
+    assert "denied network" in error["message"]
+    assert "webhooks.allow_networks" in error["message"]
+    assert sub.get("/webhook").status_code == 404
+
+
+def test_an_operator_may_allow_this_machine_and_still_not_the_metadata_service(
+    local: httpx.Client,
+) -> None:
+    sub = Sub(local)
+    assert put(sub, {"url": "http://127.0.0.1:9/hook"}).status_code == 200
+    assert put(sub, {"url": "http://localhost:9/hook"}).status_code == 200
+    for url in ("http://169.254.169.254/latest/meta-data/", "http://[::1]:9/hook"):
+        refused = put(sub, {"url": url})
+        assert refused.status_code == 422 and "denied network" in refused.json()["error"]["message"]
+    assert sub.get("/webhook").json()["url"] == "http://localhost:9/hook"
+
+
+def test_a_webhook_to_the_broker_itself_is_refused(local: httpx.Client) -> None:
+    """Even where the operator lets webhooks reach this machine."""
+    sub = Sub(local)
+    port = str(local.base_url).rstrip("/").rsplit(":", 1)[1]
     for host in ("127.0.0.1", "localhost", "127.0.0.2"):
         answer = put(sub, {"url": f"http://{host}:{port}/api/RegisterSubscriber"})
         assert answer.status_code == 422, (host, answer.text)

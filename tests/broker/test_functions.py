@@ -99,8 +99,11 @@ def test_kill_9_right_after_the_last_201_loses_no_function_match(
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {"TIDINGS_QUEUES__VISIBILITY_TIMEOUT_S": CLAIM_S,
-           "TIDINGS_FUNCTIONS__URL_DENY_NETWORKS": ""}  # fmt: skip
+    env = {
+        "TIDINGS_QUEUES__VISIBILITY_TIMEOUT_S": CLAIM_S,
+        "TIDINGS_FUNCTIONS__URL_DENY_NETWORKS": "",
+        "TIDINGS_FUNCTIONS__URL_ALLOW_NETWORKS": "127.0.0.0/8",
+    }  # the URL function's here
     functions = [
         {"code": EVEN},
         {"code": EVEN},

@@ -39,7 +39,11 @@ def require_chromium() -> str:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("console")}, env={})
+    data = tmp_path_factory.mktemp("console")
+    # a URL function of the tests fails against a closed port on this machine, which the
+    # operator must let URL functions reach (loopback is denied by default)
+    local = {"functions__url_allow_networks": "127.0.0.0/8"}
+    settings = load_settings({"data_dir": data, **local}, env={})
     with EmbeddedServer(settings) as server:
         yield server
 

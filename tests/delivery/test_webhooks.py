@@ -24,6 +24,7 @@ from tidings.server import EmbeddedServer
 
 FAST = {"batch_size": 10, "timeout_s": 2.0, "concurrency": 2, "backoff_base_s": 0.05}
 FAST |= {"backoff_cap_s": 0.2}
+FAST |= {"allow_networks": "127.0.0.0/8"}  # the receivers listen on loopback, denied by default
 
 
 @pytest.fixture

@@ -34,7 +34,11 @@ def sub(
 
 @pytest.fixture
 async def runner() -> AsyncIterator[FunctionRunner]:
-    r = create_runner(FunctionSettings(workers=1, url_timeout_s=0.5, url_retries=0))
+    # the test endpoint listens on loopback, which URL functions reach only when allowed
+    local = "127.0.0.0/8"
+    r = create_runner(
+        FunctionSettings(workers=1, url_timeout_s=0.5, url_retries=0, url_allow_networks=local)
+    )
     yield r
     await r.aclose()
 
@@ -168,7 +172,11 @@ async def test_cancelled_subscriptions_queued_calls_do_not_run() -> None:
 def test_where_the_sandbox_cannot_start_code_is_refused_builtins_and_urls_are_not(
     tmp_path: Path,
 ) -> None:
-    functions = FunctionSettings(workers=1, launcher=str(tmp_path / "no-bwrap"))
+    functions = FunctionSettings(
+        workers=1,
+        launcher=str(tmp_path / "no-bwrap"),
+        url_allow_networks="127.0.0.0/8",  # the URL function below is on this machine
+    )
     settings = dataclasses.replace(
         load_settings({"data_dir": tmp_path}, env={}), functions=functions
     )

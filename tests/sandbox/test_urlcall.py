@@ -13,6 +13,7 @@ from tidings.config import FunctionSettings
 from tidings.sandbox.urlcall import OPEN_AFTER, URLCaller
 
 PUB = {"id": "p", "data": "hello"}
+LOOPBACK = "127.0.0.0/8"  # the endpoints under test listen there: denied unless allowed
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ async def ep() -> AsyncIterator[Endpoint]:
 
 @pytest.fixture
 async def caller() -> AsyncIterator[URLCaller]:
-    c = URLCaller(FunctionSettings(url_timeout_s=0.5, url_retries=2))
+    c = URLCaller(FunctionSettings(url_timeout_s=0.5, url_retries=2, url_allow_networks=LOOPBACK))
     yield c
     await c.aclose()
 
@@ -81,12 +82,15 @@ async def test_one_urls_open_breaker_leaves_other_urls_alone(
     assert await caller.call(ep.url("/yes"), PUB, {}) == (True, None)
 
 
+@pytest.mark.parametrize("allow", ["", LOOPBACK])
 async def test_the_broker_s_own_endpoint_is_called_for_the_library_it_serves_alone(
-    ep: Endpoint,
+    ep: Endpoint, allow: str
 ) -> None:
     """A URL function pointed back at the broker reaches its `/api/Detect*` (the thesis's
-    configurations do so), never another of its paths (registering subscribers, say)."""
-    own = URLCaller(FunctionSettings(url_retries=0), Own("127.0.0.1", ep.port))
+    configurations do so), never another of its paths (registering subscribers, say), whether
+    or not the operator lets URL functions reach this machine."""
+    settings = FunctionSettings(url_retries=0, url_allow_networks=allow)
+    own = URLCaller(settings, Own("127.0.0.1", ep.port))
     try:
         refused = ep.url("/api/RegisterSubscriber")
         assert own.problem(refused) == "the URL is this broker's own"
@@ -98,3 +102,20 @@ async def test_the_broker_s_own_endpoint_is_called_for_the_library_it_serves_alo
         assert set(ep.calls) == {"/api/DetectLanguages"}
     finally:
         await own.aclose()
+
+
+async def test_this_machine_is_denied_unless_allowed_and_the_metadata_service_always(
+    ep: Endpoint,
+) -> None:
+    denied = URLCaller(FunctionSettings(url_retries=0))
+    allowed = URLCaller(FunctionSettings(url_retries=0, url_allow_networks=LOOPBACK))
+    try:
+        problem = denied.problem(ep.url("/yes")) or ""
+        assert "denied network" in problem and "functions.url_allow_networks" in problem
+        matched, error = await denied.call(ep.url("/yes"), PUB, {})
+        assert not matched and error and "denied network" in error and not ep.calls
+        assert allowed.problem(ep.url("/yes")) is None
+        assert allowed.problem("http://169.254.169.254/latest/meta-data/") is not None
+    finally:
+        await denied.aclose()
+        await allowed.aclose()

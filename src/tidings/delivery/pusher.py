@@ -151,7 +151,9 @@ class Pusher:
         self._http = Client(
             settings.concurrency,
             settings.timeout_s,
-            deny=deny_list(settings.deny_networks, settings.deny_default_networks),
+            deny=deny_list(
+                settings.deny_networks, settings.deny_default_networks, settings.allow_networks
+            ),
             own=outlet.own,
         )
         # leased for longer than a request may take, so no batch comes back while in flight

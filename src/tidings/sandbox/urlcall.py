@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tidings.addresses import Own, deny_list, url_problem
+from tidings.addresses import LOOPBACK, Own, deny_list, url_problem
 from tidings.config import FunctionSettings
 from tidings.functions import SERVED_PATHS
 from tidings.http1 import Client
@@ -24,6 +24,7 @@ from tidings.http1 import Client
 OPEN_AFTER = 5
 OPEN_FOR_S = 30.0
 HEADERS = {"Content-Type": "application/json"}
+ALLOW_SETTING = "functions.url_allow_networks"
 
 
 class HTTPStatusError(Exception):
@@ -53,12 +54,19 @@ class Breaker:
 class URLCaller:
     def __init__(self, settings: FunctionSettings, own: Own | None = None) -> None:
         self.settings = settings
-        self.deny = deny_list(settings.url_deny_networks, settings.url_deny_default_networks)
+        allow, deny_extra = settings.url_allow_networks, settings.url_deny_networks
+        self.deny = deny_list(deny_extra, settings.url_deny_default_networks, allow)
+        # the library the broker serves is reached on its own endpoint, a loopback one too
+        self.library_deny = deny_list(
+            deny_extra, settings.url_deny_default_networks, f"{allow},{LOOPBACK}"
+        )
         self.own = own  # the broker's own endpoint: called for the library alone
         self._http = Client(
             settings.url_concurrency, settings.url_timeout_s, deny=self.deny, own=own
         )
-        self._library = Client(settings.url_concurrency, settings.url_timeout_s, deny=self.deny)
+        self._library = Client(
+            settings.url_concurrency, settings.url_timeout_s, deny=self.library_deny
+        )
         self._breakers: dict[str, Breaker] = {}
 
     async def call(self, url: str, publication: Any, params: Any) -> tuple[bool, str | None]:
@@ -111,7 +119,9 @@ class URLCaller:
     def problem(self, url: str) -> str | None:
         """What makes `url` no URL function (tidings.addresses.url_problem): the broker's
         own endpoint is refused, but for the library it serves there."""
-        return url_problem(url, self.deny, None if self.library(url) else self.own)
+        if self.library(url):
+            return url_problem(url, self.library_deny, None, ALLOW_SETTING)
+        return url_problem(url, self.deny, self.own, ALLOW_SETTING)
 
     async def aclose(self) -> None:
         self._http.close()

@@ -21,10 +21,12 @@ from tidings.errors import invalid
 from tidings.store.base import Endpoint
 from tidings.wire import v1 as w
 
+ALLOW_SETTING = "webhooks.allow_networks"
+
 
 def endpoint_url(url: str, deny: Sequence[Network] = (), own: Own | None = None) -> str:
     """The URL, or 422 naming `url` with what is wrong with it (`addresses.url_problem`)."""
-    problem = url_problem(url, deny, own)
+    problem = url_problem(url, deny, own, ALLOW_SETTING)
     if problem is not None:
         raise invalid("url", problem)
     return url
@@ -37,7 +39,10 @@ async def set_webhook(request: Request) -> Response:
     _, sid = await owner(request)
     _, body = await body_as(request, w.WebhookBody, SMALL_BODY)
     webhooks = webhooks_of(request)
-    deny = deny_list(webhooks.settings.deny_networks, webhooks.settings.deny_default_networks)
+    settings = webhooks.settings
+    deny = deny_list(
+        settings.deny_networks, settings.deny_default_networks, settings.allow_networks
+    )
     most = webhooks.outlet.retention_s
     if body.retention_s is not None and body.retention_s > most:
         raise invalid("retention_s", f"at most the queues' retention, {most:g} s")
