@@ -120,6 +120,53 @@ def test_the_cache_keeps_only_the_most_recent_topics() -> None:
     assert set(index._cache) == {"a", "c"}
 
 
+def test_the_cache_holds_at_most_its_budget_of_slots_the_oldest_answers_leaving() -> None:
+    index = TopicIndex(cache_size=1000, cache_slots=80)
+    for n in range(10):
+        index.add(f"s{n}", ["#"])
+    for topic in ("a", "b", "c", "d", "e", "f", "g", "h", "i"):
+        assert len(index.match_slots(topic)) == 10
+    assert index.cached_slots() == (80, 80)
+    assert list(index._cache) == ["b", "c", "d", "e", "f", "g", "h", "i"]
+
+
+def test_the_pattern_cache_holds_at_most_its_budget_of_keys() -> None:
+    index = TopicIndex(cache_size=1000, cache_slots=16)
+    index.add("s1", ["#"])
+    index.add("s2", ["*/#"])  # two keys an answer for a topic of two levels or more
+    for topic in ("a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7", "a/8", "a/9"):
+        assert len(index.pattern_keys(topic)) == 2
+    assert index._pattern_cache.held == 16
+    assert list(index._pattern_cache) == [f"a/{n}" for n in range(2, 10)]
+
+
+def test_an_answer_past_an_eighth_of_the_budget_is_served_but_not_cached() -> None:
+    index = TopicIndex(cache_slots=79)
+    for n in range(10):
+        index.add(f"s{n}", ["#"])
+    assert len(index.match_slots("a")) == 10
+    assert index.cache_info()[0] == 0 and index.cached_slots() == (0, 79)
+    assert index.match(["a"]) == {f"s{n}" for n in range(10)}
+
+
+def test_dropping_and_clearing_cached_answers_gives_their_slots_back() -> None:
+    index = index_of({"s1": ["a"], "s2": ["a"], "s3": ["b"]})
+    index.match(["a"])
+    index.match(["b"])
+    assert index.cached_slots()[0] == 3
+    index.add("s4", ["a"])  # an exact filter drops its one topic
+    assert index.cached_slots()[0] == 1
+    index.add("s5", ["x/*"])  # a pattern clears the cache
+    assert index.cached_slots()[0] == 0 and index._pattern_cache.held == 0
+
+
+def test_cached_pattern_answers_share_the_trie_s_strings() -> None:
+    index = index_of({"s1": ["a/#"], "s2": ["a/*/c"]})
+    first, second = index.pattern_keys("a/b/c"), index.pattern_keys("a/x/c")
+    assert sorted(first) == ["a/#", "a/*/c"]
+    assert all(x is y for x, y in zip(sorted(first), sorted(second), strict=True))
+
+
 def test_an_index_without_cache_still_matches() -> None:
     index = index_of({"s1": ["a/*"]}, cache_size=0)
     assert index.match(["a/b"]) == {"s1"}
@@ -176,11 +223,16 @@ probes = st.lists(st.lists(topic_names(), min_size=1, max_size=2), min_size=1, m
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(steps, min_size=1, max_size=40), probes, st.sampled_from([0, 1, 3, 1000]))
+@given(
+    st.lists(steps, min_size=1, max_size=40),
+    probes,
+    st.sampled_from([0, 1, 3, 1000]),
+    st.sampled_from([0, 8, 24, 1 << 22]),
+)
 def test_the_index_agrees_with_the_oracle_through_adds_removes_and_matches(
-    script: list[Step], probe_topics: list[list[str]], cache_size: int
+    script: list[Step], probe_topics: list[list[str]], cache_size: int, cache_slots: int
 ) -> None:
-    index, oracle = TopicIndex(cache_size=cache_size), {}
+    index, oracle = TopicIndex(cache_size=cache_size, cache_slots=cache_slots), {}
     for action, sid, filters in script:
         if action == "add":
             index.add(sid, filters)
@@ -190,6 +242,8 @@ def test_the_index_agrees_with_the_oracle_through_adds_removes_and_matches(
         assert len(index) == len(oracle)
         for topics in probe_topics:
             assert index.match(topics) == oracle_match(oracle, topics)
+        assert index.cached_slots()[0] == sum(map(len, index._cache.values()))
+        assert index._pattern_cache.held == sum(map(len, index._pattern_cache.values()))
 
 
 @settings(max_examples=200, deadline=None)

@@ -5,9 +5,12 @@ A topic filter is either an exact name (`a/b/c`), found with one dict lookup, or
 a trie of segments with the publication's topic. `semantics.topic_matches` is the oracle; the
 index agrees with it on every string, valid or not (a `#` anywhere ends the filter, as there).
 
-Publications repeat topics, so the answer per topic is kept in a bounded LRU cache. Every
-add or remove bumps a generation counter; an exact filter drops its one cached topic, a pattern
-clears the cache, and an answer computed under an older generation is never stored.
+Publications repeat topics, so the answer per topic is kept in an LRU cache bounded by topics
+(`cache_size`) and by the slots its answers hold in all (`cache_slots`): one answer of 100,000
+slots is 400 KB, and 65,536 such topics would pin 26 GB. An answer past an eighth of the slot
+budget is not cached (as the engine's `answer_cache_matches`). Every add or remove bumps a
+generation counter; an exact filter drops its one cached topic, a pattern clears the cache,
+and an answer computed under an older generation is never stored.
 
 Not safe for concurrent mutation: callers serialise add/remove (matching may run alongside).
 """
@@ -29,7 +32,9 @@ import numpy.typing as npt
 Slots = npt.NDArray[np.int32]
 Bucket: TypeAlias = "array[int]"  # array("i")
 DEFAULT_CACHE_SIZE = 65_536
-T = TypeVar("T")
+# slots (4 bytes each) or pattern keys (a shared string each) held by one cache, in all
+DEFAULT_CACHE_SLOTS = 1 << 22
+T = TypeVar("T", Slots, tuple[str, ...])
 
 
 def _frozen(values: array[int]) -> Slots:
@@ -52,10 +57,33 @@ def _recent(cache: OrderedDict[str, T], topic: str) -> T | None:
     return hit
 
 
-def _keep(cache: OrderedDict[str, T], topic: str, answer: T, size: int) -> None:
-    cache[topic] = answer
-    if len(cache) > size:
-        cache.popitem(last=False)
+class _Bounded(OrderedDict[str, T]):
+    """An LRU cache of answers, bounded by entries and by the slots they hold in all."""
+
+    def __init__(self, entries: int, slots: int) -> None:
+        super().__init__()
+        self.entries, self.slots, self.held = entries, slots, 0
+
+    def keep(self, topic: str, answer: T) -> None:
+        if self.entries <= 0 or 8 * len(answer) > self.slots:
+            return
+        if topic in self:
+            self.held -= len(self.pop(topic))
+        self[topic] = answer
+        self.held += len(answer)
+        while len(self) > self.entries or (self.held > self.slots and self):
+            self.held -= len(self.popitem(last=False)[1])
+        if not self:  # a concurrent clear() may have reset the count under us
+            self.held = 0
+
+    def drop(self, topic: str) -> None:
+        dropped = self.pop(topic, None)
+        if dropped is not None:
+            self.held -= len(dropped)
+
+    def clear(self) -> None:
+        super().clear()
+        self.held = 0
 
 
 def _bucket_add(bucket: Bucket | None, slot: int) -> Bucket:
@@ -83,7 +111,7 @@ class _Node:
     """One trie node: literal children, the `*` child, and the ids whose filter ends here
     (`here`) or continues with `#` from here (`rest`)."""
 
-    __slots__ = ("children", "here", "key", "rest", "star")
+    __slots__ = ("children", "here", "key", "rest", "rest_name", "star")
 
     def __init__(self, key: str | None = None) -> None:
         self.key = key  # the segments leading here, joined: names the node's buckets
@@ -91,6 +119,7 @@ class _Node:
         self.star: _Node | None = None
         self.here: Bucket | None = None
         self.rest: Bucket | None = None
+        self.rest_name: str | None = None  # `rest_key()`, made once: cached answers share it
 
     def is_empty(self) -> bool:
         return not (self.children or self.star or self.here or self.rest)
@@ -114,7 +143,9 @@ class _Node:
         return self.key or ""
 
     def rest_key(self) -> str:
-        return "#" if self.key is None else f"{self.key}/#"
+        if self.rest_name is None:
+            self.rest_name = "#" if self.key is None else f"{self.key}/#"
+        return self.rest_name
 
     def drop_child(self, segment: str) -> None:
         if segment == "*":
@@ -223,7 +254,9 @@ class TopicIndex:
     (cheap to cache and to pass on), `id_of` turns a slot back into its id.
     """
 
-    def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(
+        self, cache_size: int = DEFAULT_CACHE_SIZE, cache_slots: int = DEFAULT_CACHE_SLOTS
+    ) -> None:
         self._slot: dict[str, int] = {}  # subscription id -> slot
         self._ids: list[str | None] = []  # slot -> subscription id
         self._filters: list[str | tuple[str, ...] | None] = []  # slot -> its filter(s)
@@ -231,9 +264,9 @@ class TopicIndex:
         self._multi = 0  # subscriptions with several filters: their slot may repeat in an answer
         self._exact: dict[str, Bucket] = {}
         self._patterns = PatternTrie()
-        self._cache: OrderedDict[str, Slots] = OrderedDict()
-        self._pattern_cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: _Bounded[Slots] = _Bounded(cache_size, cache_slots)
+        # keys are the trie nodes' own strings: an entry holds references, not copies
+        self._pattern_cache: _Bounded[tuple[str, ...]] = _Bounded(cache_size, cache_slots)
         self._generation = 0
         self._pattern_generation = 0  # bumped by pattern changes only
 
@@ -317,7 +350,7 @@ class TopicIndex:
             self._patterns_changed()
         else:
             self._exact[topic_filter] = _bucket_add(self._exact.get(topic_filter), slot)
-            self._cache.pop(topic_filter, None)
+            self._cache.drop(topic_filter)
 
     def _delete(self, topic_filter: str, slot: int) -> None:
         if is_pattern_filter(topic_filter):
@@ -327,7 +360,7 @@ class TopicIndex:
         bucket = _bucket_remove(self._exact.get(topic_filter), slot)
         if bucket is None:
             self._exact.pop(topic_filter, None)
-        self._cache.pop(topic_filter, None)
+        self._cache.drop(topic_filter)
 
     def match(self, topics: Sequence[str]) -> set[str]:
         """Ids of the subscriptions with a filter matching at least one of `topics`."""
@@ -343,8 +376,8 @@ class TopicIndex:
             return hit
         generation = self._generation
         result = self._compute(topic)
-        if self._cache_size > 0 and generation == self._generation:
-            _keep(self._cache, topic, result, self._cache_size)
+        if generation == self._generation:
+            self._cache.keep(topic, result)
         return result
 
     def pattern_keys(self, topic: str) -> tuple[str, ...]:
@@ -358,8 +391,8 @@ class TopicIndex:
         if self._patterns:
             self._patterns.walk_keys(topic, found)
         result = tuple(found)
-        if self._cache_size > 0 and generation == self._pattern_generation:
-            _keep(self._pattern_cache, topic, result, self._cache_size)
+        if generation == self._pattern_generation:
+            self._pattern_cache.keep(topic, result)
         return result
 
     def _patterns_changed(self) -> None:
@@ -385,9 +418,16 @@ class TopicIndex:
 
     def cache_info(self) -> tuple[int, int]:
         """(entries, capacity) of the result cache."""
-        return len(self._cache), self._cache_size
+        return len(self._cache), self._cache.entries
 
-    def resize_cache(self, cache_size: int) -> None:
-        """Change the cache's capacity (0 turns it off); drops the cached answers."""
-        self._cache_size = cache_size
+    def cached_slots(self) -> tuple[int, int]:
+        """(slots held, budget) of the result cache; the pattern cache holds at most as many
+        keys."""
+        return self._cache.held, self._cache.slots
+
+    def resize_cache(self, cache_size: int, cache_slots: int | None = None) -> None:
+        """Change the caches' capacity (0 turns them off); drops the cached answers."""
+        for cache in (self._cache, self._pattern_cache):
+            cache.entries = cache_size
+            cache.slots = cache.slots if cache_slots is None else cache_slots
         self.clear_cache()
