@@ -52,6 +52,12 @@ class Limits:
     max_predicate_string: int = 1024
     max_topics_per_subscription: int = 256
     max_subscriptions_per_subscriber: int = 1000
+    # `contains` needles' characters (matching/needles.py: an automaton of ~85-245 bytes and
+    # ~1.3-2.5 us of build a character, rebuilt on the event loop every 64 new needles): one
+    # subscriber's, counted from the store (16 MB, 0.16 s at most), and the whole broker's
+    # (128 MB, 1.3 s at most; the issue's 32,000 needles of 9 characters fit)
+    max_contains_chars_per_subscriber: int = 65_536
+    max_contains_chars: int = 524_288
     max_function_types: int = 16
     max_batch: int = 1000
     max_code_bytes: int = 64 * 1024

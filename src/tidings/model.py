@@ -115,6 +115,14 @@ class Subscription:
         return out
 
 
+def needle_chars(predicate: Predicate) -> int:
+    """The characters a `contains` predicate adds to its attribute's automaton
+    (`matching.needles`): its needle's length; 0 for any other predicate."""
+    if predicate.op is Op.CONTAINS and isinstance(predicate.value, str):
+        return len(predicate.value)
+    return 0
+
+
 def predicate_from_json(raw: Mapping[str, JSON]) -> Predicate:
     """Rebuild a predicate that Tidings itself wrote; no validation."""
     value: JSON = raw.get("value")

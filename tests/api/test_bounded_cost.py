@@ -212,16 +212,89 @@ def test_the_most_wildcard_filters_a_topic_can_match_leave_the_broker_answering(
 def test_thousands_of_contains_needles_against_a_long_value_leave_the_broker_answering(
     url: str,
 ) -> None:
-    raw = httpx.post(f"{url}/v1/subscribers").json()
-    auth = {"Authorization": f"Bearer {raw['token']}"}
-    path = f"{url}/v1/subscribers/{raw['id']}/subscriptions"
-    with httpx.Client(headers=auth, timeout=30) as client:
+    with httpx.Client(timeout=30) as client:
         for s in range(1000):  # 32,000 distinct needles on one key took 24 s a publication
+            if s % 200 == 0:  # 200 x 253 characters: within a subscriber's budget of them
+                path, auth = registered(client, url)
             needles = [f"n{s:04d}x{p:02d}" for p in range(31)] + ["found" if s == 7 else "nope"]
             predicates = [{"key": "body", "op": "contains", "value": n} for n in needles]
-            assert client.post(path, json={"predicates": predicates}).status_code == 201
+            taken = client.post(path, json={"predicates": predicates}, headers=auth)
+            assert taken.status_code == 201, taken.text
     value = "y" * 125_000 + "".join(f"n0007x{p:02d}" for p in range(31)) + "found"
     body = json.dumps({"attributes": {"body": value + "y" * (250_000 - len(value))}}).encode()
     answer = while_healthy(url, lambda: post(url, "/v1/publications", body))
     assert answer.status_code == 201, answer.text
     assert answer.json()["deliveries"] == 1  # subscription 7: all its needles are there
+
+
+def registered(client: httpx.Client, url: str = "") -> tuple[str, dict[str, str]]:
+    """A new subscriber's subscriptions path and its credentials."""
+    raw = client.post(f"{url}/v1/subscribers").json()
+    return f"{url}/v1/subscribers/{raw['id']}/subscriptions", {
+        "Authorization": f"Bearer {raw['token']}"
+    }
+
+
+def contains(*values: str) -> dict[str, list[dict[str, str]]]:
+    return {"predicates": [{"key": "body", "op": "contains", "value": v} for v in values]}
+
+
+def test_contains_values_past_a_subscriber_s_budget_are_refused_naming_the_field(
+    url: str,
+) -> None:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        path, auth = registered(client)
+        for n in range(2):  # 2 x 32 x 1,024: the budget of 65,536 characters exactly
+            values = [f"{n}{p:02d}".ljust(1024, "z") for p in range(32)]
+            assert client.post(path, json=contains(*values), headers=auth).status_code == 201
+        past = {"predicates": [{"key": "n", "op": ">", "value": 1}, *contains("y")["predicates"]]}
+        refused = client.post(path, json=past, headers=auth)
+        topical = client.post(path, json={"topics": ["a"]}, headers=auth)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("limit_exceeded", "predicates[1].value")
+    assert "max_contains_chars_per_subscriber" in error["message"]
+    assert "65536" in error["message"]
+    assert topical.status_code == 201  # no contains: the budget is not this subscription's
+
+
+def test_a_subscriber_within_its_budget_is_served_and_unsubscribing_frees_it(url: str) -> None:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        path, auth = registered(client)
+        needle = "needle".ljust(1024, "q")
+        made = [
+            client.post(
+                path, json=contains(*[f"{p:02d}{needle}"[:1024] for p in range(32)]), headers=auth
+            ).json()["id"]
+            for _ in range(2)
+        ]
+        assert client.post(path, json=contains("q"), headers=auth).status_code == 422
+        client.delete(f"{path}/{made[0]}", headers=auth).raise_for_status()
+        again = client.post(path, json=contains("bodyneedle"), headers=auth)
+        assert again.status_code == 201, again.text
+        value = "x" * 1000 + "bodyneedle" + "x" * 1000
+        published = client.post("/v1/publications", json={"attributes": {"body": value}})
+        pulled = client.get(f"{path.removesuffix('/subscriptions')}/messages", headers=auth)
+    assert published.status_code == 201 and published.json()["deliveries"] == 1
+    assert [m["subscription_ids"] for m in pulled.json()["messages"]] == [[again.json()["id"]]]
+
+
+def test_contains_values_past_the_broker_s_budget_are_refused_naming_it(tmp_path: Path) -> None:
+    settings = load_settings({"data_dir": tmp_path}, env={})
+    tight = Limits(max_contains_chars=4096)
+    with (
+        EmbeddedServer(dataclasses.replace(settings, limits=tight)) as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
+    ):
+        taken = []
+        for _ in range(2):  # two subscribers, each within its own budget
+            path, auth = registered(client)
+            taken.append(client.post(path, json=contains("a" * 1024, "b" * 1024), headers=auth))
+        refused = client.post(path, json=contains("c"), headers=auth)
+        client.delete(f"{path}/{taken[1].json()['id']}", headers=auth).raise_for_status()
+        freed = client.post(path, json=contains("c"), headers=auth)
+    assert [t.status_code for t in taken] == [201, 201]
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["field"] == "predicates[0].value"
+    assert "max_contains_chars" in refused.json()["error"]["message"]
+    assert freed.status_code == 201

@@ -52,3 +52,23 @@ def test_per_topic_fanouts_reach_topic_subscriptions_only_with_their_own_keys() 
         ("p#sport", {"erin": ["t2"]}),
     ]
     assert b'"matched_topic":"sport"' in fanouts[1].body
+
+
+def needles(sid: str, *values: str) -> Subscription:
+    return Subscription(
+        sid, "erin", "content", (), tuple(Predicate("b", Op.CONTAINS, v) for v in values)
+    )
+
+
+async def test_the_contains_characters_held_follow_adds_removes_and_loads() -> None:
+    index = SubscriptionIndex()
+    index.add(needles("n1", "abc", "de"))
+    index.add(needles("n2", "xyz"))
+    index.add(CONTENT)  # no contains: nothing held
+    assert index.needle_chars == 8
+    index.add(needles("n1", "a"))  # indexed again: replaced, not added
+    assert index.needle_chars == 4
+    index.remove("n2")
+    assert index.needle_chars == 1
+    await index.load([needles("n3", "four"), TOPIC])
+    assert index.needle_chars == 4

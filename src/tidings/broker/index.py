@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from tidings.heap import Settler
 from tidings.matching.engine import Event, Matcher
-from tidings.model import Publication, Subscription, SubscriptionKind
+from tidings.model import Publication, Subscription, SubscriptionKind, needle_chars
 from tidings.sandbox.index import FunctionIndex
 from tidings.store.base import Fanout, encode_body
 
@@ -20,6 +20,8 @@ class SubscriptionIndex:
         self.matcher = Matcher()
         self.functions = FunctionIndex()
         self._kinds: dict[str, SubscriptionKind] = {}
+        self._needles: dict[str, int] = {}  # content subscription id -> its `contains` chars
+        self.needle_chars = 0  # in all: what the automata hold (`limits.max_contains_chars`)
         self._heap = Settler()
 
     def __len__(self) -> int:
@@ -28,7 +30,10 @@ class SubscriptionIndex:
     async def load(self, subscriptions: Sequence[Subscription]) -> None:
         """Replace everything with these subscriptions."""
         self.matcher, self.functions, self._kinds = Matcher(), FunctionIndex(), {}
+        self._needles, self.needle_chars = {}, 0
         content = [s for s in subscriptions if s.kind == "content"]
+        for sub in content:
+            self._count_needles(sub)
         for sub in subscriptions:
             if sub.kind != "content":
                 self.add(sub)
@@ -51,17 +56,25 @@ class SubscriptionIndex:
             self.matcher.add_topic(sub.id, sub.subscriber_id, sub.topics)
         elif sub.kind == "content":
             self.matcher.add_content(sub.id, sub.subscriber_id, sub.predicates)
+            self._count_needles(sub)
         else:
             self.functions.add(sub)
 
     def remove(self, subscription_id: str) -> SubscriptionKind | None:
         """Forget a subscription; its kind, None if it was not indexed."""
         kind = self._kinds.pop(subscription_id, None)
+        self.needle_chars -= self._needles.pop(subscription_id, 0)
         if kind in ("topic", "content"):
             self.matcher.remove(subscription_id)
         else:
             self.functions.remove(subscription_id)
         return kind
+
+    def _count_needles(self, sub: Subscription) -> None:
+        chars = sum(map(needle_chars, sub.predicates))
+        if chars:
+            self._needles[sub.id] = chars
+            self.needle_chars += chars
 
     def kind_of(self, subscription_id: str) -> SubscriptionKind | None:
         return self._kinds.get(subscription_id)

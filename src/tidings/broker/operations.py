@@ -298,7 +298,7 @@ class Broker:
         predicates: tuple[Predicate, ...] = (),
         function: FunctionSpec | None = None,
     ) -> Subscription:
-        await self.quotas.check_subscribe(subscriber_id)
+        await self.quotas.check_subscribe(subscriber_id, predicates, self.index.needle_chars)
         if function is not None:
             self.functions.validate(function)
         sub = Subscription(

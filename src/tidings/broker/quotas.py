@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.rates import TokenBuckets
@@ -12,6 +12,7 @@ from tidings.config import Limits
 from tidings.delivery.signals import Revocations
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
+from tidings.model import Predicate, needle_chars
 from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import Fanout
 
@@ -124,8 +125,12 @@ class Quotas:
         """INSUFFICIENT_STORAGE while the disk alarm is on."""
         self.disk.check()
 
-    async def check_subscribe(self, subscriber_id: str) -> None:
-        """LIMIT_EXCEEDED when the subscriber holds its most subscriptions already."""
+    async def check_subscribe(
+        self, subscriber_id: str, predicates: Sequence[Predicate] = (), held: int = 0
+    ) -> None:
+        """LIMIT_EXCEEDED when the subscriber holds its most subscriptions already, or when
+        these predicates' `contains` needles would take the subscriber's (counted from the
+        store) or the broker's (`held`, its index's) past their budget of characters."""
         limit = self.limits.max_subscriptions_per_subscriber
         if await self.store.count_subscriptions(subscriber_id) >= limit:
             raise TidingsError(
@@ -133,6 +138,37 @@ class Quotas:
                 field="subscriptions",
                 detail=f"at most {limit} subscriptions per subscriber",
             )
+        if any(map(needle_chars, predicates)):  # the common subscription costs no listing
+            await self._check_needles(subscriber_id, predicates, held)
+
+    async def _check_needles(
+        self, subscriber_id: str, predicates: Sequence[Predicate], held: int
+    ) -> None:
+        owned = await self.store.list_subscriptions(subscriber_id)
+        mine = sum(needle_chars(p) for sub in owned for p in sub.predicates)
+        most_mine, most = (
+            self.limits.max_contains_chars_per_subscriber,
+            self.limits.max_contains_chars,
+        )
+        for i, predicate in enumerate(predicates):
+            chars = needle_chars(predicate)
+            if chars and mine + chars > most_mine:
+                detail = (
+                    f"a subscriber's contains values hold at most {most_mine} characters in "
+                    f"all (max_contains_chars_per_subscriber): {mine} held, this one has {chars}"
+                )
+                raise TidingsError(
+                    ErrorCode.LIMIT_EXCEEDED, field=f"predicates[{i}].value", detail=detail
+                )
+            if chars and held + chars > most:
+                detail = (
+                    f"the broker's contains values hold at most {most} characters in all "
+                    f"(max_contains_chars): {held} held, this one has {chars}"
+                )
+                raise TidingsError(
+                    ErrorCode.LIMIT_EXCEEDED, field=f"predicates[{i}].value", detail=detail
+                )
+            mine, held = mine + chars, held + chars
 
 
 def loopback(address: str) -> bool:

@@ -62,7 +62,11 @@ async def subscribe_content(request: Request) -> Response:
     """Subscribe by content: one conjunction of conditions on attributes."""
     broker, sid, raw = await owned(request, w.SubscribeContentBody)
     predicates = predicates_of(required(raw, "content"), broker)
-    sub = await broker.subscribe(sid, "content", predicates=predicates)
+    try:
+        sub = await broker.subscribe(sid, "content", predicates=predicates)
+    except TidingsError as exc:  # a budget's refusal names the thesis's field
+        exc.field = (exc.field or "").replace("predicates[", "content[") or None
+        raise
     content = [answers.predicate(p) for p in predicates]
     return answer(w.CompatSubscribed(sid, sub.id, content=content))
 
