@@ -40,6 +40,47 @@ def test_the_automaton_finds_exactly_the_needles_the_oracle_finds(  # type: igno
             assert sorted(index.satisfied(value)) == oracle(held, value)
 
 
+@settings(max_examples=200, deadline=None)
+@given(changes, st.lists(texts, min_size=1, max_size=3), st.integers(0, 4), st.data())
+def test_builds_in_the_background_agree_with_the_oracle_whenever_they_land(  # type: ignore[no-untyped-def]
+    steps, values, pending, data
+) -> None:
+    index, held = NeedleIndex(direct=0, pending=pending, background_from=0), []
+    for adding, needle, slot in steps:
+        if adding:
+            index.add(needle, slot)
+            held.append((needle, slot))
+        elif (needle, slot) in held:
+            index.remove(needle, slot)
+            held.remove((needle, slot))
+        if data.draw(st.booleans()):
+            index.wait()
+        for value in values:
+            assert sorted(index.satisfied(value)) == oracle(held, value)
+
+
+def test_a_large_build_runs_in_the_background_while_a_short_value_is_answered() -> None:
+    index = NeedleIndex(pending=64)
+    for n in range(2_000):  # 512,000 characters: a build of ~0.6-1.3 s
+        index.add(f"{n:04d}".ljust(256, "z"), n)
+    assert index.satisfied("0007") == []  # the pending ones, one by one: none is that short
+    building = index._build
+    assert building is not None and building.thread.is_alive()
+    index.add("late", 2_000)
+    assert index.satisfied("a late value") == [2_000]
+    index.wait()
+    assert index._build is None and index._pending == {"late"}
+    assert index.satisfied("0007".ljust(256, "z") + "late") == [7, 2_000]
+
+
+def test_a_long_value_waits_for_the_build_rather_than_check_every_pending_needle() -> None:
+    index = NeedleIndex(pending=64, background_from=0)
+    for n in range(2_000):
+        index.add(f"n{n:05d}", n)
+    assert index.satisfied("x" * 20_000 + "n01999") == [1_999]  # 2,000 x 20,000 > WAIT_FROM
+    assert index._build is None and not index._pending
+
+
 def test_every_needle_of_a_suffix_chain_is_found_once() -> None:
     index = NeedleIndex()
     for length in range(1, 1025):

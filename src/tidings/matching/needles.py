@@ -10,16 +10,29 @@ that one was marked with it. (A library's iterator reports every occurrence of e
 
 The automaton is rebuilt lazily: needles new since the last build (at most `PENDING`) are
 checked one by one meanwhile, so a build costs the needles' length once per `PENDING` new
-ones, not once per change. A needle whose last predicate goes stays in the automaton (it finds
-no slot) until the dead ones outnumber the live ones. The empty needle is in every string
-(`semantics.predicate_holds`: `"" in value`).
+ones, not once per change. A build of `BACKGROUND_FROM` characters or more (~1.2-2.5 us each)
+runs in a background thread from a frozen set of needles, the old automaton and the pending
+needles serving meanwhile; a value waits for it only when the pending needles have grown so
+many that checking them one by one would cost more (`WAIT_FROM`). A needle whose last
+predicate goes stays in the automaton (it finds no slot) until the dead ones outnumber the
+live ones. The empty needle is in every string (`semantics.predicate_holds`: `"" in value`).
+Not safe for concurrent use: one thread calls it (the build's thread touches only its own).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 PENDING = 64
+# A build of this many needle characters or more (~20-40 ms) runs in a background thread,
+# the event loop free meanwhile (the GIL is handed over every 5 ms)
+BACKGROUND_FROM = 16_384
+# While one runs, pending needles are checked one by one (`in`, ~1 ns a character compared)
+# until that would compare more than this many characters for one value (~30 ms): then the
+# value waits for the build
+WAIT_FROM = 1 << 25
+CALL = 64  # what one `in` costs beyond its characters, counted in characters (~50 ns)
 # Up to this many needles, `in` for each is cheaper than the automaton's walk (a Python step
 # per character of the value, ~0.1 us, against ~0.8 ns a character and ~50 ns a call for `in`)
 DIRECT = 64
@@ -81,16 +94,36 @@ class _Automaton:
         return found
 
 
+class _Build:
+    """An automaton built in a background thread from a fixed set of needles."""
+
+    def __init__(self, needles: frozenset[str]) -> None:
+        self.needles, self.automaton = needles, _Automaton([])
+        self.thread = threading.Thread(target=self._run, daemon=True, name="tidings-needles")
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.automaton = _Automaton(sorted(self.needles))
+
+
 class NeedleIndex:
     """Slots by `contains` needle, for one attribute; `satisfied(value)` gives the slot of
     every satisfied predicate (a slot once per predicate it holds)."""
 
-    def __init__(self, direct: int = DIRECT, pending: int = PENDING) -> None:
+    def __init__(
+        self,
+        direct: int = DIRECT,
+        pending: int = PENDING,
+        background_from: int = BACKGROUND_FROM,
+    ) -> None:
         self._direct, self._most_pending = direct, pending
+        self._background_from = background_from
         self._slots: dict[str, list[int]] = {}
         self._automaton: _Automaton | None = None
-        self._built: set[str] = set()  # the needles of the automaton
+        self._built: frozenset[str] = frozenset()  # the needles of the automaton
         self._pending: set[str] = set()  # needles not in it yet
+        self._due = False  # a build is wanted: too many pending, or dead, needles
+        self._build: _Build | None = None
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -100,8 +133,7 @@ class NeedleIndex:
         slots.append(slot)
         if needle and needle not in self._built:
             self._pending.add(needle)
-            if len(self._pending) > self._most_pending:
-                self._automaton = None
+            self._due |= len(self._pending) > self._most_pending
 
     def remove(self, needle: str, slot: int) -> None:
         slots = self._slots[needle]
@@ -110,23 +142,58 @@ class NeedleIndex:
             return
         del self._slots[needle]
         self._pending.discard(needle)
-        if len(self._built) > 2 * len(self._slots) + self._most_pending:
-            self._automaton = None  # mostly dead needles: rebuilt from the live ones
+        # mostly dead needles: rebuilt from the live ones
+        self._due |= len(self._built) > 2 * len(self._slots) + self._most_pending
 
     def satisfied(self, value: str) -> list[int]:
         if len(self._slots) <= self._direct:
             return [s for needle, slots in self._slots.items() if needle in value for s in slots]
         hits = [*self._slots.get("", ())]
-        for needle in self._ready().found_in(value):
-            hits += self._slots.get(needle, ())
+        automaton = self._ready(len(value))
+        if automaton is not None:
+            for needle in automaton.found_in(value):
+                hits += self._slots.get(needle, ())
         for needle in self._pending:
             if needle in value:
                 hits += self._slots[needle]
         return hits
 
-    def _ready(self) -> _Automaton:
-        if self._automaton is None:
-            self._built = {n for n in self._slots if n}
-            self._automaton = _Automaton(sorted(self._built))
-            self._pending = set()
+    def wait(self) -> None:
+        """Finish the background build, if one runs, and serve from it."""
+        if self._build is not None:
+            self._build.thread.join()
+            self._adopt()
+
+    def _ready(self, length: int) -> _Automaton | None:
+        """The automaton to scan with; starts the build that is due, and waits for the one
+        running only when checking the pending needles one by one would cost more than
+        `WAIT_FROM` characters compared."""
+        if self._build is not None and not self._build.thread.is_alive():
+            self._adopt()
+        if self._due and self._build is None:
+            self._start()
+        if self._build is not None and len(self._pending) * (length + CALL) > WAIT_FROM:
+            self.wait()
         return self._automaton
+
+    def _start(self) -> None:
+        needles = frozenset(n for n in self._slots if n)
+        self._due = False
+        if sum(map(len, needles)) < self._background_from:
+            self._install(needles, _Automaton(sorted(needles)))
+        else:
+            self._build = _Build(needles)
+
+    def _adopt(self) -> None:
+        build, self._build = self._build, None
+        if build is not None:
+            self._install(build.needles, build.automaton)
+
+    def _install(self, needles: frozenset[str], automaton: _Automaton) -> None:
+        # needles added while it was built are still pending; needles removed meanwhile
+        # stay in it, dead (they find no slot)
+        self._automaton, self._built = automaton, needles
+        self._pending = {n for n in self._slots if n and n not in needles}
+        self._due = len(self._pending) > self._most_pending or (
+            len(needles) > 2 * len(self._slots) + self._most_pending
+        )
