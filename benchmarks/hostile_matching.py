@@ -1,15 +1,27 @@
 """Issue #28's hostile matching workloads against a real `tidings serve`: how long the hostile
 request takes and how late /healthz answers meanwhile (the event loop's freeze).
 
-    python benchmarks/hostile_matching.py [--case wildcards|contains|both] [--publications 64]
+    python benchmarks/hostile_matching.py [--case wildcards|contains|long-needles|bomb|
+        topic-cache|both] [--publications 64]
 
 - wildcards: one subscriber's subscriptions hold every combination of `*` and `a` over
   `--levels` (14) levels (2^14 filters, 256 a subscription: as many subscriptions as needed,
   the last ones refused past a limit are counted), then one batch of `--publications`
   publications, each of 64 distinct topics `a/.../a/<n>` that reach every node of that trie.
 - contains: 1,000 subscriptions of 32 `contains` predicates on one attribute (32,000 distinct
-  needles of 8 characters, none found), then `--publications` publications in one batch whose
-  attribute is a 250 KB string.
+  needles of 8 characters, none found; 200 subscriptions a subscriber, within its budget of
+  needle characters), then `--publications` publications in one batch whose attribute is a
+  250 KB string.
+- long-needles: the broker's budget of needle characters filled with needles of 1,024
+  characters (8 subscribers x 2 subscriptions x 32: 524,288 characters), one publication of a
+  250 KB value (the first build), then `--churn` rounds of one subscription removed and one
+  of 32 new needles added, each followed by a publication (later builds); /healthz meanwhile
+  and the broker's RSS.
+- bomb: one subscriber asks for 1,000 subscriptions of 32 needles of 1,024 characters (32 M
+  characters: ~8 GB of automaton before the budgets); counts the answers (`--bomb` asks).
+- topic-cache: `--cache-subscriptions` subscriptions on `#` (1,000 a subscriber), then
+  publications of 64 distinct topics each, `--cache-topics` topics in all: every answer of the
+  topic cache holds every slot; the broker's RSS before and after.
 - baseline (the same-run reference): the same batch sizes with one plain subscription.
 
 /healthz is asked every 20 ms from a thread during each publish; its worst and median
@@ -101,23 +113,94 @@ def wildcards(client: httpx.Client, url: str, levels: int, publications: int) ->
     return {"filters": len(filters), "subscribe_statuses": statuses, **figures}
 
 
+def rss_mib(pid: int) -> float:
+    """The process's resident set, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def needle_body(values: list[str]) -> dict[str, Any]:
+    return {"predicates": [{"key": "body", "op": "contains", "value": v} for v in values]}
+
+
 def contains(client: httpx.Client, url: str, publications: int) -> dict[str, Any]:
     needles = (f"n{n:07d}" for n in range(32_000))
-    bodies = [
-        {
-            "predicates": [
-                {"key": "body", "op": "contains", "value": next(needles)} for _ in range(32)
-            ]
-        }
-        for _ in range(1000)
-    ]
-    statuses = subscribe_all(client, bodies)
+    bodies = [needle_body([next(needles) for _ in range(32)]) for _ in range(1000)]
+    statuses: dict[str, int] = {}
+    for start in range(0, len(bodies), 200):
+        for code, count in subscribe_all(client, bodies[start : start + 200]).items():
+            statuses[code] = statuses.get(code, 0) + count
     value = "x" * 250_000
     batch = {"publications": [{"attributes": {"body": value}} for _ in range(publications)]}
     figures = timed_with_probe(
         url, lambda: client.post("/v1/publications/batch?answer=count", json=batch)
     )
     return {"needles": 32_000, "subscribe_statuses": statuses, **figures}
+
+
+def long_needles(client: httpx.Client, url: str, pid: int, churn: int) -> dict[str, Any]:
+    rss = [rss_mib(pid)]
+    made, statuses = [], {}
+    for s in range(8):
+        path, auth = subscriber(client)
+        for k in range(2):
+            values = [f"s{s}k{k}p{p:02d}".ljust(1024, "z") for p in range(32)]
+            answer = client.post(path, json=needle_body(values), headers=auth)
+            statuses[str(answer.status_code)] = statuses.get(str(answer.status_code), 0) + 1
+            if answer.status_code == 201:
+                made.append((path, auth, answer.json()["id"]))
+    body = {"attributes": {"body": "y" * 250_000}}
+    first = timed_with_probe(url, lambda: client.post("/v1/publications", json=body))
+    rss.append(rss_mib(pid))
+    later: list[dict[str, Any]] = []
+    for r in range(churn):
+        path, auth, sid = made.pop(0)
+        client.delete(f"{path}/{sid}", headers=auth).raise_for_status()
+        values = [f"c{r}p{p:02d}".ljust(1024, "z") for p in range(32)]
+        again = client.post(path, json=needle_body(values), headers=auth)
+        made.append((path, auth, again.json()["id"]))
+        client.post("/v1/publications", json=body).raise_for_status()  # starts a build
+        later.append(timed_with_probe(url, lambda: client.post("/v1/publications", json=body)))
+        time.sleep(2)  # let a background build land
+    rss.append(rss_mib(pid))
+    return {"needle_chars": 16 * 32 * 1024, "subscribe_statuses": statuses,
+            "first": first, "rss_mib": rss,
+            "churn_publish_s_max": max((c["publish_s"] for c in later), default=None),
+            "churn_healthz_max_ms": max((c["healthz_max_ms"] for c in later), default=None),
+            "publish_s": first["publish_s"]}  # fmt: skip
+
+
+def bomb(client: httpx.Client, pid: int, asks: int) -> dict[str, Any]:
+    path, auth = subscriber(client)
+    statuses: dict[str, int] = {}
+    for s in range(asks):
+        values = [f"{s:04d}{p:02d}".ljust(1024, "z") for p in range(32)]
+        code = str(client.post(path, json=needle_body(values), headers=auth).status_code)
+        statuses[code] = statuses.get(code, 0) + 1
+    started = time.perf_counter()
+    client.post("/v1/publications", json={"attributes": {"body": "y" * 1000}})
+    return {"asked": asks, "subscribe_statuses": statuses, "rss_mib": rss_mib(pid),
+            "publish_s": round(time.perf_counter() - started, 3)}  # fmt: skip
+
+
+def topic_cache(
+    client: httpx.Client, url: str, pid: int, subscriptions: int, topics: int
+) -> dict[str, Any]:
+    for _ in range(0, subscriptions, 1000):
+        subscribe_all(client, [{"topics": ["#"]}] * 1000)
+    rss = [rss_mib(pid)]
+    started = time.perf_counter()
+    for start in range(0, topics, 64 * 100):
+        batch = {"publications": [
+            {"topics": [f"t/{start + p * 64 + t}" for t in range(64)]}
+            for p in range(min(100, (topics - start) // 64))]}  # fmt: skip
+        client.post("/v1/publications/batch?answer=count", json=batch).raise_for_status()
+    took = time.perf_counter() - started
+    rss.append(rss_mib(pid))
+    return {"subscriptions": subscriptions, "topics": topics, "rss_mib": rss,
+            "rss_growth_mib": round(rss[1] - rss[0], 1), "publish_s": round(took, 3)}  # fmt: skip
 
 
 def baseline(client: httpx.Client, publications: int, body: dict[str, Any]) -> float:
@@ -130,9 +213,18 @@ def baseline(client: httpx.Client, publications: int, body: dict[str, Any]) -> f
 def run(case: str, args: argparse.Namespace) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory() as tmp,
-        broker_process(Path(tmp)) as (_, url),
+        broker_process(Path(tmp)) as (proc, url),
         httpx.Client(base_url=url, timeout=600) as client,
     ):
+        if case == "long-needles":
+            return {"case": case, **long_needles(client, url, proc.pid, args.churn),
+                    "load_average": os.getloadavg()}  # fmt: skip
+        if case == "bomb":
+            return {"case": case, **bomb(client, proc.pid, args.bomb),
+                    "load_average": os.getloadavg()}  # fmt: skip
+        if case == "topic-cache":
+            found = topic_cache(client, url, proc.pid, args.cache_subscriptions, args.cache_topics)
+            return {"case": case, **found, "load_average": os.getloadavg()}
         if case == "wildcards":
             subscribe_all(client, [{"topics": ["b/#"]}])
             topics = {"topics": [f"b/t{t}" for t in range(64)]}
@@ -150,7 +242,12 @@ def run(case: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--case", choices=["wildcards", "contains", "both"], default="both")
+    cases = ["wildcards", "contains", "long-needles", "bomb", "topic-cache", "both"]
+    parser.add_argument("--case", choices=cases, default="both")
+    parser.add_argument("--churn", type=int, default=4)
+    parser.add_argument("--bomb", type=int, default=20)
+    parser.add_argument("--cache-subscriptions", type=int, default=5000)
+    parser.add_argument("--cache-topics", type=int, default=32_768)
     parser.add_argument("--levels", type=int, default=14)
     parser.add_argument("--publications", type=int, default=64)
     parser.add_argument("--contains-publications", type=int, default=1)

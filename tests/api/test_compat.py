@@ -212,3 +212,21 @@ def test_unregistering_someone_elses_queue_url_is_refused(http: httpx.Client) ->
     s, other = CompatSubscriber(http), CompatSubscriber(http)
     response = s.call("UnregisterSubscriber", {"queueUrl": other.queue})
     assert (response.status_code, response.json()["error"]["field"]) == (422, "queueUrl")
+
+
+def test_contains_values_past_the_subscriber_s_budget_name_the_thesis_field(
+    http: httpx.Client,
+) -> None:
+    s = CompatSubscriber(http)
+    for n in range(2):  # 2 x 32 x 1,024 characters: the budget, exactly
+        content = [
+            {"key": "body", "value": f"{n}{p:02d}".ljust(1024, "z"), "condition": "contains"}
+            for p in range(32)
+        ]
+        assert s.call("SubscribeContent", {"content": content}).status_code == 200
+    past = s.call(
+        "SubscribeContent", {"content": [{"key": "body", "value": "y", "condition": "contains"}]}
+    )
+    assert past.status_code == 422, past.text
+    assert past.json()["error"]["field"] == "content[0].value"
+    assert "max_contains_chars_per_subscriber" in past.json()["error"]["message"]
