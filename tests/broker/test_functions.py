@@ -103,6 +103,11 @@ def test_kill_9_right_after_the_last_201_loses_no_function_match(
         "TIDINGS_QUEUES__VISIBILITY_TIMEOUT_S": CLAIM_S,
         "TIDINGS_FUNCTIONS__URL_DENY_NETWORKS": "",
         "TIDINGS_FUNCTIONS__URL_ALLOW_NETWORKS": "127.0.0.0/8",
+        # what is tested is the crash: on a loaded machine a slow call must not count as a
+        # failure, nor failures suspend a function (its matches would be lost to that)
+        "TIDINGS_FUNCTIONS__CPU_MS": "2000",
+        "TIDINGS_FUNCTIONS__URL_TIMEOUT_S": "20",
+        "TIDINGS_FUNCTIONS__FAILURES_TO_SUSPEND": "1000000",
     }  # the URL function's here
     functions = [
         {"code": EVEN},

@@ -3,9 +3,13 @@ with the reference semantics through additions, removals and rebuilds."""
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidings.matching import needles as needles_module
 from tidings.matching.needles import NeedleIndex
 from tidings.matching.semantics import predicate_holds
 from tidings.model import Op, Predicate
@@ -59,7 +63,18 @@ def test_builds_in_the_background_agree_with_the_oracle_whenever_they_land(  # t
             assert sorted(index.satisfied(value)) == oracle(held, value)
 
 
-def test_a_large_build_runs_in_the_background_while_a_short_value_is_answered() -> None:
+def test_a_large_build_runs_in_the_background_while_a_short_value_is_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the build thread waits for the test's word: it is still running, whatever the machine
+    released = threading.Event()
+    build = needles_module._Build._run
+
+    def held(self: needles_module._Build) -> None:
+        released.wait(60)
+        build(self)
+
+    monkeypatch.setattr(needles_module._Build, "_run", held)
     index = NeedleIndex(pending=64)
     for n in range(2_000):  # 512,000 characters: a build of ~0.6-1.3 s
         index.add(f"{n:04d}".ljust(256, "z"), n)
@@ -68,6 +83,7 @@ def test_a_large_build_runs_in_the_background_while_a_short_value_is_answered() 
     assert building is not None and building.thread.is_alive()
     index.add("late", 2_000)
     assert index.satisfied("a late value") == [2_000]
+    released.set()
     index.wait()
     assert index._build is None and index._pending == {"late"}
     assert index.satisfied("0007".ljust(256, "z") + "late") == [7, 2_000]
