@@ -108,6 +108,9 @@ def test_kill_9_right_after_the_last_201_loses_no_function_match(
         "TIDINGS_FUNCTIONS__CPU_MS": "2000",
         "TIDINGS_FUNCTIONS__URL_TIMEOUT_S": "20",
         "TIDINGS_FUNCTIONS__FAILURES_TO_SUSPEND": "1000000",
+        # nor a slow call make its subscriber suspect: its calls would wait in the
+        # quarantine lane at nice 19, and be shed past its queue (as failures)
+        "TIDINGS_FUNCTIONS__SLOW_CALL_MS": "60000",
     }  # the URL function's here
     functions = [
         {"code": EVEN},
