@@ -15,7 +15,7 @@ run: $(CORE)
 
 test: $(STAMP)
 	@scripts/check-prereqs.sh --tests
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2
 
 # schemathesis over every operation of /openapi.json, many examples each (the suite runs 5)
 FUZZ_EXAMPLES ?= 200

@@ -42,17 +42,34 @@ def require_service(name: str) -> tuple[str, int]:
     return host, port
 
 
-# Sessions of the suite that are started once and shared: under xdist (`make test` runs two
-# workers) every test using one of them goes to the same worker, so each starts once.
-SHARED_ONCE = ("spark", "zookeeper")
+# `make test` runs the suite on two xdist workers, each taking whole files (a module's
+# fixtures start once), and every file using the Spark session on one worker: one session for
+# the suite. (xdist's own `loadgroup` marks do not reach pytest 9's node ids.)
+SPARK_FILES = (
+    "tests/pipeline/",
+    "tests/broker/test_operations.py",
+    "tests/broker/test_routing.py",
+    "tests/cli/test_pipeline.py",
+    "tests/cli/test_placement.py",
+    "tests/placement/test_many_topics.py",
+    "tests/test_extras.py",
+)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        for name in SHARED_ONCE:
-            if name in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(name))
-                break
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "spark" if path.startswith(SPARK_FILES) else path
+
+    return ByFile(config, log)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "spark" in getattr(item, "fixturenames", ()) and not item.nodeid.startswith(SPARK_FILES):
+        pytest.fail(f"{item.nodeid} uses the Spark session: add its file to SPARK_FILES")
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,7 @@ import pytest
 
 from tidings.ports import free_port
 
-# the wheel and its venvs are built once for the module: on one xdist worker
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("install")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
 CONSTRAINTS = ROOT / "constraints.txt"

@@ -13,8 +13,7 @@ import pytest
 
 from tidings.placement.emulation import Report, Timing, run_spread
 
-# one emulation shared by the module's tests: on one xdist worker, so it runs once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("placement_live")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
