@@ -298,3 +298,35 @@ def test_contains_values_past_the_broker_s_budget_are_refused_naming_it(tmp_path
     assert refused.json()["error"]["field"] == "predicates[0].value"
     assert "max_contains_chars" in refused.json()["error"]["message"]
     assert freed.status_code == 201
+
+
+def test_thousands_of_not_equal_prefix_and_suffix_predicates_deliver_exactly(url: str) -> None:
+    value = "p" * 1000 + "tail"  # each subscription below: 32 predicates on `k`, 6,400 in all
+    wanted = set()
+    with httpx.Client(timeout=30) as client:
+        path, auth = registered(client, url)
+        for s in range(200):
+            if s < 100:  # `!=` 1,000-character values, the last one the value unless s % 10 == 3
+                unequal = [f"{s:03d}{p:02d}".ljust(1000, "p") for p in range(31)]
+                unequal.append(f"{s:03d}".ljust(1000, "p") if s % 10 == 3 else value)
+                predicates = [{"key": "k", "op": "!=", "value": v} for v in unequal]
+            else:  # 30 prefixes, one of 1,000 characters (off by one unless s % 25 == 0), a suffix
+                lengths = range(s - 100, s - 70)
+                predicates = [{"key": "k", "op": "prefix", "value": "p" * n} for n in lengths]
+                last = "p" * 999 + ("p" if s % 25 == 0 else "q")
+                predicates += [{"key": "k", "op": "prefix", "value": last},
+                               {"key": "k", "op": "suffix", "value": "tail"}]  # fmt: skip
+            taken = client.post(path, json={"predicates": predicates}, headers=auth)
+            assert taken.status_code == 201, taken.text
+            if s % (10 if s < 100 else 25) == (3 if s < 100 else 0):
+                wanted.add(taken.json()["id"])
+    publications = [{"attributes": {"k": value}, "data": "first"}, {"attributes": {"k": 5}}, {}]
+    publications += [{"attributes": {"k": value + f"x{n}"}} for n in range(200)]
+    body = json.dumps({"publications": publications}).encode()
+    answer = while_healthy(url, lambda: post(url, "/v1/publications/batch?answer=count", body))
+    pulled = httpx.get(f"{path.removesuffix('/subscriptions')}/messages", headers=auth).json()
+    assert answer.status_code == 201, answer.text
+    # the value + "x..." ones match every `!=` subscription; a number, a missing key: none
+    assert answer.json() == {"published": 203, "deliveries": 201}
+    first = [m for m in pulled["messages"] if m["body"].get("data") == "first"]
+    assert [set(m["subscription_ids"]) for m in first] == [wanted] and len(wanted) == 14

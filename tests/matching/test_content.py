@@ -158,3 +158,71 @@ def test_many_contains_predicates_match_as_the_oracle_through_the_automaton() ->
     for event in events:
         expected = sorted(s for s, ps in truth.items() if conjunction_holds(ps, event))
         assert sorted(index.match(event)) == expected
+
+
+affix_values: st.SearchStrategy[Scalar] = st.text(alphabet="ab", max_size=3) | st.sampled_from(
+    [0, 1, 1.0, -0.0, True, False]
+)
+affix_predicates = st.builds(
+    Predicate,
+    keys,
+    st.sampled_from([Op.NE, Op.PREFIX, Op.SUFFIX, Op.NE, Op.EXISTS, Op.EQ]),
+    affix_values,
+).map(lambda p: Predicate(p.key, p.op, bool(p.value)) if p.op is Op.EXISTS else p)
+affix_events = st.dictionaries(
+    keys, st.text(alphabet="ab", max_size=4) | st.sampled_from([0, 1.0, -0.0, True]), max_size=3
+)
+affix_ids = st.sampled_from([f"s{i}" for i in range(40)])
+add_affixes = st.tuples(
+    st.just("add"), affix_ids, st.lists(affix_predicates, min_size=1, max_size=6).map(tuple)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(add_affixes | st.tuples(st.just("remove"), affix_ids, st.just(())), max_size=60),
+    st.lists(affix_events, min_size=1, max_size=6),
+)
+def test_many_not_equal_prefix_suffix_and_exists_predicates_match_as_the_oracle(  # type: ignore[no-untyped-def]
+    ops, events
+) -> None:
+    """Equal values, empty strings, numbers and booleans against strings, missing keys, a
+    predicate twice in one subscription, several on one key: counted in bulk, as the oracle."""
+    run(ops, events)
+
+
+def test_every_short_needle_as_prefix_suffix_and_not_equal_matches_as_the_oracle() -> None:
+    words = ["".join(w) for n in range(4) for w in itertools.product("ab", repeat=n)]
+    ops = [Op.PREFIX, Op.SUFFIX, Op.NE]
+    index, truth = ContentIndex(), {}
+    for i, (first, second, op) in enumerate(itertools.product(words, words, ops)):
+        preds = (Predicate("k0", op, first), Predicate("k0", ops[i % 3], second))
+        if i % 4 == 0:  # another key, a number and a duplicated predicate
+            preds += (Predicate("k1", Op.NE, i % 3), preds[0])
+        index.add(f"s{i}", preds)
+        truth[f"s{i}"] = preds
+    events: list[dict[str, Scalar]] = [
+        {"k0": v, "k1": w} for v in ["", "a", "abba", "babab", "ab", "c"] for w in [0, 1.0, "0"]
+    ]
+    events += [{"k0": 1}, {"k0": True, "k1": 2}, {"k1": 1}, {}]
+    for removing in (False, True):
+        if removing:
+            for sid in list(truth)[::2]:
+                index.remove(sid)
+                del truth[sid]
+        for event in events:
+            expected = sorted(s for s, ps in truth.items() if conjunction_holds(ps, event))
+            assert sorted(index.match(event)) == expected
+
+
+def test_not_equal_holds_only_between_values_of_one_type_on_a_present_key() -> None:
+    ne = [Predicate("k", Op.NE, "1")]
+    assert [matches(ne, e) for e in ({"k": "2"}, {"k": "1"}, {"k": 2}, {"k": True}, {})] == [
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    assert not matches([Predicate("k", Op.NE, 1)], {"k": 1.0})
+    assert matches([Predicate("k", Op.NE, 1), Predicate("k", Op.NE, 2)], {"k": 3})

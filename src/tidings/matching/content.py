@@ -12,8 +12,16 @@ every subscription:
 - `exists: false`: counted for each indexed key the event lacks;
 - `contains`: the needles of each key in an Aho-Corasick automaton (`needles.NeedleIndex`),
   so one pass over a string value finds every satisfied needle, however many there are;
-- `!=`, `prefix`, `suffix`, `exists: true`: checked one by one, but only those on keys the
-  event carries (each costs at most its own value's length).
+- `!=`: every `!=` slot of the event value's type, less those of the predicates whose value
+  equals it (a hash by (type, value), as `=`'s, counted negatively);
+- `prefix`, `suffix`: per key a dict needle -> slots, looked up with the value's prefix
+  (suffix) of each length some needle has (`affixes.AffixIndex`);
+- `exists: true`: the key's slots, all at once.
+Slots come as arrays (a slot once per predicate) and are counted in bulk, so a publication
+costs a Python step per indexed key, distinct needle length and satisfied value or needle,
+never one per predicate. Predicates that can never hold (an order on booleans, a string
+operator on a non-string, a value of no type) are left out of the index: their subscriptions
+never reach their count.
 Semantics are exactly `semantics.conjunction_holds` (the property tests compare them).
 """
 
@@ -25,10 +33,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tidings.matching.affixes import AffixIndex, SlotBag, bag_add, bag_remove
 from tidings.matching.bitset import IntervalIndex, IntervalRows, accepts
 from tidings.matching.cells import Slots
 from tidings.matching.needles import NeedleIndex
-from tidings.matching.semantics import predicate_holds, type_class
+from tidings.matching.semantics import type_class
 from tidings.model import ORDERED_OPS, Op, Predicate, Scalar
 
 NUMBER, STRING = 1, 2
@@ -69,8 +78,12 @@ class _KeyIndex:
 
     hashed: dict[tuple[int, Scalar], list[int]] = field(default_factory=dict)
     ordered: dict[tuple[int, Op], _Sorted] = field(default_factory=dict)
-    residual: list[tuple[int, Predicate]] = field(default_factory=list)
     needles: NeedleIndex = field(default_factory=NeedleIndex)  # `contains` string needles
+    prefixes: AffixIndex = field(default_factory=AffixIndex)
+    suffixes: AffixIndex = field(default_factory=lambda: AffixIndex(suffix=True))
+    unequal: dict[int, SlotBag] = field(default_factory=dict)  # `!=` slots by value type
+    equal: dict[tuple[int, Scalar], SlotBag] = field(default_factory=dict)  # ... by value
+    present: SlotBag = field(default_factory=SlotBag)  # slots with `exists: true` here
     absent: list[int] = field(default_factory=list)  # slots with `exists: false` here
 
 
@@ -121,13 +134,23 @@ class CountingIndex:
                 bucket = key.ordered.setdefault((kind, p.op), _Sorted())
                 bucket.pairs.append((p.value, slot))  # type: ignore[arg-type]
                 bucket.dirty = True
-        elif p.op is Op.EXISTS and p.value is False:
-            key.absent.append(slot)
-        elif p.op is Op.CONTAINS:
-            if isinstance(p.value, str):  # else never satisfied: left out, as boolean orders
-                key.needles.add(p.value, slot)
-        else:
-            key.residual.append((slot, p))
+        elif p.op is Op.EXISTS:
+            if p.value is False:
+                key.absent.append(slot)
+            elif p.value is True:
+                key.present.add(slot)
+        elif p.op is Op.NE:
+            if (typed := _typed(p.value)) is not None:  # else never satisfied
+                bag_add(key.unequal, typed[0], slot)
+                bag_add(key.equal, typed, slot)
+        elif isinstance(p.value, str):  # else never satisfied: left out, as boolean orders
+            self._affixes(key, p.op).add(p.value, slot)
+
+    @staticmethod
+    def _affixes(key: _KeyIndex, op: Op) -> AffixIndex | NeedleIndex:
+        if op is Op.CONTAINS:
+            return key.needles
+        return key.prefixes if op is Op.PREFIX else key.suffixes
 
     def remove(self, subscription_id: str) -> bool:
         slot = self._slot_of.pop(subscription_id, None)
@@ -154,43 +177,78 @@ class CountingIndex:
             bucket_sorted = key.ordered[(type_class(p.value), p.op)]
             bucket_sorted.pairs.remove((p.value, slot))  # type: ignore[arg-type]
             bucket_sorted.dirty = True
-        elif p.op is Op.EXISTS and p.value is False:
-            key.absent.remove(slot)
-        elif p.op is Op.CONTAINS:
-            if isinstance(p.value, str):
-                key.needles.remove(p.value, slot)
-        else:
-            key.residual.remove((slot, p))
+        elif p.op is Op.EXISTS:
+            if p.value is False:
+                key.absent.remove(slot)
+            elif p.value is True:
+                key.present.remove(slot)
+        elif p.op is Op.NE:
+            if (typed := _typed(p.value)) is not None:  # else never satisfied
+                bag_remove(key.unequal, typed[0], slot)
+                bag_remove(key.equal, typed, slot)
+        elif isinstance(p.value, str):
+            self._affixes(key, p.op).remove(p.value, slot)
 
     def match(self, attributes: Mapping[str, Scalar]) -> list[str]:
-        hits = self._satisfied(attributes)
-        counts = np.bincount(hits, minlength=len(self._ids)) if hits.size else None
+        hits, unhits = self._satisfied(attributes)
         matched = set(self._always)
-        if counts is not None:
+        if hits.size:
+            counts = np.bincount(hits, minlength=len(self._ids))
+            if unhits.size:  # `!=` predicates whose value is the event's: counted, then not
+                counts -= np.bincount(unhits, minlength=len(counts))
             required = self._required[: len(counts)]
             matched.update(np.flatnonzero(counts == required).tolist())
         return [self._ids[s] for s in sorted(matched)]  # type: ignore[misc]
 
-    def _satisfied(self, attributes: Mapping[str, Scalar]) -> np.ndarray:
+    def _satisfied(self, attributes: Mapping[str, Scalar]) -> tuple[np.ndarray, np.ndarray]:
+        """The slot of each satisfied predicate (a slot once per predicate), and of each `!=`
+        predicate counted among them that does not hold after all."""
         parts: list[np.ndarray | list[int]] = []
+        unparts: list[np.ndarray] = []
         for name, key in self._keys.items():
             if name not in attributes:
                 parts.append(key.absent)
                 continue
             x = attributes[name]
-            parts.append(key.hashed.get((type_class(x), x), []))
             kind = type_class(x)
+            parts.append(key.hashed.get((kind, x), []))
             for (k, op), bucket in key.ordered.items():
                 if k == kind:
                     parts.append(bucket.satisfied(op, x))
-            parts.append([s for s, p in key.residual if predicate_holds(p, attributes)])
-            if isinstance(x, str) and len(key.needles):
-                parts.append(key.needles.satisfied(x))
-        chunks = [np.asarray(p, np.int64) for p in parts if len(p)]
-        return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
+            if len(key.present):
+                parts.append(key.present.array())
+            if kind in key.unequal:
+                parts.append(key.unequal[kind].array())
+                if (kind, x) in key.equal:
+                    unparts.append(key.equal[(kind, x)].array())
+            if isinstance(x, str):
+                parts.extend(self._strings(key, x))
+        return _joined(parts), _joined(unparts)
+
+    @staticmethod
+    def _strings(key: _KeyIndex, x: str) -> list[np.ndarray | list[int]]:
+        found: list[np.ndarray | list[int]] = []
+        if len(key.prefixes):
+            found += key.prefixes.satisfied(x)
+        if len(key.suffixes):
+            found += key.suffixes.satisfied(x)
+        if len(key.needles):
+            found.append(key.needles.satisfied(x))
+        return found
 
     def match_batch(self, events: Sequence[Mapping[str, Scalar]]) -> list[list[str]]:
         return [self.match(e) for e in events]
+
+
+def _typed(value: Scalar | tuple[Scalar, ...]) -> tuple[int, Scalar] | None:
+    """A value's hash key, as `=`'s (None for a value of no type, which no value equals)."""
+    kind = type_class(value)
+    return None if kind == -1 or isinstance(value, tuple) else (kind, value)
+
+
+def _joined(parts: Sequence[np.ndarray | list[int]]) -> np.ndarray:
+    chunks = [np.asarray(p, np.int64) for p in parts if len(p)]
+    return np.concatenate(chunks) if chunks else np.empty(0, np.int64)
 
 
 class ContentIndex:
