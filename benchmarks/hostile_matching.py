@@ -2,7 +2,7 @@
 request takes and how late /healthz answers meanwhile (the event loop's freeze).
 
     python benchmarks/hostile_matching.py [--case wildcards|contains|long-needles|bomb|
-        topic-cache|both] [--publications 64]
+        topic-cache|not-equal|prefix|suffix|affixes|both] [--publications 64]
 
 - wildcards: one subscriber's subscriptions hold every combination of `*` and `a` over
   `--levels` (14) levels (2^14 filters, 256 a subscription: as many subscriptions as needed,
@@ -22,6 +22,11 @@ request takes and how late /healthz answers meanwhile (the event loop's freeze).
 - topic-cache: `--cache-subscriptions` subscriptions on `#` (1,000 a subscriber), then
   publications of 64 distinct topics each, `--cache-topics` topics in all: every answer of the
   topic cache holds every slot; the broker's RSS before and after.
+- not-equal, prefix, suffix (`affixes`: the three): one subscriber's 1,000 subscriptions of
+  32 predicates `!=` (or `prefix`, `suffix`) on one attribute, values of 1,000 characters
+  alike but for their last 4 (all within the limits), then one batch of
+  `--affix-publications` (100) publications whose attribute is 1,000 or more characters
+  (each value satisfies every `!=`; none of the prefixes or suffixes).
 - baseline (the same-run reference): the same batch sizes with one plain subscription.
 
 /healthz is asked every 20 ms from a thread during each publish; its worst and median
@@ -210,6 +215,29 @@ def topic_cache(
             "rss_growth_mib": round(rss[1] - rss[0], 1), "publish_s": round(took, 3)}  # fmt: skip
 
 
+AFFIX_OPS = {"not-equal": "!=", "prefix": "prefix", "suffix": "suffix"}
+
+
+def affix_body(op: str, first: int) -> dict[str, Any]:
+    """32 predicates `op` on `k` with values of 1,000 characters, alike but for the end (a
+    prefix's) or the start (a suffix's)."""
+    values = [f"{(first + j) % 10_000:04d}" for j in range(32)]
+    pad = "p" * 996
+    values = [pad + v if op != "suffix" else v + pad for v in values]
+    return {"predicates": [{"key": "k", "op": op, "value": v} for v in values]}
+
+
+def affixes(client: httpx.Client, url: str, case: str, publications: int) -> dict[str, Any]:
+    op = AFFIX_OPS[case]
+    statuses = subscribe_all(client, [affix_body(op, i * 32) for i in range(1000)])
+    batch = {"publications": [{"attributes": {"k": f"p{'p' * 999}y{i}p"}}
+                              for i in range(publications)]}  # fmt: skip
+    figures = timed_with_probe(
+        url, lambda: client.post("/v1/publications/batch?answer=count", json=batch)
+    )
+    return {"op": op, "predicates": 32_000, "subscribe_statuses": statuses, **figures}
+
+
 def baseline(client: httpx.Client, publications: int, body: dict[str, Any]) -> float:
     batch = {"publications": [body] * publications}
     started = time.perf_counter()
@@ -237,6 +265,11 @@ def run(case: str, args: argparse.Namespace) -> dict[str, Any]:
             topics = {"topics": [f"b/t{t}" for t in range(64)]}
             plain = baseline(client, args.publications, topics)
             found = wildcards(client, url, args.levels, args.publications)
+        elif case in AFFIX_OPS:
+            subscribe_all(client, [{"predicates": [{"key": "k", "op": "exists"}]}])
+            body = {"attributes": {"k": "p" * 1000 + "y"}}
+            plain = baseline(client, args.affix_publications, body)
+            found = affixes(client, url, case, args.affix_publications)
         else:
             subscribe_all(client, [{"predicates": [{"key": "body", "op": "exists"}]}])
             body = {"attributes": {"body": "x" * 250_000}}
@@ -249,7 +282,8 @@ def run(case: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cases = ["wildcards", "contains", "long-needles", "bomb", "topic-cache", "both"]
+    cases = ["wildcards", "contains", "long-needles", "bomb", "topic-cache", *AFFIX_OPS]
+    cases += ["affixes", "both"]
     parser.add_argument("--case", choices=cases, default="both")
     parser.add_argument("--churn", type=int, default=4)
     parser.add_argument("--bomb", type=int, default=20)
@@ -258,13 +292,16 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=14)
     parser.add_argument("--publications", type=int, default=64)
     parser.add_argument("--contains-publications", type=int, default=1)
+    parser.add_argument("--affix-publications", type=int, default=100)
     args = parser.parse_args()
     emit({"benchmark": "hostile_matching", "machine": machine(),
           "versions": versions("numpy"), "load_average": os.getloadavg(),
           "workload": {"case": args.case, "levels": args.levels,
                        "publications": args.publications,
-                       "contains_publications": args.contains_publications}})  # fmt: skip
-    for case in ("wildcards", "contains") if args.case == "both" else (args.case,):
+                       "contains_publications": args.contains_publications,
+                       "affix_publications": args.affix_publications}})  # fmt: skip
+    chosen = {"both": ("wildcards", "contains"), "affixes": tuple(AFFIX_OPS)}
+    for case in chosen.get(args.case, (args.case,)):
         emit(run(case, args))
 
 
