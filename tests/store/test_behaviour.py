@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import orjson
 from tests.store.conftest import sql_of
 
 from tidings.delivery.committer import Committer
@@ -19,6 +20,7 @@ from tidings.store.base import (
     QueueDepth,
     Store,
     encode_body,
+    subscription_bytes,
 )
 
 T0 = 1_000_000.0
@@ -50,6 +52,31 @@ def test_subscriptions_round_trip_with_their_predicates(store: Store) -> None:
     store.add_subscription(sub)
     assert store.get_subscription("x1") == sub
     assert store.list_subscriptions("s1") == [sub] and store.count_subscriptions("s1") == 1
+
+
+def test_a_subscribers_subscriptions_come_in_pages_in_id_order(store: Store) -> None:
+    subscriber(store), subscriber(store, "s2")
+    for n in (3, 1, 4, 0, 2):
+        store.add_subscription(Subscription(f"x{n}", "s1", "topic", topics=(f"t{n}",)))
+    store.add_subscription(Subscription("x9", "s2", "topic", topics=("other",)))
+    pages = [store.subscriptions_page("s1", after, 2) for after in ("", "x1", "x3", "x4")]
+    assert [[s.id for s in page] for page in pages] == [["x0", "x1"], ["x2", "x3"], ["x4"], []]
+
+
+def test_a_subscribers_usage_is_its_subscriptions_and_their_stored_bytes(store: Store) -> None:
+    subscriber(store), subscriber(store, "s2")
+    assert store.subscription_usage("s1") == (0, 0)
+    made = [  # a value beyond ASCII: bytes, not characters, are counted
+        Subscription("x1", "s1", "content", predicates=(Predicate("a", Op.EQ, "café" * 50),)),
+        Subscription("x2", "s1", "topic", topics=("a/b",)),
+    ]
+    for sub in [*made, Subscription("x3", "s2", "topic", topics=("c",))]:
+        store.add_subscription(sub)
+    size = sum(map(subscription_bytes, made))
+    assert subscription_bytes(made[0]) == len(orjson.dumps(made[0].to_json()).decode()) + 50
+    assert store.subscription_usage("s1") == (2, size)
+    store.remove_subscription("x1")
+    assert store.subscription_usage("s1") == (1, subscription_bytes(made[1]))
 
 
 def test_every_subscription_change_bumps_the_version(store: Store) -> None:

@@ -87,8 +87,16 @@ class AsyncStore:
     async def list_subscriptions(self, subscriber_id: str) -> list[Subscription]:
         return await _run(self.sync.list_subscriptions, subscriber_id)
 
+    async def subscriptions_page(
+        self, subscriber_id: str, after: str, limit: int
+    ) -> list[Subscription]:
+        return await _run(self.sync.subscriptions_page, subscriber_id, after, limit)
+
     async def count_subscriptions(self, subscriber_id: str) -> int:
         return await _run(self.sync.count_subscriptions, subscriber_id)
+
+    async def subscription_usage(self, subscriber_id: str) -> tuple[int, int]:
+        return await _run(self.sync.subscription_usage, subscriber_id)
 
     async def remove_subscription(self, subscription_id: str) -> bool:
         return await _run(self.sync.remove_subscription, subscription_id)

@@ -47,6 +47,12 @@ def encode_body(value: JSON) -> bytes:
     return orjson.dumps(value)
 
 
+def subscription_bytes(subscription: Subscription) -> int:
+    """The bytes of a subscription's body as the store keeps it (its JSON): what the
+    subscription byte budgets count (`limits.max_subscription_bytes*`)."""
+    return len(orjson.dumps(subscription.to_json()))
+
+
 class NewMessage(NamedTuple):
     """A delivery to put into a subscriber's queue. Deliveries of one publication share
     one `body` object (the same bytes), and the store keeps it once. (A named tuple: a
@@ -378,7 +384,17 @@ class Store(EndpointStore, Protocol):
     def add_subscription(self, subscription: Subscription) -> None: ...
     def get_subscription(self, subscription_id: str) -> Subscription | None: ...
     def list_subscriptions(self, subscriber_id: str) -> list[Subscription]: ...
+    def subscriptions_page(self, subscriber_id: str, after: str, limit: int) -> list[Subscription]:
+        """The subscriber's subscriptions in id order: at most `limit` whose id is past
+        `after` ("" for the first page)."""
+        ...
+
     def count_subscriptions(self, subscriber_id: str) -> int: ...
+    def subscription_usage(self, subscriber_id: str) -> tuple[int, int]:
+        """The subscriber's subscriptions: how many, and their stored bodies' bytes in all
+        (`subscription_bytes` each)."""
+        ...
+
     def remove_subscription(self, subscription_id: str) -> bool: ...
     def set_subscription_status(
         self, subscription_id: str, status: Literal["active", "suspended"], reason: str | None

@@ -62,6 +62,9 @@ class Dialect:
     # one statement for a whole batch of deliveries, its rows as arrays (PostgreSQL); without
     # it, rows go in one statement each and fan-outs are spread by SQLite's `json_each`
     batch_enqueue: str | None = None
+    # a text column's length in bytes (its UTF-8), `{}` the column: SQLite's LENGTH counts
+    # characters, and OCTET_LENGTH is only in SQLite 3.43 on
+    octets: str = "OCTET_LENGTH({})"
 
     def q(self, sql: str) -> str:
         """`sql` written with `?` placeholders, in this engine's placeholder."""
@@ -101,6 +104,7 @@ SQLITE = Dialect(
     next_receipt="seq || '.' || (attempt + 1) || '.' || ?",
     catalogue="SELECT name FROM pragma_table_info('{table}')",
     clustered="WITHOUT ROWID",
+    octets="LENGTH(CAST({} AS BLOB))",
 )
 
 POSTGRES = Dialect(

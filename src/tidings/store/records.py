@@ -166,6 +166,19 @@ class Subscriptions:
             rows = cur.fetchall()
         return [subscription_from_json(orjson.loads(r[0])) for r in rows]
 
+    def page(self, subscriber_id: str, after: str, limit: int) -> list[Subscription]:
+        """The subscriber's subscriptions in id order, the first `limit` after `after`."""
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q(
+                    "SELECT body FROM subscriptions WHERE subscriber_id = ? AND id > ? "
+                    "ORDER BY id LIMIT ?"
+                ),
+                (subscriber_id, after, limit),
+            )
+            rows = cur.fetchall()
+        return [subscription_from_json(orjson.loads(r[0])) for r in rows]
+
     def count(self, subscriber_id: str) -> int:
         with self._db.read() as cur:
             cur.execute(
@@ -173,6 +186,20 @@ class Subscriptions:
                 (subscriber_id,),
             )
             return int(cur.fetchone()[0])
+
+    def usage(self, subscriber_id: str) -> tuple[int, int]:
+        """How many subscriptions the subscriber holds, and their stored bodies' bytes."""
+        size = self._db.dialect.octets.format("body")
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q(
+                    f"SELECT COUNT(*), COALESCE(SUM({size}), 0) FROM subscriptions "
+                    "WHERE subscriber_id = ?"
+                ),
+                (subscriber_id,),
+            )
+            count, total = cur.fetchone()
+            return int(count), int(total)
 
     def remove(self, subscription_id: str) -> bool:
         with self._db.tx() as cur:

@@ -108,8 +108,14 @@ class SQLStore:
     def list_subscriptions(self, subscriber_id: str) -> list[Subscription]:
         return self._subscriptions.of(subscriber_id)
 
+    def subscriptions_page(self, subscriber_id: str, after: str, limit: int) -> list[Subscription]:
+        return self._subscriptions.page(subscriber_id, after, limit)
+
     def count_subscriptions(self, subscriber_id: str) -> int:
         return self._subscriptions.count(subscriber_id)
+
+    def subscription_usage(self, subscriber_id: str) -> tuple[int, int]:
+        return self._subscriptions.usage(subscriber_id)
 
     def remove_subscription(self, subscription_id: str) -> bool:
         return self._subscriptions.remove(subscription_id)
