@@ -116,6 +116,31 @@ def test_after_max_attempts_a_message_is_a_dead_letter_and_can_be_redriven(
     assert [m["attempt"] for m in sub.drain()] == [1]
 
 
+def test_subscriptions_are_listed_a_page_at_a_time_each_exactly_once(sub: Sub) -> None:
+    made = sorted(sub.subscribe(topics=[f"page/{n}"])["id"] for n in range(105))
+    first = sub.get("/subscriptions").json()  # 100 by default
+    seen: list[str] = []
+    pages: list[int] = []
+    after: str | None = ""
+    while after is not None:
+        page = sub.get("/subscriptions", limit=20, after=after).json()
+        seen += [s["id"] for s in page["subscriptions"]]
+        pages.append(len(page["subscriptions"]))
+        after = page["next"]
+    assert [s["id"] for s in first["subscriptions"]] == made[:100]
+    assert first["next"] == made[99]
+    assert seen == made and pages == [20, 20, 20, 20, 20, 5]  # in id order, each once
+
+
+def test_a_page_of_subscriptions_larger_than_allowed_is_refused(sub: Sub) -> None:
+    refused = sub.get("/subscriptions", limit=1001)
+    assert refused.status_code == 422
+    assert (refused.json()["error"]["code"], refused.json()["error"]["field"]) == (
+        "invalid_field",
+        "limit",
+    )
+
+
 def test_subscriptions_are_listed_fetched_and_deleted(http: httpx.Client, sub: Sub) -> None:
     made = sub.subscribe(topics=["x"])
     assert [s["id"] for s in sub.get("/subscriptions").json()["subscriptions"]] == [made["id"]]

@@ -42,6 +42,20 @@ def test_the_sync_client_covers_a_subscribers_life(url: str) -> None:
         assert client.health()
 
 
+def test_both_clients_list_every_subscription_following_the_pages(url: str) -> None:
+    with Client(url) as client:
+        me = client.register()
+        made = sorted(me.subscribe(topics=[f"p/{n}"]).id for n in range(5))
+        listed = [s.id for s in me.subscriptions(page=2)]  # three pages
+
+    async def listed_async() -> list[str]:
+        async with AsyncClient(url) as client:
+            mine = client.subscriber(me.id, me.token)
+            return [s.id for s in await mine.subscriptions(page=2)]
+
+    assert listed == made and asyncio.run(listed_async()) == made
+
+
 def test_a_refusal_carries_the_brokers_code_and_field(url: str) -> None:
     with Client(url) as client, pytest.raises(TidingsClientError) as caught:
         client.publish(topics=["bad/#"])

@@ -63,6 +63,24 @@ def test_a_code_function_that_does_not_compile_is_marked_at_its_line(
     page.screenshot(path=screenshots / "code-error.png", full_page=True)
 
 
+def test_the_subscriber_view_lists_every_subscription_past_the_first_page(
+    context: Any, broker: EmbeddedServer
+) -> None:
+    me = httpx.post(f"{broker.url}/v1/subscribers").json()
+    auth = {"Authorization": f"Bearer {me['token']}"}
+    with httpx.Client(base_url=broker.url, headers=auth) as http:
+        for n in range(101):  # the broker answers 100 a page by default
+            http.post(f"/v1/subscribers/{me['id']}/subscriptions", json={"topics": [f"p/{n}"]})
+    page = context.new_page()
+    page.goto("/ui/#/subscriber")
+    page.fill("#existing-id", me["id"])
+    page.fill("#existing-token", me["token"])
+    page.click("#use-existing")
+    rows = page.locator("#subscriptions tr")
+    expect(rows).to_have_count(1 + 101, timeout=TIMEOUT_MS)  # the header and each once
+    expect(page.locator("#subscriptions")).to_contain_text("p/100")
+
+
 def a_suspended_function(url: str) -> None:
     """A URL function whose endpoint is never there: suspended after five failures."""
     with socket.socket() as closed:

@@ -308,8 +308,11 @@ class Broker:
         self.following.index_one(sub)
         return sub
 
-    async def subscriptions(self, subscriber_id: str) -> list[Subscription]:
-        return await self.store.list_subscriptions(subscriber_id)
+    async def subscriptions(
+        self, subscriber_id: str, after: str = "", limit: int = 100
+    ) -> list[Subscription]:
+        """A page of the subscriber's subscriptions, in id order after `after`."""
+        return await self.store.subscriptions_page(subscriber_id, after, limit)
 
     async def subscription(self, subscriber_id: str, subscription_id: str) -> Subscription:
         sub = await self.store.get_subscription(subscription_id)

@@ -260,8 +260,14 @@ class AsyncSubscriberHandle:
     ) -> t.Subscription:
         return await self._run(calls.subscribe(self.base, topics, predicates, function))
 
-    async def subscriptions(self) -> list[t.Subscription]:
-        return await self._run(calls.subscriptions(self.base))
+    async def subscriptions(self, page: int = 100) -> list[t.Subscription]:
+        """Every subscription, in id order, fetched `page` at a time."""
+        found: list[t.Subscription] = []
+        after: str | None = ""
+        while after is not None:
+            subs, after = await self._run(calls.subscriptions(self.base, after, page))
+            found += subs
+        return found
 
     async def subscription(self, subscription_id: str) -> t.Subscription:
         return await self._run(calls.subscription(self.base, subscription_id))

@@ -103,12 +103,18 @@ def subscribe(
     return Call("POST", f"{base}/subscriptions", decoded(w.SubscriptionOut), json=body)
 
 
-def _subscriptions(body: bytes) -> list[t.Subscription]:
-    return msgspec.json.decode(body, type=w.Subscriptions).subscriptions
+def _subscriptions(body: bytes) -> tuple[list[t.Subscription], str | None]:
+    page = msgspec.json.decode(body, type=w.Subscriptions)
+    return page.subscriptions, page.next
 
 
-def subscriptions(base: str) -> Call[list[t.Subscription]]:
-    return Call("GET", f"{base}/subscriptions", _subscriptions)
+def subscriptions(
+    base: str, after: str = "", limit: int = 100
+) -> Call[tuple[list[t.Subscription], str | None]]:
+    """A page: (subscriptions, the id to continue after, or None at the end; None too from
+    a broker before paging, whose one answer held them all)."""
+    params: dict[str, Any] = {"after": after, "limit": limit}
+    return Call("GET", f"{base}/subscriptions", _subscriptions, params=params)
 
 
 def subscription(base: str, sid: str, suffix: str = "") -> Call[t.Subscription]:

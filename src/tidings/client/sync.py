@@ -142,8 +142,14 @@ class SubscriberHandle:
     ) -> t.Subscription:
         return self._run(calls.subscribe(self.base, topics, predicates, function))
 
-    def subscriptions(self) -> list[t.Subscription]:
-        return self._run(calls.subscriptions(self.base))
+    def subscriptions(self, page: int = 100) -> list[t.Subscription]:
+        """Every subscription, in id order, fetched `page` at a time."""
+        found: list[t.Subscription] = []
+        after: str | None = ""
+        while after is not None:
+            subs, after = self._run(calls.subscriptions(self.base, after, page))
+            found += subs
+        return found
 
     def subscription(self, subscription_id: str) -> t.Subscription:
         return self._run(calls.subscription(self.base, subscription_id))

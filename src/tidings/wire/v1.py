@@ -174,6 +174,17 @@ class DeadLettersQuery(Struct):
     limit: Annotated[int, Meta(ge=1, le=1000, description="at most this many")] = 100
 
 
+class SubscriptionsQuery(Struct):
+    limit: Annotated[int, Meta(ge=1, le=1000, description="at most this many")] = 100
+    after: Annotated[
+        str, Meta(description="the previous page's `next`: the last id it held; none at first")
+    ] = ""
+
+
+def subscriptions_query(q: QueueSettings) -> type[SubscriptionsQuery]:
+    return SubscriptionsQuery
+
+
 def pull_fields(q: QueueSettings) -> list[tuple[str, Any, Any]]:
     """`max` and `wait`, bounded by the queue settings (the thesis's pull has them too)."""
     return [
@@ -286,7 +297,12 @@ class SubscriptionOut(Struct):
 
 
 class Subscriptions(Struct):
+    """A page of the subscriber's subscriptions in id order. `next`: the id to ask `after`
+    for the next page; null on the last page (absent from brokers before paging, which
+    answered every subscription at once)."""
+
     subscriptions: list[SubscriptionOut]
+    next: str | None = None
 
 
 class Published(Struct, omit_defaults=True):

@@ -10,7 +10,7 @@ from starlette.routing import Route
 from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.common import SMALL_BODY, owner, settings_of
-from tidings.api.io import body_as
+from tidings.api.io import body_as, query_as
 from tidings.api.operations import Operation, described
 from tidings.model import parse_subscription_body
 from tidings.wire import v1 as w
@@ -29,12 +29,15 @@ async def create_subscription(request: Request) -> Response:
     return answer(answers.subscription(sub), 201)
 
 
-@described(Operation(answer=w.Subscriptions, token=True))
+@described(Operation(query=w.subscriptions_query, answer=w.Subscriptions, token=True))
 async def list_subscriptions(request: Request) -> Response:
-    """The subscriber's subscriptions."""
+    """The subscriber's subscriptions in id order, a page at a time (`limit`, and `after`
+    the previous page's `next`)."""
     broker, sid = await owner(request)
-    found = await broker.subscriptions(sid)
-    return answer(w.Subscriptions([answers.subscription(s) for s in found]))
+    q = query_as(request, w.SubscriptionsQuery)
+    found = await broker.subscriptions(sid, q.after, q.limit)
+    after = found[-1].id if len(found) == q.limit else None
+    return answer(w.Subscriptions([answers.subscription(s) for s in found], after))
 
 
 @described(Operation(answer=w.SubscriptionOut, token=True))

@@ -61,7 +61,7 @@ function identity(redraw) {
     h("button", { id: "register", onclick: register }, "Register a new subscriber"),
     h("label", {}, ephemeral, " ephemeral (deleted a while after its last stream closes)"),
     h("p", { class: "muted" }, "or use one you have:"),
-    h("div", { class: "row" }, id, token, h("button", { class: "quiet", onclick: use }, "Use")),
+    h("div", { class: "row" }, id, token, h("button", { class: "quiet", id: "use-existing", onclick: use }, "Use")),
     error);
 }
 
@@ -202,8 +202,7 @@ function codeEditor(text) {
 
 async function showSubscriptions(root, me) {
   try {
-    const { subscriptions: list } = await call("GET", `/v1/subscribers/${me.id}/subscriptions`,
-      { token: me.token });
+    const list = await allSubscriptions(me);
     const remove = (id) => async () => {
       await call("DELETE", `/v1/subscribers/${me.id}/subscriptions/${id}`, { token: me.token });
       showSubscriptions(root, me);
@@ -222,6 +221,19 @@ async function showSubscriptions(root, me) {
   } catch (error) {
     root.replaceChildren(h("p", { class: "error" }, describe(error)));
   }
+}
+
+// Every page of them (the broker answers a page at a time, `next` the cursor; none from a
+// broker before paging, whose one answer held them all).
+async function allSubscriptions(me) {
+  const list = [];
+  for (let after = ""; after !== null && after !== undefined;) {
+    const page = await call("GET", `/v1/subscribers/${me.id}/subscriptions`,
+      { token: me.token, query: { after } });
+    list.push(...page.subscriptions);
+    after = page.next;
+  }
+  return list;
 }
 
 function what(s) {
