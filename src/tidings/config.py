@@ -58,6 +58,13 @@ class Limits:
     # (128 MB, 1.3 s at most; the issue's 32,000 needles of 9 characters fit)
     max_contains_chars_per_subscriber: int = 65_536
     max_contains_chars: int = 524_288
+    # subscriptions' stored bodies (their JSON) in bytes: one subscriber's, counted from the
+    # store, and the whole broker's, counted by its index. The index holds ~1.7x a body's
+    # bytes in memory (~2.7x just after a restart; issue #28's F3: 1,000 bodies of ~120 KB
+    # took 208 MB): 4 MiB is ~7-11 MB a subscriber (1,000 subscriptions of 4 KiB, or 32 of
+    # the largest a body may be), 512 MiB ~0.9-1.4 GB a broker (a million of ~500 bytes)
+    max_subscription_bytes_per_subscriber: int = 4 * 1024 * 1024
+    max_subscription_bytes: int = 512 * 1024 * 1024
     max_function_types: int = 16
     max_batch: int = 1000
     max_code_bytes: int = 64 * 1024

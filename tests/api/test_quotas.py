@@ -168,3 +168,60 @@ def test_a_full_queue_refuses_new_deliveries_until_it_drains(
             return any(m["body"]["data"] == "after" for m in again["messages"])
 
         wait_until(delivered_again)
+
+
+# a subscription whose stored body is ~1.2 KB: two fit in 3,000 bytes, three do not
+BIG = {"predicates": [{"key": "k", "op": "=", "value": "x" * 1000}]}
+
+
+def registered(client: httpx.Client) -> tuple[str, dict[str, str]]:
+    """A new subscriber's subscriptions path and its credentials."""
+    raw = client.post("/v1/subscribers").json()
+    return f"/v1/subscribers/{raw['id']}/subscriptions", {"Authorization": f"Bearer {raw['token']}"}
+
+
+def test_subscriptions_past_a_subscriber_s_bytes_are_refused_until_it_unsubscribes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    limits = Limits(max_subscription_bytes_per_subscriber=3000)
+    with started(tmp_path_factory, limits) as server, httpx.Client(base_url=server.url) as client:
+        path, auth = registered(client)
+        made = [client.post(path, json=BIG, headers=auth) for _ in range(2)]
+        refused = client.post(path, json=BIG, headers=auth)
+        small = client.post(path, json={"topics": ["a"]}, headers=auth)  # bytes, not a count
+        other_path, other_auth = registered(client)
+        other = client.post(other_path, json=BIG, headers=other_auth)  # a budget of its own
+        client.delete(f"{path}/{made[0].json()['id']}", headers=auth).raise_for_status()
+        freed = client.post(path, json=BIG, headers=auth)
+    assert [m.status_code for m in made] == [201, 201]
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("limit_exceeded", "subscriptions")
+    assert "max_subscription_bytes_per_subscriber" in error["message"]
+    assert "3000" in error["message"]
+    assert (small.status_code, other.status_code, freed.status_code) == (201, 201, 201)
+
+
+def test_subscriptions_past_the_broker_s_bytes_are_refused_also_after_a_restart(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("bytes")}, env={})
+    settings = dataclasses.replace(settings, limits=Limits(max_subscription_bytes=3000))
+    with EmbeddedServer(settings) as server, httpx.Client(base_url=server.url) as client:
+        first = registered(client)
+        taken = [client.post(first[0], json=BIG, headers=first[1])]
+        path, auth = registered(client)  # each subscriber within its own budget
+        taken.append(client.post(path, json=BIG, headers=auth))
+        refused = client.post(path, json=BIG, headers=auth)
+    with EmbeddedServer(settings) as server, httpx.Client(base_url=server.url) as client:
+        still = client.post(path, json=BIG, headers=auth)  # counted again from what is stored
+        gone = taken[0].json()["id"]
+        client.delete(f"{first[0]}/{gone}", headers=first[1]).raise_for_status()
+        freed = client.post(path, json=BIG, headers=auth)
+    assert [t.status_code for t in taken] == [201, 201]
+    for answer in (refused, still):
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert (error["code"], error["field"]) == ("limit_exceeded", "subscriptions")
+        assert "max_subscription_bytes)" in error["message"] and "3000" in error["message"]
+    assert freed.status_code == 201, freed.text

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tidings.broker.index import SubscriptionIndex
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
+from tidings.store.base import subscription_bytes
 
 TOPIC = Subscription("t", "alice", "topic", ("news/#",))
 CONTENT = Subscription("c", "bob", "content", (), (Predicate("x", Op.GT, 1),))
@@ -72,3 +75,17 @@ async def test_the_contains_characters_held_follow_adds_removes_and_loads() -> N
     assert index.needle_chars == 1
     await index.load([needles("n3", "four"), TOPIC])
     assert index.needle_chars == 4
+
+
+async def test_the_index_holds_its_subscriptions_stored_bytes_in_all() -> None:
+    index = SubscriptionIndex()
+    index.add(TOPIC)
+    index.add(FUNCTION)
+    assert index.subscription_bytes == subscription_bytes(TOPIC) + subscription_bytes(FUNCTION)
+    suspended = dataclasses.replace(FUNCTION, status="suspended", status_reason="x" * 100)
+    index.add(suspended)  # indexed again: its new size replaces the old
+    assert index.subscription_bytes == subscription_bytes(TOPIC) + subscription_bytes(suspended)
+    index.remove("t")
+    assert index.subscription_bytes == subscription_bytes(suspended)
+    await index.load([TOPIC, CONTENT])
+    assert index.subscription_bytes == subscription_bytes(TOPIC) + subscription_bytes(CONTENT)

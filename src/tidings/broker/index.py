@@ -12,7 +12,7 @@ from tidings.heap import Settler
 from tidings.matching.engine import Event, Matcher
 from tidings.model import Publication, Subscription, SubscriptionKind, needle_chars
 from tidings.sandbox.index import FunctionIndex
-from tidings.store.base import Fanout, encode_body
+from tidings.store.base import Fanout, encode_body, subscription_bytes
 
 
 class SubscriptionIndex:
@@ -22,6 +22,8 @@ class SubscriptionIndex:
         self._kinds: dict[str, SubscriptionKind] = {}
         self._needles: dict[str, int] = {}  # content subscription id -> its `contains` chars
         self.needle_chars = 0  # in all: what the automata hold (`limits.max_contains_chars`)
+        self._sizes: dict[str, int] = {}  # subscription id -> its stored body's bytes
+        self.subscription_bytes = 0  # in all (`limits.max_subscription_bytes`)
         self._heap = Settler()
 
     def __len__(self) -> int:
@@ -31,6 +33,8 @@ class SubscriptionIndex:
         """Replace everything with these subscriptions."""
         self.matcher, self.functions, self._kinds = Matcher(), FunctionIndex(), {}
         self._needles, self.needle_chars = {}, 0
+        self._sizes = {s.id: subscription_bytes(s) for s in subscriptions}
+        self.subscription_bytes = sum(self._sizes.values())
         content = [s for s in subscriptions if s.kind == "content"]
         for sub in content:
             self._count_needles(sub)
@@ -52,6 +56,8 @@ class SubscriptionIndex:
         """Index a subscription, or index it again (its status changed)."""
         self.remove(sub.id)
         self._kinds[sub.id] = sub.kind
+        size = self._sizes[sub.id] = subscription_bytes(sub)
+        self.subscription_bytes += size
         if sub.kind == "topic":
             self.matcher.add_topic(sub.id, sub.subscriber_id, sub.topics)
         elif sub.kind == "content":
@@ -64,6 +70,7 @@ class SubscriptionIndex:
         """Forget a subscription; its kind, None if it was not indexed."""
         kind = self._kinds.pop(subscription_id, None)
         self.needle_chars -= self._needles.pop(subscription_id, 0)
+        self.subscription_bytes -= self._sizes.pop(subscription_id, 0)
         if kind in ("topic", "content"):
             self.matcher.remove(subscription_id)
         else:

@@ -25,7 +25,7 @@ from tidings.broker.housekeeping import Housekeeping
 from tidings.broker.index import SubscriptionIndex
 from tidings.broker.overview import Overview
 from tidings.broker.publishing import Deliveries, PublicationInput, Published, Publishing
-from tidings.broker.quotas import Quotas
+from tidings.broker.quotas import Held, Quotas
 from tidings.broker.routing import routing_for
 from tidings.broker.telemetry import Telemetry
 from tidings.config import Settings
@@ -298,12 +298,13 @@ class Broker:
         predicates: tuple[Predicate, ...] = (),
         function: FunctionSpec | None = None,
     ) -> Subscription:
-        await self.quotas.check_subscribe(subscriber_id, predicates, self.index.needle_chars)
-        if function is not None:
-            self.functions.validate(function)
         sub = Subscription(
             new_id(), subscriber_id, kind, topics, predicates, function, self.clock()
         )
+        held = Held(self.index.needle_chars, self.index.subscription_bytes)
+        await self.quotas.check_subscribe(sub, held)
+        if function is not None:
+            self.functions.validate(function)
         await self.store.add_subscription(sub)
         self.following.index_one(sub)
         return sub

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.rates import TokenBuckets
@@ -12,12 +13,20 @@ from tidings.config import Limits
 from tidings.delivery.signals import Revocations
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
-from tidings.model import Predicate, needle_chars
+from tidings.model import Predicate, Subscription, needle_chars
 from tidings.store.asyncstore import AsyncStore
-from tidings.store.base import Fanout
+from tidings.store.base import Fanout, subscription_bytes
 
 log = logging.getLogger("tidings.broker")
 NEAR = 0.9  # an estimate past this share of a bound gets its queue measured
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What this broker's index holds in all, for the broker-wide budgets."""
+
+    needle_chars: int = 0  # `limits.max_contains_chars`
+    subscription_bytes: int = 0  # `limits.max_subscription_bytes`
 
 
 class Quotas:
@@ -125,21 +134,40 @@ class Quotas:
         """INSUFFICIENT_STORAGE while the disk alarm is on."""
         self.disk.check()
 
-    async def check_subscribe(
-        self, subscriber_id: str, predicates: Sequence[Predicate] = (), held: int = 0
-    ) -> None:
-        """LIMIT_EXCEEDED when the subscriber holds its most subscriptions already, or when
-        these predicates' `contains` needles would take the subscriber's (counted from the
-        store) or the broker's (`held`, its index's) past their budget of characters."""
+    async def check_subscribe(self, sub: Subscription, held: Held) -> None:
+        """LIMIT_EXCEEDED when the subscriber holds its most subscriptions already, when this
+        one's stored body would take the subscriber's subscription bytes (counted from the
+        store, so across brokers) or the broker's (`held`, its index's) past their budget,
+        or when its `contains` needles would do the same to the needle characters."""
+        count, mine = await self.store.subscription_usage(sub.subscriber_id)
         limit = self.limits.max_subscriptions_per_subscriber
-        if await self.store.count_subscriptions(subscriber_id) >= limit:
+        if count >= limit:
             raise TidingsError(
                 ErrorCode.LIMIT_EXCEEDED,
                 field="subscriptions",
                 detail=f"at most {limit} subscriptions per subscriber",
             )
-        if any(map(needle_chars, predicates)):  # the common subscription costs no listing
-            await self._check_needles(subscriber_id, predicates, held)
+        self._check_bytes(subscription_bytes(sub), mine, held.subscription_bytes)
+        if any(map(needle_chars, sub.predicates)):  # the common subscription costs no listing
+            await self._check_needles(sub.subscriber_id, sub.predicates, held.needle_chars)
+
+    def _check_bytes(self, size: int, mine: int, held: int) -> None:
+        most_mine, most = (
+            self.limits.max_subscription_bytes_per_subscriber,
+            self.limits.max_subscription_bytes,
+        )
+        if mine + size > most_mine:
+            detail = (
+                f"a subscriber's subscriptions hold at most {most_mine} bytes in all "
+                f"(max_subscription_bytes_per_subscriber): {mine} held, this one has {size}"
+            )
+            raise TidingsError(ErrorCode.LIMIT_EXCEEDED, field="subscriptions", detail=detail)
+        if held + size > most:
+            detail = (
+                f"the broker's subscriptions hold at most {most} bytes in all "
+                f"(max_subscription_bytes): {held} held, this one has {size}"
+            )
+            raise TidingsError(ErrorCode.LIMIT_EXCEEDED, field="subscriptions", detail=detail)
 
     async def _check_needles(
         self, subscriber_id: str, predicates: Sequence[Predicate], held: int
