@@ -77,6 +77,86 @@ def test_msgpack_that_has_no_publication_form_is_a_client_error(
         assert error["field"] == field
 
 
+NOT_UTF8 = b"\xa2\xff\xfe"  # a MessagePack str whose two bytes are not UTF-8
+
+
+def packed_map(*pairs: tuple[str, object]) -> bytes:
+    """A map written pair by pair, so that a key may come twice (msgspec would keep one)."""
+    return bytes([0x80 | len(pairs)]) + b"".join(
+        msgspec.msgpack.encode(k) + msgspec.msgpack.encode(v) for k, v in pairs
+    )
+
+
+@pytest.mark.parametrize("path", ["/v1/publications", "/v1/publications/batch"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x81\xa4data" + NOT_UTF8,  # a value
+        b"\x81" + NOT_UTF8 + b"\x01",  # a key
+        b"\x81\xacpublications\x91\x81\xa6topics\x91" + NOT_UTF8,  # deep in a batch
+    ],
+)
+def test_a_msgpack_string_that_is_not_utf8_is_refused_as_in_json(
+    http: httpx.Client, path: str, content: bytes
+) -> None:
+    response = http.post(path, content=content, headers=PACKED)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_utf8"
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "field"),
+    [
+        ("/v1/publications", packed_map(("data", 1), ("data", 2)), "data"),
+        ("/v1/publications", packed_map(("topics", ["a"]), ("topics", ["b"])), "topics"),
+        ("/v1/publications", packed_map(("data", {"x": [{"k": 1}]}), ("dedup_id", "k")), None),
+        (
+            "/v1/publications/batch",
+            b"\x81\xacpublications\x92\x80" + packed_map(("attributes", {}), ("attributes", {})),
+            "attributes",
+        ),
+        (
+            "/v1/publications",
+            b"\x81\xa4data\x92" + packed_map(("k", 1)) + packed_map(("q", b"\x00"), ("q", 2)),
+            "q",
+        ),
+    ],
+)
+def test_a_msgpack_key_written_twice_is_refused_as_in_json(
+    http: httpx.Client, path: str, content: bytes, field: str | None
+) -> None:
+    response = http.post(path, content=content, headers=PACKED)
+    if field is None:  # the same key in different maps is no duplicate
+        assert response.status_code == 201
+        return
+    assert response.status_code == 400
+    assert response.json()["error"] | {"message": ""} == {
+        "code": "invalid_msgpack",
+        "message": "",
+        "field": field,
+    }
+    assert "duplicate key" in response.json()["error"]["message"]
+
+
+async def test_a_msgpack_frame_that_is_not_utf8_gets_an_error_frame_and_the_stream_goes_on(
+    server: EmbeddedServer, http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["utf8/ws"])
+    async with connect(ws_url(server, sub, "?encoding=msgpack"), additional_headers=sub.auth) as ws:
+        for frame in (
+            b"\x82\xa4type\xa3ack\xa8receipts\x91" + NOT_UTF8,
+            b"\x82\xa4type\xa3ack" + NOT_UTF8 + b"\x90",
+            packed_map(("type", "ack"), ("receipts", []), ("receipts", [])),
+        ):
+            await ws.send(frame)
+            error = msgspec.msgpack.decode(await ws.recv())
+            assert error["type"] == "error"
+            assert error["error"]["code"] in ("invalid_utf8", "invalid_msgpack")
+        publish_packed(http, {"data": b"\x01", "topics": ["utf8/ws"]})
+        [message] = msgspec.msgpack.decode(await ws.recv())["messages"]
+        assert message["body"]["data"] == b"\x01"
+
+
 async def test_a_msgpack_stream_pushes_bin_and_takes_msgpack_acks(
     server: EmbeddedServer, http: httpx.Client, sub: Sub
 ) -> None:

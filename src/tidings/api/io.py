@@ -124,18 +124,77 @@ def is_msgpack(content_type: str) -> bool:
 def parse_msgpack(body: bytes) -> Any:
     """A MessagePack body (publications only, docs/api.md): maps keyed by strings; `bin`
     values stay bytes (the publish path takes them as a publication's binary `data`).
-    Refused as JSON would be: nesting past `MAX_DEPTH`, NaN and infinities, integers past
-    64 bits; and what JSON cannot say: extension types, the timestamp extension included."""
+    Refused as JSON would be: strings that are not UTF-8, duplicate keys, nesting past
+    `MAX_DEPTH`, NaN and infinities, integers past 64 bits; and what JSON cannot say:
+    extension types, the timestamp extension included."""
     try:
         value = msgspec.msgpack.decode(body)
     except msgspec.DecodeError as exc:
         raise TidingsError(ErrorCode.INVALID_MSGPACK, detail=str(exc)) from None
+    except UnicodeDecodeError:  # a string that is not UTF-8: refused as in a JSON body
+        raise TidingsError(ErrorCode.INVALID_UTF8) from None
     except RecursionError:  # the decoder's own bound, below orjson's 1,024 levels
         raise TidingsError(ErrorCode.INVALID_MSGPACK, detail="nested too deeply") from None
     problem = _msgpack_problem(value)
     if problem is not None:
         raise TidingsError(ErrorCode.INVALID_MSGPACK, detail=problem)
+    key = _duplicate_packed_key(body)
+    if key is not None:
+        raise TidingsError(ErrorCode.INVALID_MSGPACK, field=key, detail=f"duplicate key {key!r}")
     return value
+
+
+# How MessagePack's first byte of an item reads (github.com/msgpack/msgpack/blob/master/spec.md):
+# bytes that follow it whatever the value; bytes of a length, then that many bytes (bin, str,
+# ext, whose type byte is counted in `_EXT`); bytes of a count of items (array, map).
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_FIXED |= {0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+_SIZED = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}
+_EXT = {0xC7, 0xC8, 0xC9}
+_ARRAY, _MAP = {0xDC: 2, 0xDD: 4}, {0xDE: 2, 0xDF: 4}
+
+
+def _duplicate_packed_key(body: bytes) -> str | None:
+    """The first key written twice in one map of a body msgspec decoded (so well formed,
+    keys strings), or None. msgspec keeps the last of duplicates and has no hook to see
+    them: the body is walked once, an item at a time, a set of keys per open map."""
+    at = 0
+    open_: list[tuple[list[int], set[str] | None]] = [([1], None)]  # items left; a map's keys
+    while open_:
+        left, keys = open_[-1]
+        if left[0] == 0:
+            open_.pop()
+            continue
+        is_key = keys is not None and left[0] % 2 == 0
+        left[0] -= 1
+        b = body[at]
+        if b <= 0x7F or b >= 0xE0 or b in _FIXED:
+            at += 1 + _FIXED.get(b, 0)
+        elif b <= 0x8F or b in _MAP:
+            at, n = _count(body, at, b, 0x8F, _MAP)
+            open_.append(([2 * n], set()))
+        elif b <= 0x9F or b in _ARRAY:
+            at, n = _count(body, at, b, 0x9F, _ARRAY)
+            open_.append(([n], None))
+        else:
+            start, n = _count(body, at, b, 0xBF, _SIZED)
+            start += b in _EXT
+            at = start + n
+            if is_key and keys is not None:
+                key = body[start:at].decode()
+                if key in keys:
+                    return key
+                keys.add(key)
+    return None
+
+
+def _count(body: bytes, at: int, b: int, fixed_max: int, sized: dict[int, int]) -> tuple[int, int]:
+    """Where an item's content starts, and its count or length (in the first byte's low bits
+    up to `fixed_max`, else in the big-endian bytes `sized` says)."""
+    if b <= fixed_max:
+        return at + 1, b & (0x0F if fixed_max < 0xBF else 0x1F)
+    size = sized[b]
+    return at + 1 + size, int.from_bytes(body[at + 1 : at + 1 + size])
 
 
 def _msgpack_problem(value: Any) -> str | None:
