@@ -86,6 +86,16 @@ def test_invalid_subscriptions_name_their_field(
     assert (response.json()["error"]["code"], response.json()["error"]["field"]) == (code, field)
 
 
+@pytest.mark.parametrize("body", [{"extra": 1}, {"ephemeral": False, "topics": ["a"]}])
+def test_an_unknown_field_on_registering_is_refused_naming_it(
+    http: httpx.Client, body: dict[str, Any]
+) -> None:
+    response = http.post("/v1/subscribers", json=body)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "invalid_field" and error["field"] in body
+
+
 def test_an_oversize_publication_is_refused_with_413(http: httpx.Client) -> None:
     response = http.post("/v1/publications", json={"data": "x" * (256 * 1024)})
     assert (response.status_code, response.json()["error"]["code"]) == (413, "payload_too_large")

@@ -30,9 +30,9 @@ from tidings.wire.base import (
 # ---------------------------------------------------------------- requests
 
 
-class RegisterBody(Struct):
+class RegisterBody(Body):
     """Optional: an ephemeral subscriber is deleted once it has had no stream and made no call
-    for a while (docs/api.md). Other fields are ignored (the thesis's clients send some)."""
+    for a while (docs/api.md). An unknown field is refused, as in every body."""
 
     ephemeral: bool = False
 
