@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 import httpx
 import pytest
 from tests.api.conftest import Sub
+
+from tidings.server import EmbeddedServer
 
 ROUTES = [
     ("GET", ""),
@@ -52,3 +57,43 @@ def test_an_unknown_subscriber_answers_as_a_wrong_token_does(http: httpx.Client,
     known = http.get(f"{sub.base}/messages", headers=wrong)
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (403, "forbidden")
     assert (known.status_code, known.json()["error"]["code"]) == (403, "forbidden")
+
+
+@pytest.fixture
+def store_reads(server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every look at a subscriber the broker's real store is asked for, as it happens."""
+    reads: list[str] = []
+    store = server.broker.store.sync
+    for name in ("get_subscriber", "token_owner"):
+        real = getattr(store, name)
+
+        def counted(key: str, real: Any = real, name: str = name) -> Any:
+            reads.append(name)
+            return real(key)
+
+        monkeypatch.setattr(store, name, counted)
+    return reads
+
+
+def reads_for(http: httpx.Client, reads: list[str], path: str, token: str) -> list[str]:
+    reads.clear()
+    response = http.get(path, headers={"Authorization": f"Bearer {token}"})
+    assert (response.status_code, response.json()["error"]["code"]) == (403, "forbidden")
+    return list(reads)
+
+
+@pytest.mark.parametrize("route", ["", "/messages", "/subscriptions"])
+def test_a_wrong_token_asks_the_store_the_same_whether_the_id_exists_or_not(
+    http: httpx.Client, sub: Sub, store_reads: list[str], route: str
+) -> None:
+    """Time would tell a known id from an unknown one if only one of them cost a store read:
+    the token is looked up, never the id it is used on."""
+    someone_else = Sub(http).token  # a valid token, known to the broker since registering
+    known = reads_for(http, store_reads, sub.base + route, someone_else)
+    unknown = reads_for(
+        http, store_reads, f"/v1/subscribers/{uuid.uuid4().hex}{route}", someone_else
+    )
+    assert known == unknown == []
+    for first, then in ((sub.base, "/v1/subscribers/nobody"), ("/v1/subscribers/none", sub.base)):
+        guessed = [reads_for(http, store_reads, p + route, uuid.uuid4().hex) for p in (first, then)]
+        assert guessed == [["token_owner"], ["token_owner"]]  # one read per new token, any id

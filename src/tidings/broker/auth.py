@@ -17,12 +17,17 @@ from tidings.model import Subscriber
 from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import Change
 
-NO_SUBSCRIBER = hash_token("")  # compared against when the id is unknown
-UNKNOWN_S = 5.0  # an unknown id is remembered this long: a later registration elsewhere shows
-UNKNOWN_MAX = 10_000  # unknown ids remembered at most (the oldest go first)
+NO_SUBSCRIBER = hash_token("")  # compared against when there is no admin token
+UNKNOWN_S = 5.0  # an unknown token is remembered this long (then the store is asked again)
+UNKNOWN_MAX = 10_000  # unknown tokens remembered at most (the oldest go first)
 
 
 class Authenticator:
+    """A subscriber's call is authorized by finding whose token it presents (by the token's
+    hash: from memory for a token seen valid, else one store read) and comparing that owner
+    with the id it names. The named id is never looked up to authorize, so a wrong token
+    costs the same whether the id exists or not (nothing to tell one from the other by time)."""
+
     def __init__(
         self,
         store: AsyncStore,
@@ -34,15 +39,16 @@ class Authenticator:
         self.store, self.presence, self.revocations = store, presence, revocations
         self.clock = clock
         self.admin_token_hash = admin_token_hash
-        self._tokens: dict[str, str] = {}
-        # ids the store did not know, and when it said so: answered from here as known ids are
-        # from `_tokens`, so a wrong token costs the same time whether the id exists or not
+        self._owners: dict[str, str] = {}  # a valid token's hash -> its subscriber
+        self._tokens: dict[str, str] = {}  # the reverse, to forget a deleted subscriber's
+        # token hashes the store did not know, and when it said so: a token guessed again
+        # and again costs no store read
         self._unknown: OrderedDict[str, float] = OrderedDict()
         self._told = 0  # deletions and resyncs told so far: a token read across one is stale
 
     def registered(self, subscriber: Subscriber) -> None:
-        self._unknown.pop(subscriber.id, None)
-        self._tokens[subscriber.id] = subscriber.token_hash
+        self._unknown.pop(subscriber.token_hash, None)
+        self._remember(subscriber.id, subscriber.token_hash)
 
     async def authenticate(self, subscriber_id: str, token: str | None) -> None:
         """401 without a token; 403 for a token that is not this subscriber's, and equally
@@ -50,39 +56,42 @@ class Authenticator:
         whether an id exists."""
         if not token:
             raise TidingsError(ErrorCode.UNAUTHORIZED)
-        expected = self._tokens.get(subscriber_id)
-        if expected is None and not self._known_unknown(subscriber_id):
-            expected = await self._token_hash(subscriber_id)
-        # an unknown id costs the same comparison as a known one
-        if not hmac.compare_digest(expected or NO_SUBSCRIBER, hash_token(token)) or not expected:
+        if await self._owner(hash_token(token)) != subscriber_id:
             raise TidingsError(ErrorCode.FORBIDDEN, resource=f"subscriber {subscriber_id}")
         self.presence.saw(subscriber_id, self.clock())
 
-    async def _token_hash(self, subscriber_id: str) -> str | None:
-        """The stored hash, cached unless a deletion was told while it was read: a removal
-        that overtook the read must not leave a dead token cached (then it is read again)."""
+    async def _owner(self, token_hash: str) -> str | None:
+        """Whose token this is: cached unless a deletion was told while it was read (a
+        removal that overtook the read must not leave a dead token cached: read again)."""
+        owner = self._owners.get(token_hash)
+        if owner is not None or self._known_unknown(token_hash):
+            return owner
         while True:
             told = self._told
-            found = await self.store.get_subscriber(subscriber_id)
-            if found is None:
-                self._remember_unknown(subscriber_id)
+            owner = await self.store.token_owner(token_hash)
+            if owner is None:
+                self._remember_unknown(token_hash)
                 return None
             if told == self._told:
-                self._tokens[subscriber_id] = found.token_hash
-                return found.token_hash
+                self._remember(owner, token_hash)
+                return owner
 
-    def _known_unknown(self, subscriber_id: str) -> bool:
-        seen = self._unknown.get(subscriber_id)
+    def _remember(self, subscriber_id: str, token_hash: str) -> None:
+        self._owners[token_hash] = subscriber_id
+        self._tokens[subscriber_id] = token_hash
+
+    def _known_unknown(self, token_hash: str) -> bool:
+        seen = self._unknown.get(token_hash)
         if seen is None:
             return False
         if self.clock() - seen < UNKNOWN_S:
             return True
-        del self._unknown[subscriber_id]
+        del self._unknown[token_hash]
         return False
 
-    def _remember_unknown(self, subscriber_id: str) -> None:
-        self._unknown[subscriber_id] = self.clock()
-        self._unknown.move_to_end(subscriber_id)
+    def _remember_unknown(self, token_hash: str) -> None:
+        self._unknown[token_hash] = self.clock()
+        self._unknown.move_to_end(token_hash)
         while len(self._unknown) > UNKNOWN_MAX:
             self._unknown.popitem(last=False)
 
@@ -105,7 +114,7 @@ class Authenticator:
     def forget(self, subscriber_id: str) -> None:
         """The subscriber is gone: its token and its open streams with it."""
         self._told += 1
-        self._tokens.pop(subscriber_id, None)
+        self._owners.pop(self._tokens.pop(subscriber_id, ""), None)
         self.revocations.revoke(subscriber_id)
 
     def forget_all(self) -> None:
@@ -113,6 +122,7 @@ class Authenticator:
         other broker's deletions reach, at each look at the store)."""
         self._told += 1
         self._tokens.clear()
+        self._owners.clear()
 
     def changed(self, change: Change, spawn: Callable[[Any], None]) -> None:
         """Another broker on the shared store deleted a subscriber, or notifications may
@@ -122,6 +132,7 @@ class Authenticator:
             return
         self._told += 1
         self._tokens.clear()
+        self._owners.clear()
         spawn(self._check_streams())
 
     async def _check_streams(self) -> None:

@@ -62,6 +62,9 @@ class AsyncStore:
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return await _run(self.sync.get_subscriber, subscriber_id)
 
+    async def token_owner(self, token_hash: str) -> str | None:
+        return await _run(self.sync.token_owner, token_hash)
+
     async def remove_subscriber(self, subscriber_id: str) -> bool:
         return await _run(self.sync.remove_subscriber, subscriber_id)
 

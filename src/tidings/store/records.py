@@ -54,6 +54,15 @@ class Subscribers:
             row = cur.fetchone()
         return Subscriber(row[0], row[1], float(row[2])) if row else None
 
+    def owner(self, token_hash: str) -> str | None:
+        """The id of the subscriber whose token hashes to this, or None."""
+        with self._db.read() as cur:
+            cur.execute(
+                self._db.q("SELECT id FROM subscribers WHERE token_hash = ?"), (token_hash,)
+            )
+            row = cur.fetchone()
+        return str(row[0]) if row else None
+
     def remove(self, subscriber_id: str) -> bool:
         q = self._db.q
         with self._db.tx() as cur:

@@ -14,6 +14,7 @@ from tidings.store.database import Cursor, Database
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS subscribers (
     id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX IF NOT EXISTS subscribers_token ON subscribers (token_hash);
 CREATE TABLE IF NOT EXISTS subscriptions (
     id TEXT PRIMARY KEY, subscriber_id TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS subscriptions_owner ON subscriptions (subscriber_id);
@@ -73,8 +74,9 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
 # (CREATE INDEX IF NOT EXISTS still locks its table, stalling writes on every broker).
 # 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; 6: pending
 # function evaluations, an endpoint's retention, the subscriptions' change log; each created
-# (or added) when absent; 7: dedup ids keyed by their publisher's scope
-SCHEMA_VERSION = 7
+# (or added) when absent; 7: dedup ids keyed by their publisher's scope; 8: subscribers found
+# by their token's hash (the index a token is authenticated by)
+SCHEMA_VERSION = 8
 # Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
 # subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
 # the names), SCHEMA creates the new ones, and each old row's body becomes a body of its own

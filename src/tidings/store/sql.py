@@ -82,6 +82,9 @@ class SQLStore:
     def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return self._subscribers.get(subscriber_id)
 
+    def token_owner(self, token_hash: str) -> str | None:
+        return self._subscribers.owner(token_hash)
+
     def remove_subscriber(self, subscriber_id: str) -> bool:
         return self._subscribers.remove(subscriber_id)
 
