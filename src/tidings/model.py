@@ -101,6 +101,9 @@ class Subscription:
     created_at: float = 0.0
     status: Literal["active", "suspended"] = "active"
     status_reason: str | None = None
+    # the bytes of its body as a store read it (0: not read from one): what the byte budgets
+    # count, known at no cost where the body was just read (a broker's load of 10^4)
+    stored_bytes: int = field(default=0, compare=False, repr=False)
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {"id": self.id, "subscriber_id": self.subscriber_id}
@@ -129,8 +132,9 @@ def predicate_from_json(raw: Mapping[str, JSON]) -> Predicate:
     return Predicate(raw["key"], Op(raw["op"]), tuple(value) if isinstance(value, list) else value)
 
 
-def subscription_from_json(raw: Mapping[str, JSON]) -> Subscription:
-    """Rebuild a subscription that Tidings itself wrote (`Subscription.to_json`)."""
+def subscription_from_json(raw: Mapping[str, JSON], stored_bytes: int = 0) -> Subscription:
+    """Rebuild a subscription that Tidings itself wrote (`Subscription.to_json`); a store
+    says how many bytes its body took (`stored_bytes`)."""
     fn = raw.get("function")
     spec = None
     if fn is not None:
@@ -152,6 +156,7 @@ def subscription_from_json(raw: Mapping[str, JSON]) -> Subscription:
         created_at=float(raw.get("created_at", 0.0)),
         status=raw.get("status", "active"),
         status_reason=raw.get("status_reason"),
+        stored_bytes=stored_bytes,
     )
 
 

@@ -79,6 +79,18 @@ def test_a_subscribers_usage_is_its_subscriptions_and_their_stored_bytes(store: 
     assert store.subscription_usage("s1") == (1, subscription_bytes(made[1]))
 
 
+def test_a_subscription_read_says_its_stored_bytes_as_the_usage_counts_them(
+    store: Store,
+) -> None:
+    subscriber(store)
+    made = Subscription("x1", "s1", "content", predicates=(Predicate("a", Op.EQ, "café" * 50),))
+    store.add_subscription(made)
+    _, [read] = store.snapshot()
+    assert read == made and made.stored_bytes == 0  # not read from a store: encoded to count
+    assert read.stored_bytes == subscription_bytes(made) == store.subscription_usage("s1")[1]
+    assert store.get_subscription("x1").stored_bytes == read.stored_bytes  # type: ignore[union-attr]
+
+
 def test_every_subscription_change_bumps_the_version(store: Store) -> None:
     subscriber(store)
     v0 = store.subscriptions_version()

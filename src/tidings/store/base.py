@@ -49,8 +49,9 @@ def encode_body(value: JSON) -> bytes:
 
 def subscription_bytes(subscription: Subscription) -> int:
     """The bytes of a subscription's body as the store keeps it (its JSON): what the
-    subscription byte budgets count (`limits.max_subscription_bytes*`)."""
-    return len(orjson.dumps(subscription.to_json()))
+    subscription byte budgets count (`limits.max_subscription_bytes*`): as a store read it,
+    else encoded here (2-3 us: 25 ms of a function's cold start at 10^4)."""
+    return subscription.stored_bytes or len(orjson.dumps(subscription.to_json()))
 
 
 class NewMessage(NamedTuple):

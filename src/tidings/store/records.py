@@ -27,6 +27,12 @@ PRESENT = (
 SEEN = "SELECT p.subscriber_id FROM presence p JOIN subscribers s ON s.id = p.subscriber_id"
 
 
+def stored(body: str | bytes) -> Subscription:
+    """A subscription as read from its row, with its body's bytes (`stored_bytes`)."""
+    size = len(body) if isinstance(body, bytes) else len(body.encode())
+    return subscription_from_json(orjson.loads(body), size)
+
+
 class Subscribers:
     """The subscribers and their presence (when each was last seen)."""
 
@@ -164,7 +170,7 @@ class Subscriptions:
                 self._db.q("SELECT body FROM subscriptions WHERE id = ?"), (subscription_id,)
             )
             row = cur.fetchone()
-        return subscription_from_json(orjson.loads(row[0])) if row else None
+        return stored(row[0]) if row else None
 
     def of(self, subscriber_id: str) -> list[Subscription]:
         with self._db.read() as cur:
@@ -173,7 +179,7 @@ class Subscriptions:
                 (subscriber_id,),
             )
             rows = cur.fetchall()
-        return [subscription_from_json(orjson.loads(r[0])) for r in rows]
+        return [stored(r[0]) for r in rows]
 
     def page(self, subscriber_id: str, after: str, limit: int) -> list[Subscription]:
         """The subscriber's subscriptions in id order, the first `limit` after `after`."""
@@ -186,7 +192,7 @@ class Subscriptions:
                 (subscriber_id, after, limit),
             )
             rows = cur.fetchall()
-        return [subscription_from_json(orjson.loads(r[0])) for r in rows]
+        return [stored(r[0]) for r in rows]
 
     def count(self, subscriber_id: str) -> int:
         with self._db.read() as cur:
@@ -243,7 +249,7 @@ class Subscriptions:
             version = int(cur.fetchone()[0])
             cur.execute("SELECT body FROM subscriptions ORDER BY id")
             rows = cur.fetchall()
-        return version, [subscription_from_json(orjson.loads(r[0])) for r in rows]
+        return version, [stored(r[0]) for r in rows]
 
     def iterate(self, page: int = 10_000) -> Iterator[Subscription]:
         """Every subscription in id order, read `page` rows at a time (each page its own
@@ -263,7 +269,7 @@ class Subscriptions:
                         (after, page),
                     )
                 rows = cur.fetchall()
-            yield from (subscription_from_json(orjson.loads(body)) for _, body in rows)
+            yield from (stored(body) for _, body in rows)
             if len(rows) < page:
                 return
             after = rows[-1][0]
@@ -293,10 +299,7 @@ class Subscriptions:
                 (version,),
             )
             rows = cur.fetchall()
-        changed = [
-            subscription_from_json(orjson.loads(body)) if body is not None else str(sid)
-            for sid, body in rows
-        ]
+        changed = [stored(body) if body is not None else str(sid) for sid, body in rows]
         return SubscriptionChanges(meta["subscriptions"], changed)
 
     def prune_changes(self, keep: int) -> int:
