@@ -122,6 +122,34 @@ def test_bad_input_loses_nothing_already_accepted(http: httpx.Client, sub: Sub) 
     assert http.get("/healthz").status_code == 200
 
 
+WIDE = [
+    (b'{"data": 18446744073709551616}', "data"),
+    (b'{"data": {"n": [-9223372036854775809]}}', "n"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), WIDE)
+def test_an_integer_past_64_bits_is_refused_as_in_messagepack_not_made_a_float(
+    http: httpx.Client, sub: Sub, body: bytes, field: str
+) -> None:
+    batch = b'{"publications": [' + body + b"]}"
+    for path, content in [("/v1/publications", body), ("/v1/publications/batch", batch)]:
+        error = http.post(path, content=content).json()["error"]
+        assert (error["code"], error["field"]) == ("invalid_json", field)
+    subscription = b'{"filter": ' + body + b"}"
+    answer = http.post(sub.base + "/subscriptions", content=subscription, headers=sub.auth)
+    assert answer.json()["error"]["code"] == "invalid_json"
+
+
+def test_integers_at_the_64_bit_bounds_and_long_digit_strings_are_kept_exactly(
+    http: httpx.Client, sub: Sub
+) -> None:
+    sub.subscribe(topics=["wide"])
+    data = [2**64 - 1, -(2**63), "184467440737095516160", 1e300]
+    assert http.post("/v1/publications", json={"topics": ["wide"], "data": data}).status_code == 201
+    assert [m["body"]["data"] for m in sub.drain()] == [data]
+
+
 def _match_returning(expression: str) -> str:
     return f"def match(publication):\n    return {expression}\n"
 
