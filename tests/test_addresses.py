@@ -123,3 +123,23 @@ def test_the_broker_s_own_endpoint_is_known_in_every_spelling() -> None:
     assert not own.is_self("10.0.0.1", 8080)
     assert url_problem("http://localhost:8080/api/RegisterSubscriber", (), own) is not None
     assert url_problem("http://localhost:8081/hook", (), own) is None
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "192.0.2.2",
+        "::ffff:192.0.2.2",  # mapped
+        "::c000:202",  # compatible
+        "64:ff9b::c000:202",  # NAT64
+        "2002:c000:202::",  # 6to4
+        "2001:0:4136:e378:8000:63bf:3fff:fdfd",  # Teredo, the client 192.0.2.2 obfuscated
+    ],
+)
+def test_the_broker_s_own_address_is_known_in_every_form_that_embeds_it(address: str) -> None:
+    own = Own("192.0.2.2", 8080)
+    assert own.is_self(address, 8080)
+    host = f"[{address}]" if ":" in address else address
+    assert url_problem(f"http://{host}:8080/hook", (), own) == "the URL is this broker's own"
+    assert not own.is_self(address, 8081)
+    assert not Own("192.0.2.3", 8080).is_self(address, 8080)

@@ -21,6 +21,7 @@ from tidings.networks import (
     denied,
     denied_by,
     deny_list,
+    embedded_forms,
     networks,
 )
 
@@ -50,6 +51,8 @@ class Own:
     port: int
 
     def is_self(self, address: str, port: int) -> bool:
+        """Whether `address:port` reaches this endpoint, in any spelling of the address:
+        every IPv4 address it embeds is checked, as the deny list checks it."""
         if port != self.port:
             return False
         if address.lower() in ("localhost", self.host):
@@ -58,22 +61,30 @@ class Own:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
             return False
-        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-        ip = mapped or ip
-        return (
-            ip.is_loopback
-            or ip.is_unspecified
-            or (self.host in ("0.0.0.0", "::", "") and address in _this_machine())
-        )
+        return any(self._is_own(one) for one in embedded_forms(ip))
+
+    def _is_own(self, ip: IPAddress) -> bool:
+        if ip.is_loopback or ip.is_unspecified:
+            return True
+        if self.host in ("0.0.0.0", "::", ""):
+            return ip in _this_machine()
+        return ip == _parsed(self.host)
 
 
-def _this_machine() -> set[str]:
+def _parsed(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def _this_machine() -> set[IPAddress]:
     """This machine's addresses, as its name resolves."""
     try:
         found = socket.getaddrinfo(socket.gethostname(), None)
     except OSError:
         return set()
-    return {str(info[4][0]) for info in found}
+    return {ip for info in found if (ip := _parsed(str(info[4][0]))) is not None}
 
 
 MAX_URL = 2048

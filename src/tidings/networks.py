@@ -75,17 +75,17 @@ def denied(address: str, deny: Sequence[Network]) -> bool:
 def denied_by(address: str, deny: Sequence[Network]) -> Network | None:
     """The denied network `address` is in (`denied`), or None."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone is not the address
-    return next(
-        (n for one in _forms(ip) for n in deny if one.version == n.version and one in n), None
-    )
+    forms = embedded_forms(ip)
+    return next((n for one in forms for n in deny if one.version == n.version and one in n), None)
 
 
 NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 COMPATIBLE = ipaddress.ip_network("::/96")  # IPv4-compatible (deprecated): ::a.b.c.d
 
 
-def _forms(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[IPAddress]:
-    """The address and every IPv4 address it embeds."""
+def embedded_forms(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[IPAddress]:
+    """The address and every IPv4 address it embeds (mapped, compatible, NAT64, 6to4,
+    Teredo): each is checked, by the deny list and by the broker's own-endpoint check."""
     forms: list[IPAddress] = [ip]
     if isinstance(ip, ipaddress.IPv4Address):
         return forms

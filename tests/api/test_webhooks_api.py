@@ -146,7 +146,8 @@ def test_a_webhook_to_the_broker_itself_is_refused(local: httpx.Client) -> None:
     """Even where the operator lets webhooks reach this machine."""
     sub = Sub(local)
     port = str(local.base_url).rstrip("/").rsplit(":", 1)[1]
-    for host in ("127.0.0.1", "localhost", "127.0.0.2"):
+    embedding = ("[::ffff:7f00:1]", "[::7f00:1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::]")
+    for host in ("127.0.0.1", "localhost", "127.0.0.2", *embedding):  # 127.0.0.1 inside IPv6
         answer = put(sub, {"url": f"http://{host}:{port}/api/RegisterSubscriber"})
         assert answer.status_code == 422, (host, answer.text)
         assert answer.json()["error"]["field"] == "url"
