@@ -10,6 +10,8 @@ as dead letters after their attempts). The bystander, in this process, is anothe
 publishes one publication at a time to its own subscriber and times each answer. Two phases
 in the same run: the bystander alone, then with the flood; `ratio_p99` = flood p99 over
 alone p99. The flooder's nacks are counted (answers and `tidings_deliveries_nacked`).
+The broker takes its settings from this environment: compare
+`TIDINGS_QUEUES__MAX_CONCURRENT_OPS_PER_SUBSCRIBER=0` (no admission) with the default.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import os
 import sys
 import tempfile
 import time
@@ -123,7 +126,14 @@ def main() -> None:
             "benchmark": "nack_flood",
             "machine": machine(),
             "versions": versions("httpx", "uvicorn"),
-            "workload": {"seconds": seconds, "flooders": args.flooders, "mode": args.mode},
+            "workload": {
+                "seconds": seconds,
+                "flooders": args.flooders,
+                "mode": args.mode,
+                "max_concurrent_ops_per_subscriber": os.environ.get(
+                    "TIDINGS_QUEUES__MAX_CONCURRENT_OPS_PER_SUBSCRIBER", "default"
+                ),
+            },
             "command": " ".join(sys.argv),
         }
     )

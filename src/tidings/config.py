@@ -85,6 +85,9 @@ class QueueSettings:
     max_wait_s: float = 20.0
     max_pull: int = 100
     prefetch: int = 100
+    # one subscriber's queue operations (a pull's lease, ack, nack, dead letters) doing work
+    # at once, at most; the rest wait in FIFO order (issue #28); 0: no bound
+    max_concurrent_ops_per_subscriber: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +393,7 @@ def explain(
         )
     _check_logs(settings.logs)
     _check_http(settings.http)
+    _check_queues(settings.queues)
     _check_subscribers(settings.subscribers)
     _check_subscriptions(settings.subscriptions)
     _check_access(settings.access)
@@ -424,6 +428,15 @@ def _check_http(http: HTTPSettings) -> None:
             ErrorCode.CONFIG_INVALID,
             field="http__max_connections_per_address",
             detail="http.max_connections_per_address is at least 0 (0: no bound)",
+        )
+
+
+def _check_queues(queues: QueueSettings) -> None:
+    if queues.max_concurrent_ops_per_subscriber < 0:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="queues__max_concurrent_ops_per_subscriber",
+            detail="queues.max_concurrent_ops_per_subscriber is at least 0 (0: no bound)",
         )
 
 

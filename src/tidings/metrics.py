@@ -56,6 +56,9 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                             "address held http.max_connections_per_address already.", ()),
     "connections_reclaimed": ("Idle kept-alive connections closed to make room for a new one "
                               "at http.max_connections.", ()),
+    "queue_ops_waited": ("Queue operations (a pull's lease, ack, nack, dead letters) that "
+                         "waited for one of their subscriber's turns "
+                         "(queues.max_concurrent_ops_per_subscriber).", ()),
     "http_requests": ("HTTP requests, by route template, method and status.",
                       ("route", "method", "status")),
 }  # fmt: skip

@@ -108,3 +108,22 @@ async def test_an_ack_settles_and_a_reject_dead_letters_alone(
     assert ("rejected", "does not encode") in observer.told
     result = await q.ack("s", [leased[0].receipt])
     assert result.acked == [] and result.unknown == [leased[0].receipt]
+
+
+async def test_a_waiting_long_poll_holds_no_turn_so_its_own_ack_goes_through(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'q.db'}")
+    store.add_subscriber(Subscriber("s", "hash", time.time()))
+    store.enqueue([NewMessage("s", "p1", "p1", ("sub",), b"{}", time.time())])
+    settings = QueueSettings(max_wait_s=5.0, max_concurrent_ops_per_subscriber=1)
+    q = SubscriberQueues(Committer(store.apply), settings, Signals(), Observer(), time.time)
+    try:
+        leased = await q.pull("s", 10, wait_s=0)
+        polling = asyncio.create_task(q.pull("s", 10, wait_s=5.0))
+        await asyncio.sleep(0.1)  # the long poll found nothing and waits
+        assert (await q.ack("s", [leased[0].receipt])).acked == [leased[0].receipt]
+        assert not polling.done() and q.admission.active() == 0
+        polling.cancel()
+    finally:
+        store.close()

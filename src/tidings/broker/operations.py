@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from tidings.addresses import Own
@@ -29,6 +30,7 @@ from tidings.broker.quotas import Held, Quotas
 from tidings.broker.routing import routing_for
 from tidings.broker.telemetry import Telemetry
 from tidings.config import Settings
+from tidings.delivery.admission import Admission
 from tidings.delivery.committer import Committer
 from tidings.delivery.hosts import HostBudgets
 from tidings.delivery.presence import Presence
@@ -91,8 +93,10 @@ class Broker:
             self.store, self.presence, self.revocations, clock, admin_token_hash
         )
         self._committer = Committer(store.apply)  # every queue operation: one commit path
+        most = settings.queues.max_concurrent_ops_per_subscriber
+        admission = Admission(most, lambda: self.metrics.inc("queue_ops_waited"))
         self.queues = SubscriberQueues(
-            self._committer, settings.queues, self.signals, self.telemetry, clock
+            self._committer, settings.queues, self.signals, self.telemetry, clock, admission
         )
         self.access = Access(settings.access)
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)
@@ -387,10 +391,17 @@ class Broker:
     async def depth(self, subscriber_id: str) -> QueueDepth:
         return await self.store.depth(subscriber_id, self.clock())
 
+    def turn(self, subscriber_id: str) -> AbstractAsyncContextManager[None]:
+        """One of the subscriber's turns at queue work (`queues.max_concurrent_ops_per_subscriber`
+        at once; docs/operations.md)."""
+        return self.queues.admission.turn(subscriber_id)
+
     async def dead_letters(self, subscriber_id: str, limit: int) -> list[DeadLetter]:
-        return await self.store.dead_letters(subscriber_id, limit)
+        async with self.queues.admission.turn(subscriber_id):
+            return await self.store.dead_letters(subscriber_id, limit)
 
     async def redrive(self, subscriber_id: str, ids: Sequence[int] | None) -> int:
-        moved = await self.store.redrive(subscriber_id, ids, self.clock())
+        async with self.queues.admission.turn(subscriber_id):
+            moved = await self.store.redrive(subscriber_id, ids, self.clock())
         self.signals.notify([subscriber_id])
         return moved

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tidings.config import QueueSettings
+from tidings.delivery.admission import Admission
 from tidings.delivery.committer import Committer
 from tidings.delivery.signals import Signals
 from tidings.store.base import Ack, AckResult, Hasten, Lease, Message, Nack, Reject
@@ -29,9 +30,12 @@ class SubscriberQueues:
         signals: Signals,
         observer: QueueObserver,
         clock: Callable[[], float],
+        admission: Admission | None = None,
     ) -> None:
         self.committer, self.settings, self.signals = committer, settings, signals
         self.observer, self.clock = observer, clock
+        most = settings.max_concurrent_ops_per_subscriber
+        self.admission = Admission(most) if admission is None else admission
 
     async def pull(
         self,
@@ -48,9 +52,12 @@ class SubscriberQueues:
         attempts = q.max_attempts if max_attempts is None else max_attempts
         deadline = time.monotonic() + min(wait_s, q.max_wait_s)
         while True:
-            leased = await self.committer.submit(
-                Lease(subscriber_id, max_messages, visibility, attempts, self.clock(), max_bytes)
-            )
+            async with self.admission.turn(subscriber_id):  # not held while waiting below
+                leased = await self.committer.submit(
+                    Lease(
+                        subscriber_id, max_messages, visibility, attempts, self.clock(), max_bytes
+                    )
+                )
             remaining = deadline - time.monotonic()
             if leased or remaining <= 0:
                 if leased:
@@ -60,15 +67,17 @@ class SubscriberQueues:
             await self.signals.wait(subscriber_id, min(remaining, 1.0))
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        result = await self.committer.submit(Ack(subscriber_id, receipts))
+        async with self.admission.turn(subscriber_id):
+            result = await self.committer.submit(Ack(subscriber_id, receipts))
         self.observer.acked(result.acked, self.clock())
         return result
 
     async def nack(
         self, subscriber_id: str, receipts: Sequence[str], delay_s: float = 0.0
     ) -> AckResult:
-        now = self.clock()
-        result = await self.committer.submit(Nack(subscriber_id, receipts, now, delay_s))
+        async with self.admission.turn(subscriber_id):
+            now = self.clock()
+            result = await self.committer.submit(Nack(subscriber_id, receipts, now, delay_s))
         self.observer.nacked(result.acked)
         self.signals.notify([subscriber_id])
         return result

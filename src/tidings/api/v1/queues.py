@@ -3,7 +3,6 @@ them by their receipts, its dead letters and redriving them."""
 
 from __future__ import annotations
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -15,7 +14,7 @@ from tidings.api.io import body_as, query_as
 from tidings.api.operations import Operation, described
 from tidings.api.serve import listable
 from tidings.broker import Broker
-from tidings.delivery.frames import batch_bytes, messages_answer, msgpack_answer
+from tidings.delivery.frames import Form, batch_bytes, messages_answer, msgpack_answer
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import check_receipts
 from tidings.store.base import Message
@@ -36,15 +35,20 @@ async def pull(request: Request) -> Response:
     this client reads of an answer (one larger message comes alone)."""
     broker, sid = await owner(request)
     q = query_as(request, w.pull_query(broker.settings.queues))
+    # the lease takes one of the subscriber's turns, but a long poll waits holding none
     messages = await broker.pull(sid, q.max, q.wait, q.visibility, batch_bytes(q.max_bytes))
-    # encoded by the push channels' own framing: bodies embedded as stored, not re-encoded
-    if q.encoding == "msgpack":
-        body, media = msgpack_answer(messages, q.form), "application/msgpack"
-    else:
-        body, media = messages_answer(messages, q.form), "application/json"
-    if q.max_bytes is not None and len(body) > q.max_bytes:
-        await _unreadable(broker, sid, messages, len(body), q.max_bytes)
+    async with broker.turn(sid):
+        body, media = _encoded(messages, q.encoding, q.form)
+        if q.max_bytes is not None and len(body) > q.max_bytes:
+            await _unreadable(broker, sid, messages, len(body), q.max_bytes)
     return Response(body, media_type=media)
+
+
+def _encoded(messages: list[Message], encoding: str, form: Form) -> tuple[bytes, str]:
+    # encoded by the push channels' own framing: bodies embedded as stored, not re-encoded
+    if encoding == "msgpack":
+        return msgpack_answer(messages, form), "application/msgpack"
+    return messages_answer(messages, form), "application/json"
 
 
 async def _unreadable(
@@ -60,17 +64,19 @@ async def _unreadable(
 async def ack(request: Request) -> Response:
     """Acknowledge (delete) leased messages by their receipts."""
     broker, sid = await owner(request)
-    _, body = await body_as(request, AckBody, RECEIPTS_BODY)
-    return answer(answers.settled(await broker.ack(sid, check_receipts(body.receipts))))
+    async with broker.turn(sid):  # the body's reading too: one of the subscriber's turns
+        _, body = await body_as(request, AckBody, RECEIPTS_BODY)
+        return answer(answers.settled(await broker.ack(sid, check_receipts(body.receipts))))
 
 
 @described(Operation(w.NackBody, answer=Settled, token=True))
 async def nack(request: Request) -> Response:
     """Release leased messages for redelivery, after `delay` seconds."""
     broker, sid = await owner(request)
-    _, body = await body_as(request, w.NackBody, RECEIPTS_BODY)
-    result = await broker.nack(sid, check_receipts(body.receipts), body.delay)
-    return answer(answers.settled(result))
+    async with broker.turn(sid):
+        _, body = await body_as(request, w.NackBody, RECEIPTS_BODY)
+        result = await broker.nack(sid, check_receipts(body.receipts), body.delay)
+        return answer(answers.settled(result))
 
 
 @described(Operation(query=w.dead_letters_query, answer=w.DeadLetters, token=True))
@@ -78,17 +84,19 @@ async def dead_letters(request: Request) -> Response:
     """The subscriber's dead letters, oldest first."""
     broker, sid = await owner(request)
     q = query_as(request, w.DeadLettersQuery)
-    letters = await broker.dead_letters(sid, q.limit)
-    listed: dict[str, list[msgspec.Raw]] = {"dead_letters": listable(letters, answers.dead_letter)}
-    return answer(listed)
+    async with broker.turn(sid):
+        letters = await broker.dead_letters(sid, q.limit)
+        listed = {"dead_letters": listable(letters, answers.dead_letter)}
+        return answer(listed)
 
 
 @described(Operation(w.RedriveBody, False, answer=w.Redriven, token=True))
 async def redrive(request: Request) -> Response:
     """Move dead letters (all, or the given ids) back to the queue."""
     broker, sid = await owner(request)
-    _, body = await body_as(request, w.RedriveBody, RECEIPTS_BODY, allow_empty=True)
-    return answer(w.Redriven(await broker.redrive(sid, body.ids)))
+    async with broker.turn(sid):
+        _, body = await body_as(request, w.RedriveBody, RECEIPTS_BODY, allow_empty=True)
+        return answer(w.Redriven(await broker.redrive(sid, body.ids)))
 
 
 routes = [
