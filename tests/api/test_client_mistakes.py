@@ -48,10 +48,18 @@ def test_a_well_formed_receipt_never_issued_is_unknown(sub: Sub) -> None:
     assert sub.post("/messages/ack", {"receipts": ["9.1.abc"]}).json()["unknown"] == ["9.1.abc"]
 
 
-@pytest.mark.parametrize("ident", [2**63, 2**64, 10**30, -1, 1.5, True])
-def test_dead_letter_ids_outside_64_bits_are_a_422(sub: Sub, ident: Any) -> None:
+@pytest.mark.parametrize("ident", [2**63, -1, 1.5, True])
+def test_dead_letter_ids_that_are_no_id_are_a_422(sub: Sub, ident: Any) -> None:
     response = sub.post("/dead-letters/redrive", {"ids": [ident]})
     assert (response.status_code, response.json()["error"]["field"]) == (422, "ids[0]")
+
+
+@pytest.mark.parametrize("ident", [2**64, 10**30])
+def test_dead_letter_ids_past_64_bits_are_refused_as_the_body_is_read(sub: Sub, ident: Any) -> None:
+    # as every JSON integer past 64 bits is (MessagePack cannot carry one either)
+    response = sub.post("/dead-letters/redrive", {"ids": [ident]})
+    error = response.json()["error"]
+    assert (response.status_code, error["code"], error["field"]) == (400, "invalid_json", "ids")
 
 
 def test_the_largest_id_is_accepted_and_redrives_nothing(sub: Sub) -> None:
