@@ -152,51 +152,44 @@ class Quotas:
             await self._check_needles(sub.subscriber_id, sub.predicates, held.needle_chars)
 
     def _check_bytes(self, size: int, mine: int, held: int) -> None:
-        most_mine, most = (
-            self.limits.max_subscription_bytes_per_subscriber,
-            self.limits.max_subscription_bytes,
+        bytes_ = "subscriptions hold at most {} bytes"
+        self._budget(
+            "max_subscription_bytes_per_subscriber",
+            "a subscriber's " + bytes_,
+            mine,
+            size,
+            "subscriptions",
         )
-        if mine + size > most_mine:
-            detail = (
-                f"a subscriber's subscriptions hold at most {most_mine} bytes in all "
-                f"(max_subscription_bytes_per_subscriber): {mine} held, this one has {size}"
-            )
-            raise TidingsError(ErrorCode.LIMIT_EXCEEDED, field="subscriptions", detail=detail)
-        if held + size > most:
-            detail = (
-                f"the broker's subscriptions hold at most {most} bytes in all "
-                f"(max_subscription_bytes): {held} held, this one has {size}"
-            )
-            raise TidingsError(ErrorCode.LIMIT_EXCEEDED, field="subscriptions", detail=detail)
+        self._budget(
+            "max_subscription_bytes", "the broker's " + bytes_, held, size, "subscriptions"
+        )
 
     async def _check_needles(
         self, subscriber_id: str, predicates: Sequence[Predicate], held: int
     ) -> None:
         owned = await self.store.list_subscriptions(subscriber_id)
         mine = sum(needle_chars(p) for sub in owned for p in sub.predicates)
-        most_mine, most = (
-            self.limits.max_contains_chars_per_subscriber,
-            self.limits.max_contains_chars,
-        )
+        chars_ = "contains values hold at most {} characters"
         for i, predicate in enumerate(predicates):
-            chars = needle_chars(predicate)
-            if chars and mine + chars > most_mine:
-                detail = (
-                    f"a subscriber's contains values hold at most {most_mine} characters in "
-                    f"all (max_contains_chars_per_subscriber): {mine} held, this one has {chars}"
+            if chars := needle_chars(predicate):
+                field = f"predicates[{i}].value"
+                self._budget(
+                    "max_contains_chars_per_subscriber",
+                    "a subscriber's " + chars_,
+                    mine,
+                    chars,
+                    field,
                 )
-                raise TidingsError(
-                    ErrorCode.LIMIT_EXCEEDED, field=f"predicates[{i}].value", detail=detail
-                )
-            if chars and held + chars > most:
-                detail = (
-                    f"the broker's contains values hold at most {most} characters in all "
-                    f"(max_contains_chars): {held} held, this one has {chars}"
-                )
-                raise TidingsError(
-                    ErrorCode.LIMIT_EXCEEDED, field=f"predicates[{i}].value", detail=detail
-                )
+                self._budget("max_contains_chars", "the broker's " + chars_, held, chars, field)
             mine, held = mine + chars, held + chars
+
+    def _budget(self, setting: str, what: str, held: int, adding: int, field: str) -> None:
+        """LIMIT_EXCEEDED naming `field` when `adding` takes `held` past the limit `setting`
+        (`what`: of what, `{}` standing for the limit)."""
+        most: int = getattr(self.limits, setting)
+        if held + adding > most:
+            said = f"{what.format(most)} in all ({setting}): {held} held, this one has {adding}"
+            raise TidingsError(ErrorCode.LIMIT_EXCEEDED, field=field, detail=said)
 
 
 def loopback(address: str) -> bool:
