@@ -27,19 +27,25 @@ def oracle(held: list[tuple[str, int]], value: str) -> list[int]:
     )
 
 
+def change(index: NeedleIndex, held: list[tuple[str, int]], adding: bool, needle: str,
+           slot: int) -> None:  # fmt: skip
+    """A needle added, or removed if it is held, in the index and in `held` alike."""
+    if adding:
+        index.add(needle, slot)
+        held.append((needle, slot))
+    elif (needle, slot) in held:
+        index.remove(needle, slot)
+        held.remove((needle, slot))
+
+
 @settings(max_examples=300, deadline=None)
 @given(changes, st.lists(texts, min_size=1, max_size=4), st.integers(0, 8))
 def test_the_automaton_finds_exactly_the_needles_the_oracle_finds(  # type: ignore[no-untyped-def]
     steps, values, pending
 ) -> None:
     index, held = NeedleIndex(direct=0, pending=pending), []
-    for adding, needle, slot in steps:
-        if adding:
-            index.add(needle, slot)
-            held.append((needle, slot))
-        elif (needle, slot) in held:
-            index.remove(needle, slot)
-            held.remove((needle, slot))
+    for step in steps:
+        change(index, held, *step)
         for value in values:  # matching between changes: the lazy builds and pending ones
             assert sorted(index.satisfied(value)) == oracle(held, value)
 
@@ -50,13 +56,8 @@ def test_builds_in_the_background_agree_with_the_oracle_whenever_they_land(  # t
     steps, values, pending, data
 ) -> None:
     index, held = NeedleIndex(direct=0, pending=pending, background_from=0), []
-    for adding, needle, slot in steps:
-        if adding:
-            index.add(needle, slot)
-            held.append((needle, slot))
-        elif (needle, slot) in held:
-            index.remove(needle, slot)
-            held.remove((needle, slot))
+    for step in steps:
+        change(index, held, *step)
         if data.draw(st.booleans()):
             index.wait()
         for value in values:
