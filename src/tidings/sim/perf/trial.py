@@ -19,6 +19,7 @@ from tidings.sim.perf.traffic import X_DOMAIN, BodyHeader, Workload, encode
 from tidings.sim.perf.workers import Crew
 
 STALL_S = 2.0  # while draining, give up once nothing has arrived for this long
+POLL_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,14 +223,20 @@ async def _report(
 
 
 async def _drain(recorder: Recorder, drain_s: float, stop: asyncio.Event) -> None:
+    """Wait for the stragglers: until all have come, `drain_s` is over, or nothing has come
+    for STALL_S *and* as many polls. The polls count because on a loaded machine this
+    process itself can be off the CPU for seconds: what reached its sockets meanwhile is
+    read only once it runs again, so wall time alone would call that a stall."""
     deadline = time.monotonic() + drain_s
-    seen, last_change = recorder.received + recorder.wasted, time.monotonic()
+    seen, last_change, polls = recorder.received + recorder.wasted, time.monotonic(), 0
     while recorder.received + recorder.wasted < recorder.routed and time.monotonic() < deadline:
-        if stop.is_set() or time.monotonic() - last_change > STALL_S:
+        stalled = polls >= STALL_S / POLL_S and time.monotonic() - last_change > STALL_S
+        if stop.is_set() or stalled:
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(POLL_S)
+        polls += 1
         if recorder.received + recorder.wasted != seen:
-            seen, last_change = recorder.received + recorder.wasted, time.monotonic()
+            seen, last_change, polls = recorder.received + recorder.wasted, time.monotonic(), 0
 
 
 def summarise(
