@@ -280,3 +280,79 @@ async def test_a_record_that_does_not_decode_is_dropped_and_the_others_finished(
     finally:
         await broker.close()
         broker.store.sync.close()
+
+
+# ---------------------------------------------------------------- removed while evaluated
+
+
+async def test_an_unsubscribed_function_has_its_queued_calls_dropped_and_delivers_nothing(
+    tmp_path: Path,
+) -> None:
+    runner = FakeRunner()
+    broker = await started(claims(tmp_path, 30), runner)
+    try:
+        me, _ = await broker.register()
+        sub = await broker.subscribe(me.id, "function", function=SPEC)
+        runner.gate.clear()  # its evaluation under way
+        await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+        await broker.unsubscribe(me.id, sub.id)
+        assert runner.cancelled == [sub.id]
+        runner.gate.set()  # the call running answers a match for a subscription now gone
+        assert await nothing_owed(broker)
+        assert await broker.depth(me.id) == QueueDepth(ready=0, leased=0)
+    finally:
+        await broker.close()
+        broker.store.sync.close()
+
+
+async def test_an_unregistered_subscribers_function_calls_are_dropped(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    broker = await started(claims(tmp_path, 30), runner)
+    try:
+        me, _ = await broker.register()
+        subs = [await broker.subscribe(me.id, "function", function=SPEC) for _ in range(2)]
+        runner.gate.clear()
+        await broker.publish(PublicationInput("positive", function_types=("sentiment",)))
+        await broker.unregister(me.id)
+        assert sorted(runner.cancelled) == sorted(s.id for s in subs)
+        runner.gate.set()
+        assert await nothing_owed(broker)
+    finally:
+        await broker.close()
+        broker.store.sync.close()
+
+
+async def test_a_subscription_removed_through_another_broker_is_cancelled_here(
+    tmp_path: Path, shared_url: str
+) -> None:
+    here, there = FakeRunner(), FakeRunner()
+    first = await started(claims(tmp_path, 30, shared_url), here)
+    second = await started(claims(tmp_path, 30, shared_url), there)
+    try:
+        me, _ = await first.register()
+        sub = await first.subscribe(me.id, "function", function=SPEC)
+        await second.refresh(shared=True)
+        await second.unsubscribe(me.id, sub.id)
+        await first.refresh(shared=True)  # the change log, as housekeeping reads it
+        assert here.cancelled == [sub.id]
+    finally:
+        for b in (first, second):
+            await b.close()
+            b.store.sync.close()
+
+
+async def test_a_subscription_gone_when_the_index_is_read_anew_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    runner = FakeRunner()
+    broker = await started(claims(tmp_path, 30), runner)
+    try:
+        me, _ = await broker.register()
+        kept = await broker.subscribe(me.id, "function", function=SPEC)
+        gone = await broker.subscribe(me.id, "function", function=SPEC)
+        await broker.store.remove_subscription(gone.id)  # behind the change log's back
+        await broker.following.reload()
+        assert runner.cancelled == [gone.id] and kept.id not in runner.cancelled
+    finally:
+        await broker.close()
+        broker.store.sync.close()

@@ -32,6 +32,7 @@ class FakeRunner:
         self.gate = asyncio.Event()
         self.gate.set()
         self.calls = 0
+        self.cancelled: list[str] = []
 
     def validate(self, spec: FunctionSpec) -> None:
         if spec.source == "unknown":
@@ -52,7 +53,7 @@ class FakeRunner:
         yield await self.evaluate(publication, subscriptions)
 
     def cancel(self, subscription_id: str) -> None:
-        pass
+        self.cancelled.append(subscription_id)
 
     def _one(self, publication: Publication, sub: Subscription) -> FunctionOutcome:
         if publication.data == "boom":

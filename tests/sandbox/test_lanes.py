@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tidings.config import FunctionSettings
 from tidings.sandbox import FunctionOutcome
+from tidings.sandbox import lanes as lanes_module
 from tidings.sandbox.lanes import MAX_PAUSE_S, Lanes
 
 
@@ -49,3 +50,17 @@ def test_a_function_that_merely_raises_costs_nothing_and_is_not_paused() -> None
     raised = ["ZeroDivisionError: division by zero"]
     assert [lanes.pause("u", raised) for _ in range(3)] == [0.0] * 3
     assert lanes.gate("u").failures == 3  # still failing in a row: still bounded and shed
+
+
+def test_cancellations_are_forgotten_once_no_evaluation_started_before_them_runs() -> None:
+    lanes = Lanes(FunctionSettings())
+    running = lanes.ticket()
+    for n in range(3 * lanes_module.PRUNE_AT):
+        lanes.cancel(f"s{n}")
+    assert lanes.cancelled("s0", running)  # the evaluation that started before still runs
+    lanes.done(running)
+    later = lanes.ticket()
+    lanes.cancel("last")
+    lanes.done(later)
+    assert lanes.remembered() < lanes_module.PRUNE_AT
+    assert not lanes.cancelled("s0", lanes.ticket())

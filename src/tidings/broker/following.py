@@ -2,9 +2,13 @@
 with what changed (`Store.subscription_changes`, the change log) at each of housekeeping's
 turns, so a change costs each broker work in proportion to the change, not to the index;
 read whole again only when the log no longer reaches back. Every change, made here or
-through another broker, goes to the index and to the routing (`index`, `unindex`)."""
+through another broker, goes to the index and to the routing (`index`, `unindex`); a
+removal is told to `removed` as well (function matching drops the subscription's queued
+calls)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from tidings.broker.index import SubscriptionIndex
 from tidings.broker.routing import Routing
@@ -15,9 +19,15 @@ from tidings.store.asyncstore import AsyncStore
 
 class Following:
     def __init__(
-        self, store: AsyncStore, index: SubscriptionIndex, routing: Routing, metrics: Metrics
+        self,
+        store: AsyncStore,
+        index: SubscriptionIndex,
+        routing: Routing,
+        metrics: Metrics,
+        removed: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.store, self.index, self.routing, self.metrics = store, index, routing, metrics
+        self.removed = removed
         self.version = -1  # of the subscriptions the index holds
         self.read_at = float("-inf")  # when the store's subscriptions were last looked at
 
@@ -27,13 +37,17 @@ class Following:
 
     def unindex(self, subscription_id: str) -> None:
         self.routing.removed(subscription_id, self.index.remove(subscription_id))
+        self.removed(subscription_id)
 
     async def reload(self, now: float | None = None) -> None:
         """Rebuild the derived state from the store's subscriptions."""
         if now is not None:
             self.read_at = now
         version, subscriptions = await self.store.snapshot()
+        held = self.index.function_ids()
         await self.index.load(subscriptions)
+        for gone in held - self.index.function_ids():
+            self.removed(gone)
         self.routing.loaded(subscriptions)
         self.version = version
         self.metrics.inc("subscription_reloads_total")

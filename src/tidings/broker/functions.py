@@ -207,6 +207,8 @@ class FunctionMatching:
     async def _deliver(
         self, pub: Publication, by_id: dict[str, Subscription], outcomes: list[FunctionOutcome]
     ) -> None:
+        # a subscription removed while its call ran: no delivery, no count towards suspension
+        outcomes = [o for o in outcomes if self.index.kind_of(o.subscription_id) is not None]
         suspended = [(o.subscription_id, r) for o in outcomes if (r := self._record(o))]
         for sid, reason in suspended:
             await self.set_status(sid, "suspended", reason)
@@ -226,6 +228,14 @@ class FunctionMatching:
         added = await self.committer.submit(Enqueue(messages))
         self.telemetry.function_enqueued(added, messages)
         self.signals.notify(matched)
+
+    def forget(self, subscription_id: str) -> None:
+        """The subscription is gone (unsubscribed, its subscriber unregistered or expired,
+        here or through another broker): its calls still queued are dropped, and what its
+        calls running now answer is delivered to no one."""
+        if self.runner is not None:
+            self.runner.cancel(subscription_id)
+        self.rule.forget(subscription_id)
 
     def _record(self, outcome: FunctionOutcome) -> str | None:
         """The failure rule: the suspension reason when it trips. The subscription's queued

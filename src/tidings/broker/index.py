@@ -83,6 +83,10 @@ class SubscriptionIndex:
             self._needles[sub.id] = chars
             self.needle_chars += chars
 
+    def function_ids(self) -> set[str]:
+        """The function subscriptions held, active or suspended."""
+        return {sid for sid, kind in self._kinds.items() if kind == "function"}
+
     def kind_of(self, subscription_id: str) -> SubscriptionKind | None:
         return self._kinds.get(subscription_id)
 

@@ -135,7 +135,9 @@ class Broker:
         )
         self._hosts = HostBudgets(settings.webhooks.host_bytes_per_s)  # every webhook's, shared
         self.overview = Overview(self.store, self.index, self.metrics, clock)
-        self.following = Following(self.store, self.index, self.routing, self.metrics)
+        self.following = Following(
+            self.store, self.index, self.routing, self.metrics, self.functions.forget
+        )
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
         )

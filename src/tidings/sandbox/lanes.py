@@ -11,9 +11,11 @@ it keeps failing; a function that merely raises costs nothing and is not paused.
 quarantine workers run at a lower priority too. So a runaway delays the calls behind it
 in a shared request once, at its first offence, and never again.
 
-A suspended subscription's evaluations still queued are cancelled: each evaluation takes a
-ticket when it starts, and a call whose subscription was cancelled after its ticket is
-dropped when a worker becomes free for it, with no outcome.
+A suspended or removed subscription's evaluations still queued are cancelled: each
+evaluation takes a ticket when it starts, and a call whose subscription was cancelled after
+its ticket is dropped when a worker becomes free for it, with no outcome. A cancellation is
+remembered only while an evaluation that started before it still runs: subscriptions come
+and go at a caller's will, and their ids must not pile up here.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Gate:
 
 
 MAX_PAUSE_S = 2.0
+PRUNE_AT = 1024  # cancellations held before the ones no evaluation needs are forgotten
 # failures that cost the machine (a limit hit, a worker killed): only these earn a pause;
 # an exception raised at once costs nothing and only counts towards suspension
 COSTLY = ("cpu time limit", "memory limit", "killed:", "recursion too deep")
@@ -51,7 +54,9 @@ class Lanes:
         self._suspects: set[str] = set()
         self._gates: dict[str, Gate] = {}
         self._tickets = 0
+        self._running: dict[int, None] = {}  # tickets of the evaluations running, oldest first
         self._cancelled: dict[str, int] = {}  # subscription id -> last ticket cancelled
+        self._prune_at = PRUNE_AT
 
     def suspect(self, owner: str) -> bool:
         return owner in self._suspects
@@ -90,12 +95,32 @@ class Lanes:
         return min(MAX_PAUSE_S, self.settings.cpu_ms / 1000 * 2.0 ** (gate.failures - 1))
 
     def ticket(self) -> int:
+        """An evaluation starts: its ticket, given back with `done`."""
         self._tickets += 1
+        self._running[self._tickets] = None
         return self._tickets
+
+    def done(self, ticket: int) -> None:
+        oldest = next(iter(self._running), None)
+        self._running.pop(ticket, None)
+        if len(self._cancelled) >= PRUNE_AT and ticket == oldest:  # some may be freed now
+            self._prune()
 
     def cancel(self, subscription_id: str) -> None:
         """Evaluations of this subscription that started until now run no more calls."""
         self._cancelled[subscription_id] = self._tickets
+        if len(self._cancelled) >= self._prune_at:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Forget the cancellations no running evaluation started before."""
+        oldest = next(iter(self._running), self._tickets + 1)
+        self._cancelled = {s: t for s, t in self._cancelled.items() if t >= oldest}
+        self._prune_at = max(PRUNE_AT, 2 * len(self._cancelled))
+
+    def remembered(self) -> int:
+        """Cancellations held (bounded by the evaluations still running)."""
+        return len(self._cancelled)
 
     def cancelled(self, subscription_id: str, ticket: int) -> bool:
         return ticket <= self._cancelled.get(subscription_id, 0)

@@ -153,6 +153,7 @@ class SandboxRunner:
                 task.cancel()
             pending: list[asyncio.Future[Any]] = [library, *tasks]
             await asyncio.wait(pending)
+            self.lanes.done(ticket)
 
     async def _owner(
         self,
