@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,14 @@ from typing import Any
 import orjson
 
 from tidings import environment
-from tidings.environment import machine
 
 __all__ = ["emit", "machine", "percentile", "versions"]
+
+
+def machine() -> dict[str, Any]:
+    """The machine, with its load average as the run starts: on a shared machine, the
+    figures of a run are read beside it."""
+    return environment.machine() | {"load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 def emit(record: dict[str, Any]) -> None:

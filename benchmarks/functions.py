@@ -1,7 +1,7 @@
 """Function matching throughput and latency in the sandbox pool (issue 3).
 
     python benchmarks/functions.py [--quick] [--subscribers N] [--tenants T] [--rate R]
-        [--seconds S] [--cases code,fairness,fair_delivery,url]
+        [--seconds S] [--cases code,fairness,fair_delivery,crowd,url]
 
 Workload: N subscriptions (default 100) each with its own code function on one function
 type (`len(words) > k` with a per-subscription k and a small dict lookup, so N distinct
@@ -35,6 +35,10 @@ Code functions run behind the OS boundary (bubblewrap + seccomp, docs/sandbox.md
   delivery, alone and beside the runaways, after a warm-up of 2 publications and --settle
   (3) seconds, so the runaways' first offences (about a second each: the kernel's CPU limit)
   are over; `--settle 0` measures them too; `p99_ratio` as above.
+- `crowd`: a bystander's code subscription beside --crowd (20) subscribers with one each
+  (more than `max_workers`' worth), --crowd-publications (30) at --crowd-rate (5/s), each
+  matching all: the bystander's wait from a publication's scheduled time to its outcome,
+  alone and beside the crowd (`bystander_p50_ratio`), and the worker starts per evaluation.
 """
 
 from __future__ import annotations
@@ -251,6 +255,55 @@ async def fairness(args: argparse.Namespace) -> None:
           **ratio_fields(alone, beside)})  # fmt: skip
 
 
+CHEAP = "def match(publication):\n    return publication['data'] != ''\n"
+
+
+async def crowd_round(crowd: int, args: argparse.Namespace) -> dict[str, float]:
+    """A bystander's code subscription beside `crowd` subscribers with one each, more than
+    `max_workers`' worth of full workers; every publication matches all."""
+    runner = create_runner(FunctionSettings(workers=args.workers))
+    owners = [*(f"crowd-{i}" for i in range(crowd)), "bystander"]
+    subs = [
+        Subscription(o, o, "function", function=FunctionSpec("t", "code", CHEAP)) for o in owners
+    ]
+    waits: list[float] = []
+
+    async def one(n: int, at: float) -> None:
+        pub = Publication(f"p{n}", time.time(), data=TEXT, function_types=("t",))
+        async for outcomes in runner.stream(pub, subs):
+            if outcomes[0].subscription_id == "bystander":
+                waits.append((time.monotonic() - at) * 1000)
+
+    started = time.monotonic()
+    try:
+        tasks = []
+        for n in range(args.crowd_publications):
+            at = started + n / args.crowd_rate
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            tasks.append(asyncio.ensure_future(one(n, at)))
+        await asyncio.gather(*tasks)
+        return {
+            "bystander_p50_ms": round(statistics.median(waits), 1),
+            "bystander_max_ms": round(max(waits), 1),
+            "finished_s": round(time.monotonic() - started, 2),
+            "worker_starts": runner.main.workers.started,
+            "evaluations": len(subs) * args.crowd_publications,
+        }
+    finally:
+        await runner.aclose()
+
+
+async def crowd(args: argparse.Namespace) -> None:
+    alone = await crowd_round(0, args)
+    beside = await crowd_round(args.crowd, args)
+    ratio = beside["bystander_p50_ms"] / max(alone["bystander_p50_ms"], 0.1)
+    starts = beside["worker_starts"] / beside["evaluations"]
+    emit({"bench": "functions", "case": "crowd", "crowd": args.crowd,
+          "publications": args.crowd_publications, "rate": args.crowd_rate,
+          "alone": alone, "beside": beside, "bystander_p50_ratio": round(ratio, 2),
+          "starts_per_evaluation": round(starts, 3)})  # fmt: skip
+
+
 async def alternate(
     alone: Callable[[], Awaitable[float]],
     beside: Callable[[], Awaitable[float]],
@@ -372,9 +425,12 @@ async def main() -> None:
     parser.add_argument("--fair-rate", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settle", type=float, default=3.0, help="fair_delivery's warm-up, s")
+    parser.add_argument("--crowd", type=int, default=20, help="crowd's code subscribers")
+    parser.add_argument("--crowd-rate", type=float, default=5.0)
+    parser.add_argument("--crowd-publications", type=int, default=30)
     parser.add_argument("--port", type=int, default=18931)
     parser.add_argument(
-        "--cases", default="code,fairness,fair_delivery,url", help="comma-separated, in order"
+        "--cases", default="code,fairness,fair_delivery,crowd,url", help="comma-separated"
     )
     args = parser.parse_args()
     if args.quick:
@@ -396,6 +452,8 @@ async def main() -> None:
         await fairness(args)
     if "fair_delivery" in cases:
         await fair_delivery(args)
+    if "crowd" in cases:
+        await crowd(args)
     if "url" not in cases:
         return
     endpoint = start_endpoint(args.port)

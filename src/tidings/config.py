@@ -122,9 +122,12 @@ class FunctionSettings:
     quarantine_workers: int = 1
     quarantine_queue: int = 4
     slow_call_ms: float = 25.0
+    # turns a subscriber keeps in a row while more of its evaluations wait (its worker, once
+    # started, serves its backlog: a start costs about a second on a loaded machine)
+    turn_burst: int = 16
     # tenants (docs/sandbox.md): a code worker serves one subscriber for life; at most this
     # many live (the least recently used idle one is killed past it), a few started ahead
-    max_workers: int = 8  # each about 150 MB: the library and its models are loaded
+    max_workers: int = 8  # full workers (each about 150 MB: the library); a lean one is a sixth
     spare_workers: int = 1
     # the library's inputs (docs/functions.md): images past this many pixels and texts past
     # this many bytes are refused before any work; /api/Detect* per client address
@@ -534,6 +537,7 @@ def _check_webhooks(w: WebhookSettings) -> None:
 def _check_functions(f: FunctionSettings) -> None:
     rules = {
         "max_workers": (f.max_workers >= 1, "at least 1 worker"),
+        "turn_burst": (f.turn_burst >= 1, "at least 1 turn"),
         "max_image_pixels": (f.max_image_pixels >= 1, "at least 1 pixel"),
         "max_text_bytes": (f.max_text_bytes >= 1, "at least 1 byte"),
         "detect_rate_per_s": (f.detect_rate_per_s > 0, "above 0 calls a second"),

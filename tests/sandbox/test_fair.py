@@ -48,3 +48,26 @@ async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
 async def _enter(share: FairShare, owner: str) -> str:
     async with share.turn(owner):
         return owner
+
+
+async def _order(share: FairShare, owners: list[str]) -> list[str]:
+    order: list[str] = []
+
+    async def one(owner: str) -> None:
+        async with share.turn(owner):
+            order.append(owner)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(one(o) for o in owners))
+    return order
+
+
+async def test_a_turn_passes_to_its_owners_next_evaluation_up_to_the_burst() -> None:
+    order = await _order(FairShare(1, burst=3), ["hog"] * 5 + ["b"])
+    assert order == ["hog", "hog", "hog", "b", "hog", "hog"]
+
+
+async def test_a_turn_is_not_kept_by_an_owner_that_may_not_keep_it() -> None:
+    share = FairShare(1, burst=3, may_keep=lambda owner: owner != "suspect")
+    order = await _order(share, ["suspect"] * 3 + ["b", "c"])
+    assert order == ["suspect", "b", "c", "suspect", "suspect"]

@@ -4,14 +4,20 @@ code does (patch a module, mutate the publication, fill its memory, spin under a
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Publication, Subscription
-from tidings.sandbox.pool import KILLED_BY_CPU
+from tidings.sandbox.compile import code_hash
+from tidings.sandbox.pool import KILLED_BY_CPU, WorkerCall, publication_text
 from tidings.sandbox.runner import SandboxRunner, create_runner
+from tidings.sandbox.tenants import LEAN_PER_FULL
 
 PUB = Publication("p1", 0.0, data="hello", function_types=("t",))
 VICTIM = (
@@ -20,6 +26,11 @@ VICTIM = (
     "    return re.search('zzz', publication['data']) is not None\n"
 )
 EXACT = "def match(publication):\n    return publication['data'] == 'hello'\n"
+LIBRARY = (
+    "from tidings.functions import detect_language\n"
+    "def match(publication):\n"
+    "    return publication['data'] == 'hello'\n"
+)
 NEEDY = "def match(publication):\n    return len(' ' * 4000000) > 0\n"  # needs 4 MB
 PATCHER = (
     "import re\n"
@@ -126,16 +137,88 @@ async def test_a_bystander_is_not_held_back_by_a_spinning_tenants_many_subscript
 
 
 async def test_a_worker_is_never_given_to_another_subscriber() -> None:
-    runner = create_runner(FunctionSettings(workers=1, max_workers=2, spare_workers=1))
+    # one full worker's worth: six lean ones
+    runner = create_runner(FunctionSettings(workers=1, max_workers=1, spare_workers=0))
     try:
         seen: dict[str, object] = {}
-        for owner in ("a", "b", "c", "a"):
+        for owner in ("a", "b", "c", "d", "e", "f", "g", "h", "a"):
             await matches(runner, [sub(f"s-{owner}", owner, EXACT)])
             tenant = runner.main.workers._tenants[owner]
             assert tenant.worker is not None
             pid = tenant.worker.proc.pid
             assert seen.setdefault(pid, owner) == owner  # type: ignore[arg-type]
-        assert runner.main.workers.live() <= 2
-        assert runner.main.workers.evicted >= 2
+        assert runner.main.workers.weight() <= runner.main.workers.capacity == LEAN_PER_FULL
+        assert runner.main.workers.evicted >= 3
     finally:
         await runner.aclose()
+
+
+async def test_code_that_never_names_the_library_runs_in_a_lean_worker_until_it_does(
+    runner: SandboxRunner,
+) -> None:
+    assert await matches(runner, [sub("plain", "u", EXACT)]) == {"plain": (True, None)}
+    lean = runner.main.workers._tenants["u"].worker
+    assert lean is not None and lean.lean
+    assert await matches(runner, [sub("plain", "u", EXACT), sub("lib", "u", LIBRARY)]) == {
+        "plain": (True, None),
+        "lib": (True, None),
+    }
+    full = runner.main.workers._tenants["u"].worker
+    assert full is not None and not full.lean and full is not lean
+    assert lean.proc.returncode is not None  # the lean one was ended, not handed on
+
+
+async def test_many_tenants_share_the_workers_without_a_start_per_call() -> None:
+    """More subscribers than workers, each owed a backlog: a worker bound for a turn serves
+    its owner's waiting evaluations (`turn_burst`) instead of being started for each."""
+    settings = FunctionSettings(workers=1, max_workers=1, spare_workers=0, turn_burst=8)
+    runner = create_runner(settings)
+    try:
+        tenants = [sub(f"s{i}", f"t{i}", EXACT) for i in range(LEAN_PER_FULL + 2)]
+        pubs = [Publication(f"p{n}", 0.0, data="hello", function_types=("t",)) for n in range(8)]
+        done = await asyncio.gather(*(runner.evaluate(p, tenants) for p in pubs))
+        assert all(o.matched and o.error is None for outcomes in done for o in outcomes)
+        # one start per tenant's backlog, not per call (64 calls: 64 starts before)
+        assert runner.main.workers.started <= 2 * len(tenants)
+    finally:
+        await runner.aclose()
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it (bubblewrap, then the worker)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(p for child in children for p in _tree(int(child)))]
+
+
+async def test_a_call_held_off_the_cpu_is_not_taken_for_a_slow_one(runner: SandboxRunner) -> None:
+    """On a loaded machine a cheap call waits for the CPU: its turn and its slowness are
+    judged by the CPU time it used, so its subscriber does not become suspect."""
+    await matches(runner, [sub("c", "u", EXACT)])  # its worker bound
+    tenant = runner.main.workers._tenants["u"]
+    assert tenant.worker is not None
+    pids = _tree(tenant.worker.proc.pid)
+
+    async def off_the_cpu() -> None:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        await asyncio.sleep(0.5)  # twenty times the turn's allowance of CPU
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+    flagged: list[str] = []
+    flag = runner.lanes.flag
+    runner.lanes.flag = lambda owner: (flagged.append(owner), flag(owner))[1]  # type: ignore[method-assign]
+    outcome, _ = await asyncio.gather(matches(runner, [sub("c", "u", EXACT)]), off_the_cpu())
+    assert outcome == {"c": (True, None)}
+    assert flagged == [] and not runner.lanes.suspect("u")
+
+
+async def test_a_lean_worker_refuses_the_librarys_import(runner: SandboxRunner) -> None:
+    await matches(runner, [sub("plain", "u", EXACT)])
+    worker = runner.main.workers._tenants["u"].worker
+    assert worker is not None and worker.lean
+    results: dict[str, tuple[bool, str | None]] = {}
+    call = WorkerCall("lib", "code", code_hash(LIBRARY), LIBRARY)
+    await worker.run(publication_text(PUB.to_json()), [call], 5.0, results)
+    matched, error = results["lib"]
+    assert not matched and error is not None and "not loaded in a lean worker" in error

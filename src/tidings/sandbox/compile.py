@@ -30,6 +30,15 @@ ALLOWED_MODULES = frozenset({
     "math", "re", "json", "statistics", "datetime", "string", "itertools", "functools",
     "collections", "tidings.functions",
 })  # fmt: skip
+LIBRARY = "tidings.functions"
+
+
+def needs_library(source: str) -> bool:
+    """Whether code may import the library, so needs a worker that loaded it. Sound by
+    `check`: an import must name its module literally (no `__import__`, no strings run)."""
+    return "tidings" in source
+
+
 FORBIDDEN_NAMES = frozenset({
     "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "getattr",
     "setattr", "delattr", "hasattr", "input", "breakpoint", "help", "memoryview", "type",

@@ -107,6 +107,7 @@ class WorkerProcess:
         self.dead = False  # killed as a request was cut short: never used again
         self.spawned: Spawned | None = None
         self.known: set[str] = set()
+        self.lean = False  # a code worker started without the library (`--lean`)
 
     @classmethod
     async def start(

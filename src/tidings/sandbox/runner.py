@@ -73,7 +73,7 @@ class SandboxRunner:
             log.warning(NO_CGROUP, self.cgroups.problem)
         workers = max(settings.max_workers, settings.workers + settings.spare_workers)
         self.main = Lane(
-            FairShare(settings.workers),
+            FairShare(settings.workers, settings.turn_burst, self._trusted_owner),
             TenantWorkers(code, budget_s, workers, settings.spare_workers, self.cgroups, cpu_s),
         )
         slots = settings.quarantine_workers
@@ -86,6 +86,10 @@ class SandboxRunner:
         self.library = WorkerPool(settings, command(settings, "library", bounded=bounded))
         self.lanes = Lanes(settings)
         self.urls = URLCaller(settings, own)
+
+    def _trusted_owner(self, owner: str) -> bool:
+        """Whether `owner` may keep its turn for its next evaluation: not while suspect."""
+        return not self.lanes.suspect(owner)
 
     @property
     def code_allowed(self) -> bool:
@@ -242,6 +246,9 @@ class SandboxRunner:
         results: dict[str, Result] = {}
         pending = calls
         while pending:
+            pending = [c for c in pending if not self.lanes.cancelled(c.sid, ticket)]
+            if not pending:
+                break  # suspended or removed meanwhile: no call, no outcome, not even a shed
             if lane is self.main and self.lanes.suspect(owner):
                 lane = self.quarantine
                 if lane.turns.waiting(owner) >= self.settings.quarantine_queue:
@@ -251,15 +258,13 @@ class SandboxRunner:
                 pending = [c for c in pending if not self.lanes.cancelled(c.sid, ticket)]
                 if not pending:
                     break
-                await lane.workers.ready(owner)  # a worker's start is not its calls' time
+                await lane.workers.ready(owner, pending)  # a start is not its calls' time
                 running = asyncio.ensure_future(lane.workers.run(owner, pub, pending))
                 try:
-                    await asyncio.wait({running}, timeout=self._turn_s(lane, pending))
+                    await self._within_turn(lane, owner, running, pending)
                 except asyncio.CancelledError:
                     await _cut_short(running)
                     raise
-                if not running.done():
-                    self.lanes.flag(owner)  # overstayed its turn: it finishes outside it
             try:
                 done, pending = await running
             except asyncio.CancelledError:
@@ -270,14 +275,29 @@ class SandboxRunner:
                 self.lanes.flag(owner)
         return results
 
-    def _turn_s(self, lane: Lane, calls: list[WorkerCall]) -> float | None:
-        """How long calls keep a shared turn: `slow_call_ms` each, from when their worker
-        is ready. Past it they finish outside the turn, their owner suspect, and the turn
-        goes to the next subscriber: a spin the kernel ends only after a second costs its
-        neighbours a share of the CPU for that second, not a turn held all along."""
+    async def _within_turn(
+        self, lane: Lane, owner: str, running: asyncio.Future[Any], calls: list[WorkerCall]
+    ) -> None:
+        """Calls keep a shared turn for `slow_call_ms` of their worker's CPU time each, from
+        when it is ready. Past it they finish outside the turn, their owner suspect, and the
+        turn goes to the next subscriber: a spin the kernel ends only after a second costs
+        its neighbours a share of the CPU for that second, not a turn held all along. CPU
+        time, not wall time: on a loaded machine a cheap call waits for the CPU, which is no
+        fault of its owner's (and a call cannot wait without CPU otherwise: no sleep, no
+        I/O, no lock in the sandbox; the watchdog bounds its wall time all the same)."""
         if lane is not self.main:
-            return None
-        return self.settings.slow_call_ms / 1000 * len(calls)
+            await asyncio.wait({running})
+            return
+        allowed_s = self.settings.slow_call_ms / 1000 * len(calls)
+        before = lane.workers.used_cpu_s(owner)
+        while not running.done():
+            await asyncio.wait({running}, timeout=allowed_s)
+            if running.done():
+                return
+            now = lane.workers.used_cpu_s(owner)
+            if now is None or before is None or now - before >= allowed_s:
+                self.lanes.flag(owner)  # overstayed its turn: it finishes outside it
+                return
 
     async def _library(self, pub: str, calls: list[WorkerCall], ticket: int) -> dict[str, Result]:
         if not calls:

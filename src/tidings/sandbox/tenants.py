@@ -3,10 +3,16 @@
 A worker, once bound to a subscriber (a tenant), serves it for its whole life and is never
 given to another: module-level state, patched modules, filled memory and compiled code stay
 with their owner. A few spare workers wait, started fresh, so a subscriber's first call
-binds one at once; a new spare starts in the background. At most `max_workers` live (spares
-included): past it the least recently used idle tenant's worker is killed, never reused.
+binds one at once; a new spare starts in the background. At most `max_workers` full
+workers' worth live (spares included; a lean one, below, counts `1 / LEAN_PER_FULL`): past it
+the least recently used idle tenant's worker is killed, never reused.
 A worker the kernel or the watchdog ended is forgotten; its tenant's next call binds
 another.
+
+A worker is *lean* (no library: about a tenth of a full one's start, which loads the library
+and its models for about a second of CPU) unless its tenant's code may import the library
+(`compile.needs_library`); spares are lean. A tenant bound to a lean worker whose new code
+needs the library gets a full worker instead, its lean one killed.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.sandbox.cgroup import MemoryCgroups
+from tidings.sandbox.compile import needs_library
+from tidings.sandbox.cpu import tree_cpu_s
 from tidings.sandbox.pool import (
     START_BUDGET_S,
     Result,
@@ -30,6 +38,8 @@ from tidings.sandbox.pool import (
 )
 
 log = logging.getLogger("tidings.sandbox")
+# a full worker holds about 150 MB (the library and its models), a lean one about 24 MB
+LEAN_PER_FULL = 6
 Ran = tuple[dict[str, Result], list[WorkerCall]]  # results, the calls not reached
 
 
@@ -37,6 +47,10 @@ Ran = tuple[dict[str, Result], list[WorkerCall]]  # results, the calls not reach
 class Tenant:
     worker: WorkerProcess | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def need_library(calls: Sequence[WorkerCall]) -> bool:
+    return any(c.kind == "code" and needs_library(c.source) for c in calls)
 
 
 class TenantWorkers:
@@ -50,9 +64,11 @@ class TenantWorkers:
         cpu_s: float | None = None,
     ) -> None:
         self.argv, self.cgroups = list(argv), cgroups
+        self.lean_argv = [*argv, "--lean"]
         self.budget_s = budget_s  # the watchdog's wall clock per call
         self.cpu_s = cpu_s  # each call's CPU budget, watched from here (pool.cpu_cap_s)
         self.max_workers = max(1, max_workers)
+        self.capacity = self.max_workers * LEAN_PER_FULL  # in lean workers' worth
         self.spares = min(spares, self.max_workers - 1)
         self._tenants: OrderedDict[str, Tenant] = OrderedDict()  # least recently used first
         self._spare: list[WorkerProcess] = []
@@ -70,17 +86,33 @@ class TenantWorkers:
         bound = sum(1 for t in self._tenants.values() if t.worker is not None)
         return bound + len(self._spare) + len(self._starting)
 
+    def weight(self) -> int:
+        """The live workers in lean workers' worth (spares being started are lean)."""
+        held = [t.worker for t in self._tenants.values() if t.worker is not None]
+        return sum(map(_weight, [*held, *self._spare])) + len(self._starting)
+
+    def used_cpu_s(self, owner: str) -> float | None:
+        """The CPU time `owner`'s worker has used (None: it has none, or it is gone)."""
+        tenant = self._tenants.get(owner)
+        if tenant is None or tenant.worker is None:
+            return None
+        return tree_cpu_s(tenant.worker.proc.pid)
+
     def owner_of(self, worker: WorkerProcess) -> str | None:
         return next((o for o, t in self._tenants.items() if t.worker is worker), None)
 
-    async def ready(self, owner: str) -> str | None:
-        """Bind `owner` a worker if it has none (a spare, or one started now); None when
-        it has one, else why it cannot."""
+    async def ready(self, owner: str, calls: Sequence[WorkerCall] = ()) -> str | None:
+        """Bind `owner` a worker fit for `calls` if it has none (a spare, or one started
+        now); None when it has one, else why it cannot."""
+        full = need_library(calls)
         tenant = self._tenant(owner)
         async with tenant.lock:
+            if tenant.worker is not None and full and tenant.worker.lean:
+                worker, tenant.worker = tenant.worker, None
+                await worker.kill()  # the library cannot be loaded into it now
             if tenant.worker is None:
                 try:
-                    tenant.worker = await self._bind()
+                    tenant.worker = await self._bind(full)
                 except (OSError, RuntimeError, TimeoutError) as exc:
                     return f"sandbox worker failed to start: {exc}"[:300]
         return None
@@ -88,7 +120,7 @@ class TenantWorkers:
     async def run(self, owner: str, publication: str, calls: Sequence[WorkerCall]) -> Ran:
         """Run `calls` (all `owner`'s) in its worker, one after another, until a call ends
         the worker: that call fails; the rest come back to be run again."""
-        if (problem := await self.ready(owner)) is not None:
+        if (problem := await self.ready(owner, calls)) is not None:
             return {c.sid: (False, problem) for c in calls}, []
         tenant = self._tenant(owner)
         results: dict[str, Result] = {}
@@ -117,17 +149,22 @@ class TenantWorkers:
         self._tenants.move_to_end(owner)
         return tenant
 
-    async def _bind(self) -> WorkerProcess:
-        await self._make_room()
-        worker = self._spare.pop() if self._spare else await self._start()
+    async def _bind(self, full: bool) -> WorkerProcess:
+        await self._make_room(LEAN_PER_FULL if full else 1)
+        fit = [w for w in self._spare if not full or not w.lean]
+        if fit:
+            self._spare.remove(fit[-1])
+            worker = fit[-1]
+        else:
+            worker = await self._start(full)
         self._refill()
         return worker
 
-    async def _start(self) -> WorkerProcess:
+    async def _start(self, full: bool = False) -> WorkerProcess:
         """A fresh worker. Its start is not cut short when its caller is cancelled (a
         process half made would outlive the runner): it becomes a spare instead."""
         self.started += 1
-        task = asyncio.ensure_future(WorkerProcess.start(self.argv, self.cgroups, self.spawned))
+        task = asyncio.ensure_future(self._spawn(full))
         self._making.add(task)
         task.add_done_callback(self._making.discard)
         try:
@@ -136,15 +173,21 @@ class TenantWorkers:
             task.add_done_callback(self._orphaned)
             raise
 
+    async def _spawn(self, full: bool) -> WorkerProcess:
+        argv = self.argv if full else self.lean_argv
+        worker = await WorkerProcess.start(argv, self.cgroups, self.spawned)
+        worker.lean = not full
+        return worker
+
     def _orphaned(self, task: asyncio.Future[WorkerProcess]) -> None:
         if task.cancelled() or task.exception() is not None:
             return
         (self._dying if self._closed else self._spare).append(task.result())
 
-    async def _make_room(self) -> None:
-        """Kill least recently used idle tenants' workers until one more fits."""
+    async def _make_room(self, needed: int) -> None:
+        """Kill least recently used idle tenants' workers until `needed` more fits."""
         for owner, tenant in list(self._tenants.items()):
-            if self.live() < self.max_workers:
+            if self.weight() + needed <= self.capacity:
                 return
             if tenant.worker is not None and not tenant.lock.locked():
                 worker, tenant.worker = tenant.worker, None
@@ -154,7 +197,7 @@ class TenantWorkers:
 
     def _refill(self) -> None:
         while len(self._spare) + len(self._starting) < self.spares:
-            if self.live() >= self.max_workers:
+            if self.weight() + 1 > self.capacity:
                 return
             task = asyncio.get_running_loop().create_task(self._spare_up())
             self._starting.add(task)
@@ -182,3 +225,7 @@ class TenantWorkers:
         self._tenants.clear()
         self._spare.clear()
         await reap_all(self.spawned)  # what a cancellation left: killed, waited for
+
+
+def _weight(worker: WorkerProcess) -> int:
+    return 1 if worker.lean else LEAN_PER_FULL
