@@ -1,7 +1,7 @@
 // Overview (admin): the broker's numbers, live rates, suspended functions, subscribers,
 // settings and versions; everything read from /v1/admin with the admin token.
 import { call, describe, saved } from "../api.js";
-import { LineChart } from "../chart.js";
+import { TimeChart } from "../chart.js";
 import { h, section, when } from "../dom.js";
 
 export function adminTokenBox(onChange) {
@@ -17,14 +17,15 @@ export function adminTokenBox(onChange) {
 export function render(root) {
   const status = h("p", { class: "muted" }, "Enter the admin token to see the broker.");
   const cards = h("div", { class: "cards" });
-  const rates = new LineChart(h("canvas", { class: "chart", id: "rates" }),
-    [{ label: "publications/s", color: "#2e5bff" }, { label: "deliveries/s", color: "#027a48" }]);
+  const rates = new TimeChart(
+    [{ label: "publications", color: "#2e5bff" }, { label: "deliveries", color: "#027a48" }],
+    { unit: "msg/s", id: "rates" });
   const suspended = h("div");
   const subscribers = h("div");
   const details = h("div");
   root.append(adminTokenBox(refresh), status,
     section("Broker", cards),
-    section("Live rates", rates.canvas, rates.legend(h)),
+    section("Live rates", rates.el),
     section("Suspended functions", suspended),
     section("Subscribers", subscribers),
     details);
@@ -51,7 +52,7 @@ export function render(root) {
       status.className = "error";
     }
   }
-  return () => clearInterval(timer);
+  return () => { clearInterval(timer); rates.destroy(); };
 }
 
 function card(label, value) {
@@ -79,7 +80,7 @@ function showRates(chart, seen, last) {
   if (!last) return;
   const seconds = (Date.now() - last.at) / 1000;
   const rate = (name) => (seen.counters[name] - last.counters[name]) / seconds;
-  chart.push(rate("publications"), rate("deliveries_enqueued"));
+  chart.push([rate("publications"), rate("deliveries_enqueued")]);
 }
 
 function showSuspended(root, suspended) {

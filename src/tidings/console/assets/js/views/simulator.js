@@ -1,7 +1,7 @@
 // Simulator (admin): load a configuration (native or the thesis's), run it against this
 // broker, watch throughput and latency live, keep the run's summary.
 import { call, describe, saved } from "../api.js";
-import { LineChart } from "../chart.js";
+import { TimeChart } from "../chart.js";
 import { h, section } from "../dom.js";
 import { SIMULATION, THESIS_SIMULATION } from "../samples.js";
 import { adminTokenBox } from "./overview.js";
@@ -14,10 +14,11 @@ export function render(root) {
   });
   const status = h("p", { id: "sim-status", class: "muted" }, "Not started.");
   const numbers = h("div", { class: "cards", id: "sim-numbers" });
-  const throughput = new LineChart(h("canvas", { class: "chart" }),
-    [{ label: "deliveries/s", color: "#027a48" }]);
-  const latency = new LineChart(h("canvas", { class: "chart" }),
-    [{ label: "p50 ms", color: "#2e5bff" }, { label: "p99 ms", color: "#c4320a" }]);
+  const throughput = new TimeChart([{ label: "deliveries", color: "#027a48" }],
+    { unit: "msg/s", id: "sim-throughput" });
+  const latency = new TimeChart(
+    [{ label: "p50", color: "#2e5bff" }, { label: "p99", color: "#c4320a" }],
+    { unit: "ms", id: "sim-latency" });
   const summary = h("div", { id: "sim-summary" });
   let timer = null;
 
@@ -47,8 +48,8 @@ export function render(root) {
           ["p50 ms", p.p50_ms ?? "-"], ["p99 ms", p.p99_ms ?? "-"]]
           .map(([label, value]) => h("div", { class: "card" }, h("div", { class: "value" }, value),
             h("div", { class: "label" }, label))));
-        throughput.push(p.delivered_per_s);
-        latency.push(p.p50_ms ?? 0, p.p99_ms ?? 0);
+        throughput.push([p.delivered_per_s]);
+        latency.push([p.p50_ms, p.p99_ms]);
       }
       if (state.status === "running") return;
       clearInterval(timer);
@@ -68,9 +69,9 @@ export function render(root) {
       h("label", {}, "Or load a file: ", file), config,
       h("button", { id: "sim-run", onclick: run }, "Run against this broker"), status),
     section("Live", numbers, h("p", { class: "muted" }, "Latency of the last 2,048 deliveries, enqueued to received."),
-      throughput.canvas, throughput.legend(h), latency.canvas, latency.legend(h)),
+      throughput.el, latency.el),
     section("Summary", summary));
-  return () => clearInterval(timer);
+  return () => { clearInterval(timer); throughput.destroy(); latency.destroy(); };
 }
 
 function showSummary(root, summary, id, token) {
