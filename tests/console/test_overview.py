@@ -68,3 +68,30 @@ def test_the_rates_chart_has_a_time_axis_a_coloured_legend_and_values_under_the_
     at = chart.locator(".u-series").first.locator(".u-value")
     expect(at).to_have_text(re.compile(r"\d{1,2}:\d{2}:\d{2}"))  # the time under the cursor
     page.screenshot(path=screenshots / "overview-rates.png", full_page=True)
+
+
+def test_the_topics_table_shows_each_topics_traffic_and_sorts_by_a_column(
+    context: Any, token: str, broker: EmbeddedServer, screenshots: Path
+) -> None:
+    a_subscriber_of(broker.url, ["shop/#"])
+    a_subscriber_of(broker.url, ["shop/orders"])
+    publish_to(broker.url, "shop/orders", 6)
+    publish_to(broker.url, "shop/returns", 2)
+    page = open_overview(context, token)
+    table = page.locator("#topics table")
+    orders = table.locator("tr.topic", has_text="shop/orders")
+    expect(orders).to_contain_text("12", timeout=TIMEOUT_MS)  # six publications, two each
+    expect(table.locator("th").nth(1)).to_have_attribute("aria-sort", "descending")
+
+    def topics_in_order() -> list[str]:
+        cells = table.locator("tr.topic td:first-child").all_inner_texts()
+        return [c for c in cells if c.startswith("shop/")]
+
+    page.click('#topics button[data-key="publications"]')
+    shop = topics_in_order()
+    assert shop.index("shop/orders") < shop.index("shop/returns")
+    page.click('#topics button[data-key="publications"]')  # again: the other way
+    expect(table.locator("th").nth(3)).to_have_attribute("aria-sort", "ascending")
+    shop = topics_in_order()
+    assert shop.index("shop/returns") < shop.index("shop/orders")
+    page.locator("section:has(#topics)").screenshot(path=screenshots / "topics.png")

@@ -21,7 +21,7 @@ from tidings.delivery.committer import Committer
 from tidings.delivery.signals import Signals
 from tidings.ids import new_id
 from tidings.model import JSON, Publication, Scalar
-from tidings.store.base import Enqueue, Fanout
+from tidings.store.base import DedupClaim, Enqueue, Fanout
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], None]
 
@@ -117,7 +117,7 @@ class Publishing:
             firsts = await self.dedup.settle(claims, spawn)
         if firsts:  # a repeated publish owes nothing: its first did
             owed = await self.functions.forgive(owed, set(firsts))
-        self.telemetry.published([p for p in pubs if p.id not in firsts] if firsts else pubs)
+        self._count(pubs, counts, firsts)
         self.functions.spawn_for(owed, spawn)
         return [
             Published(answered_as_first(p, f), f.deliveries, True)
@@ -125,6 +125,16 @@ class Publishing:
             else Published(p, n)
             for p, n in zip(pubs, counts, strict=True)
         ]
+
+    def _count(
+        self, pubs: list[Publication], counts: list[int], firsts: dict[str, DedupClaim]
+    ) -> None:
+        """The publications accepted now with their deliveries (a repeat was counted as its
+        first)."""
+        if firsts:
+            kept = [(p, n) for p, n in zip(pubs, counts, strict=True) if p.id not in firsts]
+            pubs, counts = [p for p, _ in kept], [n for _, n in kept]
+        self.telemetry.published(pubs, counts)
 
     async def per_topic(
         self,
@@ -143,5 +153,5 @@ class Publishing:
             first = (await self.dedup.settle(claims, spawn)).get(pub.id)
         if first is not None:
             return Published(answered_as_first(pub, first), first.deliveries, True)
-        self.telemetry.published([pub])
+        self.telemetry.published([pub], [deliveries])
         return Published(pub, deliveries)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tidings.broker.traffic import TopicTraffic
 from tidings.delivery.leases import Leases, delivery_event
 from tidings.eventlog import EventLog
 from tidings.metrics import Metrics
@@ -29,6 +31,7 @@ class Telemetry:
         self.eventlog = eventlog
         self.kind_of = kind_of
         self.leases = Leases()  # an ack then knows when its publication was enqueued
+        self.topics = TopicTraffic(time.monotonic)
 
     def close(self) -> None:
         if self.eventlog is not None:
@@ -46,8 +49,10 @@ class Telemetry:
         for _ in range(publications):
             self.metrics.matching.observe(each)
 
-    def published(self, pubs: Sequence[Publication]) -> None:
+    def published(self, pubs: Sequence[Publication], deliveries: Sequence[int]) -> None:
+        """A batch accepted, each publication with its topic and content deliveries."""
         self.metrics.inc("publications_total", len(pubs))
+        self.topics.record(pubs, deliveries)
         if self.eventlog is not None:
             self.eventlog.published(pubs)
 

@@ -81,3 +81,27 @@ class Simulation(Struct):
 class ClusterScaleBody(Body):
     matchers: int | None = None
     exit_points: int | None = None
+
+
+class TopicTraffic(Struct):
+    topic: str
+    publications: int
+    deliveries: int
+    publications_per_s: float
+    deliveries_per_s: float
+
+
+class OtherTraffic(Struct):
+    publications: int
+    deliveries: int
+    publications_per_s: float
+    deliveries_per_s: float
+
+
+class Topics(Struct):
+    """The busiest topics by recent traffic (at most `max_topics`), and the rest summed."""
+
+    topics: list[TopicTraffic]
+    other: OtherTraffic
+    max_topics: int
+    window_s: float

@@ -1,6 +1,6 @@
 """The native API under /v1 (docs/api.md), a module per resource: subscribers, their
 subscriptions, publications, queues (pulls, acknowledgements, dead letters), the push
-stream, webhooks, and the admin calls."""
+stream, webhooks, and the admin calls (the topics' traffic among them)."""
 
 from starlette.routing import BaseRoute
 
@@ -11,6 +11,7 @@ from tidings.api.v1 import (
     stream,
     subscribers,
     subscriptions,
+    topics,
     webhooks,
 )
 
@@ -22,4 +23,5 @@ routes: list[BaseRoute] = [
     *stream.routes,
     *webhooks.routes,
     *admin.routes,
+    *topics.routes,
 ]

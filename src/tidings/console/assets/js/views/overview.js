@@ -3,6 +3,7 @@
 import { call, describe, saved } from "../api.js";
 import { TimeChart } from "../chart.js";
 import { h, section, when } from "../dom.js";
+import { TopicsTable } from "./topics.js";
 
 export function adminTokenBox(onChange) {
   const input = h("input", { type: "password", id: "admin-token", placeholder: "admin token",
@@ -20,12 +21,14 @@ export function render(root) {
   const rates = new TimeChart(
     [{ label: "publications", color: "#2e5bff" }, { label: "deliveries", color: "#027a48" }],
     { unit: "msg/s", id: "rates" });
+  const topics = new TopicsTable();
   const suspended = h("div");
   const subscribers = h("div");
   const details = h("div");
   root.append(adminTokenBox(refresh), status,
     section("Broker", cards),
     section("Live rates", rates.el),
+    section("Topics", topics.el),
     section("Suspended functions", suspended),
     section("Subscribers", subscribers),
     details);
@@ -39,11 +42,13 @@ export function render(root) {
     try {
       const seen = await call("GET", "/v1/admin/overview", { token });
       const page = await call("GET", "/v1/admin/subscribers", { token, query: { limit: 50 } });
+      const traffic = await call("GET", "/v1/admin/topics", { token });
       status.textContent = `Updated ${new Date().toLocaleTimeString()}`;
       status.className = "ok";
       showCards(cards, seen);
       showRates(rates, seen, last);
       last = { at: Date.now(), counters: seen.counters };
+      topics.show(traffic);
       showSuspended(suspended, seen.suspended);
       showSubscribers(subscribers, page, token, refresh);
       showDetails(details, seen);
