@@ -27,6 +27,8 @@ OUTCOMES = ("ok", "status", "error")  # of a webhook request
 # name (exposed as tidings_<name>_total) -> (help, label names)
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "publications": ("Publications accepted.", ()),
+    "simulated_publications": ("Publications a simulator sent (marked Tidings-Simulation).", ()),
+    "simulated_deliveries": ("Topic and content deliveries of simulated publications.", ()),
     "deliveries_enqueued": ("Deliveries enqueued, by the kind of subscription matched.", ("kind",)),
     "deliveries_leased": ("Deliveries handed to a subscriber (pulled or pushed).", ()),
     "deliveries_acked": ("Deliveries acknowledged.", ()),

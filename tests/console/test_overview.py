@@ -95,3 +95,86 @@ def test_the_topics_table_shows_each_topics_traffic_and_sorts_by_a_column(
     shop = topics_in_order()
     assert shop.index("shop/returns") < shop.index("shop/orders")
     page.locator("section:has(#topics)").screenshot(path=screenshots / "topics.png")
+
+
+MARK = {"Tidings-Simulation": "marked-by-hand"}  # what the simulator's client sends
+
+
+def row_of(page: Any, subscriber_id: str) -> Any:
+    return page.locator("section:has(#subscriber-origin) tr", has_text=subscriber_id)
+
+
+def test_the_subscribers_can_be_shown_real_simulated_or_all(
+    context: Any, token: str, broker: EmbeddedServer, screenshots: Path
+) -> None:
+    real = a_subscriber_of(broker.url, ["mixed/#"])
+    simulated = a_subscriber_of(broker.url, ["mixed/#"], MARK)
+    page = open_overview(context, token)
+    expect(row_of(page, simulated)).to_contain_text("simulation: marked-by-hand")
+    expect(row_of(page, real)).to_be_visible()
+    expect(row_of(page, real)).not_to_contain_text("simulation")
+
+    page.select_option("#subscriber-origin", "simulated")
+    expect(row_of(page, real)).to_have_count(0, timeout=TIMEOUT_MS)
+    expect(row_of(page, simulated)).to_be_visible()
+    page.locator("section:has(#subscriber-origin)").screenshot(
+        path=screenshots / "subscribers-simulated.png"
+    )
+    page.select_option("#subscriber-origin", "real")
+    expect(row_of(page, simulated)).to_have_count(0, timeout=TIMEOUT_MS)
+    expect(row_of(page, real)).to_be_visible()
+
+
+def test_deleting_a_subscriber_asks_first_and_cancel_keeps_it(
+    context: Any, token: str, broker: EmbeddedServer
+) -> None:
+    doomed = a_subscriber_of(broker.url, ["doomed/#"])
+    page = open_overview(context, token)
+    row = row_of(page, doomed)
+    row.locator("button.danger").click()
+    expect(page.locator("dialog#confirm")).to_be_visible()
+    expect(page.locator("#confirm-text")).to_contain_text(doomed)
+    page.click("#confirm-cancel")
+    expect(page.locator("dialog#confirm")).to_be_hidden()
+    page.wait_for_timeout(2500)  # a refresh: still there
+    expect(row).to_be_visible()
+    assert httpx.get(f"{broker.url}/v1/admin/subscribers", headers={
+        "Authorization": f"Bearer {token}"}).json()["subscribers"]  # fmt: skip
+
+    row.locator("button.danger").click()
+    page.click("#confirm-yes")
+    expect(row).to_have_count(0, timeout=TIMEOUT_MS)
+    gone = httpx.get(
+        f"{broker.url}/v1/admin/subscribers", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert doomed not in {s["id"] for s in gone.json()["subscribers"]}
+
+
+def test_a_simulation_run_from_the_console_has_its_subscribers_and_series_apart(
+    context: Any, token: str, screenshots: Path
+) -> None:
+    page = context.new_page()
+    page.goto("/ui/#/simulator")
+    page.fill("#admin-token", token)
+    page.click("#admin-save")
+    config = (
+        '{"name": "browser-marked", "duration": 30, "drain": 2, "quiet": 0.5,'
+        ' "subscribers": [{"count": 2, "topics": ["marked/#"]}],'
+        ' "publishers": [{"rate": 20, "topics": ["marked/a"]}]}'
+    )
+    page.fill("#sim-config", config)
+    page.click("#sim-run")
+    expect(page.locator("#sim-status")).to_contain_text("Running", timeout=TIMEOUT_MS)
+    expect(page.locator("#sim-numbers")).to_contain_text("publishing", timeout=60_000)
+
+    page.goto("/ui/#/overview")
+    page.select_option("#subscriber-origin", "simulated")
+    marked = page.locator("section:has(#subscriber-origin) tr", has_text="browser-marked")
+    expect(marked).to_have_count(2, timeout=TIMEOUT_MS)
+    # the simulated publications' series rises above zero on the chart
+    page.wait_for_function(
+        "() => (document.getElementById('rates').chart.data[3] || []).some((v) => v > 0)",
+        timeout=TIMEOUT_MS,
+    )
+    page.wait_for_timeout(2500)
+    page.screenshot(path=screenshots / "overview.png", full_page=True)

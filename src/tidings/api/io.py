@@ -269,6 +269,22 @@ def scope_bearer(scope: Scope) -> str | None:
     return _bearer(header(scope, b"authorization"))
 
 
+SIMULATION_HEADER = "Tidings-Simulation"  # a simulator's calls carry its run's name
+SIMULATION_NAME_MAX = 100
+
+
+def scope_simulation(scope: Scope) -> str | None:
+    """The simulation a call says it is part of (`Tidings-Simulation`), or None."""
+    name = header(scope, SIMULATION_HEADER.lower().encode()).strip()
+    if len(name) > SIMULATION_NAME_MAX:
+        raise TidingsError(
+            ErrorCode.INVALID_FIELD,
+            field=SIMULATION_HEADER,
+            detail=f"a simulation's name has at most {SIMULATION_NAME_MAX} characters",
+        )
+    return name or None
+
+
 def _bearer(value: str) -> str | None:
     scheme, _, token = value.partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None

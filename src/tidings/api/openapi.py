@@ -79,6 +79,10 @@ def _operation(
             {"name": name, "in": "query", "required": False, "schema": schema}
             for name, schema in query["properties"].items()
         ]
+    params += [
+        {"name": name, "in": "header", "required": False, "schema": {"type": "string"}}
+        for name in op.headers
+    ]
     if params:
         out["parameters"] = params
     if op.body is not None:

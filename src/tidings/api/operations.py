@@ -28,6 +28,7 @@ class Operation:
     # other media types of the body and of the answer, with the same schema (MessagePack)
     body_media: tuple[str, ...] = ()
     answer_media: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()  # optional request headers it reads (docs/api.md)
 
 
 DESCRIBED: dict[Callable[..., Any], Operation] = {}

@@ -261,15 +261,20 @@ class Broker:
     # ---------------------------------------------------------------- subscribers
 
     async def register(
-        self, ephemeral: bool = False, client: str = "", key: str | None = None
+        self,
+        ephemeral: bool = False,
+        client: str = "",
+        key: str | None = None,
+        simulation: str | None = None,
     ) -> tuple[Subscriber, str]:
         """A new subscriber and its token; `client`, the caller's address, is rate-limited;
-        `key`, the bearer token it gave, is checked when registering needs one."""
+        `key`, the bearer token it gave, is checked when registering needs one; a
+        `simulation`'s subscriber is marked as its."""
         self.access.check_register(key)
         self.quotas.check_register(client)
         token = new_token()
         subscriber = Subscriber(new_id(), hash_token(token), self.clock())
-        await self.store.add_subscriber(subscriber, ephemeral)
+        await self.store.add_subscriber(subscriber, ephemeral, simulation)
         self.auth.registered(subscriber)
         self.metrics.inc("subscribers_registered_total")
         return subscriber, token

@@ -11,7 +11,7 @@ from tidings.broker.index import SubscriptionIndex
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics, QueueGauge, Snapshot
 from tidings.store.asyncstore import AsyncStore
-from tidings.store.base import QueueDepth, SubscriberRecord
+from tidings.store.base import Origin, QueueDepth, SubscriberRecord
 
 log = logging.getLogger("tidings.broker")
 
@@ -27,10 +27,11 @@ class Overview:
         self.store, self.index, self.metrics, self.clock = store, index, metrics, clock
 
     async def subscribers_page(
-        self, after: str, limit: int
+        self, after: str, limit: int, origin: Origin = "all"
     ) -> list[tuple[SubscriberRecord, QueueDepth]]:
-        """For the admin: a page of subscribers, each with its queue's depth."""
-        page = await self.store.subscribers_page(after, limit)
+        """For the admin: a page of subscribers (all, the real ones or the simulated ones),
+        each with its queue's depth."""
+        page = await self.store.subscribers_page(after, limit, origin)
         now = self.clock()
         depths = [await self.store.depth(r.id, now) for r in page]
         return list(zip(page, depths, strict=True))

@@ -41,6 +41,7 @@ class PublicationInput:
     function_types: tuple[str, ...] = ()
     data_encoding: str = "json"  # "base64": binary data, kept as base64 text
     dedup_id: str | None = None  # the publisher's name for it (docs/guarantees.md)
+    simulated: bool = False  # sent by a simulator (its traffic is counted apart as well)
 
 
 class Deliveries:
@@ -117,7 +118,7 @@ class Publishing:
             firsts = await self.dedup.settle(claims, spawn)
         if firsts:  # a repeated publish owes nothing: its first did
             owed = await self.functions.forgive(owed, set(firsts))
-        self._count(pubs, counts, firsts)
+        self._count(items, pubs, counts, firsts)
         self.functions.spawn_for(owed, spawn)
         return [
             Published(answered_as_first(p, f), f.deliveries, True)
@@ -127,14 +128,22 @@ class Publishing:
         ]
 
     def _count(
-        self, pubs: list[Publication], counts: list[int], firsts: dict[str, DedupClaim]
+        self,
+        items: Sequence[PublicationInput],
+        pubs: list[Publication],
+        counts: list[int],
+        firsts: dict[str, DedupClaim],
     ) -> None:
         """The publications accepted now with their deliveries (a repeat was counted as its
-        first)."""
+        first), and those a simulator sent apart."""
+        sent = list(zip(items, pubs, counts, strict=True))
         if firsts:
-            kept = [(p, n) for p, n in zip(pubs, counts, strict=True) if p.id not in firsts]
-            pubs, counts = [p for p, _ in kept], [n for _, n in kept]
+            sent = [(i, p, n) for i, p, n in sent if p.id not in firsts]
+            pubs, counts = [p for _, p, _ in sent], [n for _, _, n in sent]
         self.telemetry.published(pubs, counts)
+        if any(i.simulated for i in items):
+            simulated = [n for i, _, n in sent if i.simulated]
+            self.telemetry.simulated(len(simulated), sum(simulated))
 
     async def per_topic(
         self,

@@ -56,6 +56,11 @@ class Telemetry:
         if self.eventlog is not None:
             self.eventlog.published(pubs)
 
+    def simulated(self, publications: int, deliveries: int) -> None:
+        """Of what `published` counted, what a simulator sent and the deliveries it made."""
+        self.metrics.inc("simulated_publications", publications)
+        self.metrics.inc("simulated_deliveries", deliveries)
+
     def enqueued(self, fanouts: Sequence[Fanout]) -> None:
         """Topic and content deliveries, counted by the kind of their first subscription."""
         for fanout in fanouts:

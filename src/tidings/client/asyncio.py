@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, TypeVar
@@ -39,7 +39,8 @@ class AsyncClient:
 
     A publish whose answer is lost is sent again, up to `retries` times, under a dedup id
     (`tidings.client.retries`), so it is delivered once. Answers and stream frames are read
-    up to the largest the broker says it sends (`GET /v1/limits`, asked once)."""
+    up to the largest the broker says it sends (`GET /v1/limits`, asked once). `headers` go
+    with every call (the simulator's `Tidings-Simulation`, docs/api.md)."""
 
     def __init__(
         self,
@@ -51,10 +52,12 @@ class AsyncClient:
         connections: int = 200,
         retries: int = RETRIES,
         key: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
         self.key = key  # sent on registering and publishing, where the broker requires one
+        self.headers = dict(headers or {})  # sent with every call (Tidings-Simulation: a sim's)
         self._http = Client(connections, timeout, MAX_ANSWER)
         self._batcher = Batcher(self.publish_batch, linger, batch_size) if linger > 0 else None
         self._max_answer: int | None = None
@@ -74,7 +77,9 @@ class AsyncClient:
 
     async def run(self, call: Call[T], token: str | None = None) -> T:
         bearer = token if call.auth else self.key
-        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        headers = dict(self.headers)
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
         body = b""
         if call.json is not None:
             body, headers["Content-Type"] = call.encoded()

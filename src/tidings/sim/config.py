@@ -264,3 +264,15 @@ def _check_thesis_function(fn: ThesisFunction, at: str) -> None:
         raise config_error(f"{at}.matchingFunction", "must not be empty")
     if not fn.subscription_topic.strip():
         raise config_error(f"{at}.subscriptionTopic", "must not be empty")
+
+
+SIMULATION_HEADER = "Tidings-Simulation"
+SIMULATION_NAME_MAX = 100  # the broker's bound on the header
+
+
+def marks(config: SimConfig) -> dict[str, str]:
+    """The header every call of the run carries, so the broker keeps its subscribers and
+    its traffic apart from the real ones (the console's overview): the run's name, in
+    printable ASCII as a header must be."""
+    name = "".join(c if " " <= c <= "~" else "?" for c in config.name).strip()
+    return {SIMULATION_HEADER: name[:SIMULATION_NAME_MAX] or "sim"}

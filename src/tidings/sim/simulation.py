@@ -22,7 +22,7 @@ import msgspec
 from tidings.client import AsyncClient, TidingsClientError
 from tidings.errors import ErrorCode, TidingsError
 from tidings.sim import events, rundir
-from tidings.sim.config import SimConfig
+from tidings.sim.config import SimConfig, marks
 from tidings.sim.control import SPAWN, Control, check_broker
 from tidings.sim.progress import ProgressFile, ProgressLine
 from tidings.sim.publishers import Counter, publish_all, total_planned, warm_up
@@ -112,7 +112,7 @@ async def _coordinate(
     config: SimConfig, run_dir: Path, url: str, options: RunOptions, control: Control, state: State
 ) -> None:
     with _interrupts(control, state):
-        async with AsyncClient(url) as client:
+        async with AsyncClient(url, headers=marks(config)) as client:
             await check_broker(client, url)
             parts = _subscribers(config, url, run_dir, options.processes, control)
             async with parts:

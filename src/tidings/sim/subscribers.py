@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tidings.client import AsyncClient, AsyncSubscriberHandle, Message, TidingsClientError
-from tidings.sim.config import Offline, SimConfig, SubscriberGroup, on_broker
+from tidings.sim.config import Offline, SimConfig, SubscriberGroup, marks, on_broker
 from tidings.sim.control import Control
 from tidings.sim.events import EventWriter
 
@@ -186,7 +186,7 @@ async def run_part(
     An async generator: the first `__anext__` is the setup, the second runs to the end.
     """
     writer = EventWriter(run_dir, name)
-    async with AsyncClient(url) as client:
+    async with AsyncClient(url, headers=marks(config)) as client:
         sims = await setup(client, parts)
         recorder = DeliveryRecorder(writer, control)
         tasks = [asyncio.create_task(consume(s, config, recorder)) for s in sims]

@@ -19,6 +19,7 @@ from tidings.store.base import (
     DeadLetter,
     Endpoint,
     EndpointState,
+    Origin,
     PendingEvaluation,
     QueueDepth,
     QueueStats,
@@ -56,8 +57,10 @@ class AsyncStore:
         return await _run(self.sync.prune_subscription_changes, keep)
 
     # ---- subscribers
-    async def add_subscriber(self, subscriber: Subscriber, ephemeral: bool) -> None:
-        await _run(self.sync.add_subscriber, subscriber, ephemeral)
+    async def add_subscriber(
+        self, subscriber: Subscriber, ephemeral: bool, simulation: str | None = None
+    ) -> None:
+        await _run(self.sync.add_subscriber, subscriber, ephemeral, simulation)
 
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return await _run(self.sync.get_subscriber, subscriber_id)
@@ -74,8 +77,10 @@ class AsyncStore:
     async def touch(self, seen: Mapping[str, float]) -> None:
         await _run(self.sync.touch, seen)
 
-    async def subscribers_page(self, after: str, limit: int) -> list[SubscriberRecord]:
-        return await _run(self.sync.subscribers_page, after, limit)
+    async def subscribers_page(
+        self, after: str, limit: int, origin: Origin = "all"
+    ) -> list[SubscriberRecord]:
+        return await _run(self.sync.subscribers_page, after, limit, origin)
 
     async def idle_subscribers(self, idle_before: float, ephemeral_before: float) -> list[str]:
         return await _run(self.sync.idle_subscribers, idle_before, ephemeral_before)

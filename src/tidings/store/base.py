@@ -261,6 +261,9 @@ class QueueDepth:
     dead: int = 0
 
 
+Origin = Literal["all", "real", "simulated"]  # which subscribers: every one, or by who made it
+
+
 @dataclass(frozen=True, slots=True)
 class SubscriberRecord:
     """A subscriber as the admin sees it: no token, and when it was last seen."""
@@ -269,6 +272,7 @@ class SubscriberRecord:
     created_at: float
     last_seen: float  # its last pull, acknowledgement, subscription or open stream
     ephemeral: bool
+    simulation: str | None = None  # the simulation that made it, None for a real one
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,8 +362,11 @@ class EndpointStore(Protocol):
 
 class Store(EndpointStore, Protocol):
     # ---- subscribers
-    def add_subscriber(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
-        """Store it, seen now; an `ephemeral` one is deleted when its streams are gone."""
+    def add_subscriber(
+        self, subscriber: Subscriber, ephemeral: bool = False, simulation: str | None = None
+    ) -> None:
+        """Store it, seen now; an `ephemeral` one is deleted when its streams are gone; one
+        a simulator made is marked with the `simulation`'s name."""
         ...
 
     def get_subscriber(self, subscriber_id: str) -> Subscriber | None: ...
@@ -376,8 +383,11 @@ class Store(EndpointStore, Protocol):
         """Record when these subscribers were last seen (a later time wins)."""
         ...
 
-    def subscribers_page(self, after: str, limit: int) -> list[SubscriberRecord]:
-        """Up to `limit` subscribers with ids after `after`, in id order."""
+    def subscribers_page(
+        self, after: str, limit: int, origin: Origin = "all"
+    ) -> list[SubscriberRecord]:
+        """Up to `limit` subscribers with ids after `after`, in id order; only the real ones
+        or only those a simulator made, by `origin`."""
         ...
 
     def idle_subscribers(self, idle_before: float, ephemeral_before: float) -> list[str]:

@@ -13,16 +13,23 @@ from typing import Literal
 import orjson
 
 from tidings.model import Subscriber, Subscription, subscription_from_json
-from tidings.store.base import Change, SubscriberRecord, SubscriptionChanges
+from tidings.store.base import Change, Origin, SubscriberRecord, SubscriptionChanges
 from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, dumps
 
-# a subscriber with when it was last seen (its creation when never) and whether it is ephemeral
+# a subscriber with when it was last seen (its creation when never), whether it is ephemeral
+# and the simulation that made it (NULL for a real one)
 PRESENT = (
     "SELECT s.id, s.created_at, COALESCE(p.last_seen, s.created_at) AS last_seen, "
-    "COALESCE(p.ephemeral, 0) AS ephemeral "
-    "FROM subscribers s LEFT JOIN presence p ON p.subscriber_id = s.id"
+    "COALESCE(p.ephemeral, 0) AS ephemeral, m.simulation "
+    "FROM subscribers s LEFT JOIN presence p ON p.subscriber_id = s.id "
+    "LEFT JOIN simulated m ON m.subscriber_id = s.id"
 )
+ORIGINS = {
+    "all": "",
+    "real": " AND m.simulation IS NULL",
+    "simulated": " AND m.simulation IS NOT NULL",
+}
 # presence rows of subscribers that exist (a report racing a deletion may leave one behind)
 SEEN = "SELECT p.subscriber_id FROM presence p JOIN subscribers s ON s.id = p.subscriber_id"
 
@@ -39,7 +46,9 @@ class Subscribers:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def add(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
+    def add(
+        self, subscriber: Subscriber, ephemeral: bool = False, simulation: str | None = None
+    ) -> None:
         q = self._db.q
         with self._db.tx() as cur:
             cur.execute(
@@ -50,6 +59,8 @@ class Subscribers:
                 q("INSERT INTO presence VALUES (?, ?, ?)"),
                 (subscriber.id, subscriber.created_at, int(ephemeral)),
             )
+            if simulation is not None:
+                cur.execute(q("INSERT INTO simulated VALUES (?, ?)"), (subscriber.id, simulation))
 
     def get(self, subscriber_id: str) -> Subscriber | None:
         with self._db.read() as cur:
@@ -90,7 +101,7 @@ class Subscribers:
             gone = [str(r[0]) for r in cur.fetchall()]
             if gone:
                 bump(self._db, cur, gone)
-            for table in ("presence", "endpoints"):
+            for table in ("presence", "endpoints", "simulated"):
                 cur.execute(q(f"DELETE FROM {table} WHERE subscriber_id = ?"), (subscriber_id,))
             cur.execute(q("DELETE FROM subscribers WHERE id = ?"), (subscriber_id,))
             found = bool(cur.rowcount)
@@ -114,14 +125,14 @@ class Subscribers:
                 [(at, sid) for sid, at in sorted(seen.items())],  # one lock order: no deadlocks
             )
 
-    def page(self, after: str, limit: int) -> list[SubscriberRecord]:
+    def page(self, after: str, limit: int, origin: Origin = "all") -> list[SubscriberRecord]:
         with self._db.read() as cur:
             cur.execute(
-                self._db.q(f"{PRESENT} WHERE s.id > ? ORDER BY s.id LIMIT ?"),
+                self._db.q(f"{PRESENT} WHERE s.id > ?{ORIGINS[origin]} ORDER BY s.id LIMIT ?"),
                 (after, limit),
             )
             rows = cur.fetchall()
-        return [SubscriberRecord(r[0], float(r[1]), float(r[2]), bool(r[3])) for r in rows]
+        return [SubscriberRecord(r[0], float(r[1]), float(r[2]), bool(r[3]), r[4]) for r in rows]
 
     def idle(self, idle_before: float, ephemeral_before: float) -> list[str]:
         # two index range scans (every few seconds, whatever the number of subscribers)

@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS pending_evaluations (
     publication_id TEXT PRIMARY KEY, publication TEXT NOT NULL, subscription_ids TEXT NOT NULL,
     claimed_by TEXT NOT NULL, claimed_until DOUBLE PRECISION NOT NULL);
 CREATE INDEX IF NOT EXISTS pending_claims ON pending_evaluations (claimed_until);
+CREATE TABLE IF NOT EXISTS simulated (
+    subscriber_id TEXT PRIMARY KEY, simulation TEXT NOT NULL);
 """
 # The change log holds every subscription change after this version (meta 'changes_from')
 CHANGES_FROM = "SELECT 'changes_from', value FROM meta WHERE name = 'subscriptions'"
@@ -75,8 +77,9 @@ BACKFILL = """INSERT INTO presence (subscriber_id, last_seen)
 # 3: bodies stored once; 4: endpoints (webhooks); 5: publishers' dedup ids; 6: pending
 # function evaluations, an endpoint's retention, the subscriptions' change log; each created
 # (or added) when absent; 7: dedup ids keyed by their publisher's scope; 8: subscribers found
-# by their token's hash (the index a token is authenticated by)
-SCHEMA_VERSION = 8
+# by their token's hash (the index a token is authenticated by); 9: the subscribers a
+# simulator made, by simulation (a table created when absent)
+SCHEMA_VERSION = 9
 # Version 2 kept a copy of the body in every message and dead letter, and its dedup rows by
 # subscriber first: the old tables are renamed (their indexes dropped, so the new ones get
 # the names), SCHEMA creates the new ones, and each old row's body becomes a body of its own

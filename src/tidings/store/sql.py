@@ -31,6 +31,7 @@ from tidings.store.base import (
     Message,
     Nack,
     NewMessage,
+    Origin,
     PendingEvaluation,
     QueueDepth,
     QueueOp,
@@ -76,8 +77,10 @@ class SQLStore:
 
     # ---- subscribers
 
-    def add_subscriber(self, subscriber: Subscriber, ephemeral: bool = False) -> None:
-        self._subscribers.add(subscriber, ephemeral)
+    def add_subscriber(
+        self, subscriber: Subscriber, ephemeral: bool = False, simulation: str | None = None
+    ) -> None:
+        self._subscribers.add(subscriber, ephemeral, simulation)
 
     def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return self._subscribers.get(subscriber_id)
@@ -94,8 +97,10 @@ class SQLStore:
     def touch(self, seen: Mapping[str, float]) -> None:
         self._subscribers.touch(seen)
 
-    def subscribers_page(self, after: str, limit: int) -> list[SubscriberRecord]:
-        return self._subscribers.page(after, limit)
+    def subscribers_page(
+        self, after: str, limit: int, origin: Origin = "all"
+    ) -> list[SubscriberRecord]:
+        return self._subscribers.page(after, limit, origin)
 
     def idle_subscribers(self, idle_before: float, ephemeral_before: float) -> list[str]:
         return self._subscribers.idle(idle_before, ephemeral_before)

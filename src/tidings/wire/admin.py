@@ -34,6 +34,10 @@ class Overview(Struct):
 class SubscribersQuery(Struct):
     limit: Annotated[int, Meta(ge=1, le=1000, description="at most this many")] = 100
     after: Annotated[str, Meta(description="the last id of the previous page")] = ""
+    origin: Annotated[
+        Literal["all", "real", "simulated"],
+        Meta(description="every subscriber, or only real ones, or only a simulator's"),
+    ] = "all"
 
 
 def subscribers_query(q: QueueSettings) -> type[SubscribersQuery]:
@@ -46,6 +50,7 @@ class SubscriberRecord(Struct):
     last_seen: float
     ephemeral: bool
     depth: Depth
+    simulation: str | None = None  # the simulation that made it (Tidings-Simulation)
 
 
 class SubscribersPage(Struct):

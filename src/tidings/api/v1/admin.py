@@ -69,7 +69,14 @@ async def overview(request: Request) -> Response:
     """The broker at a glance: subscribers, subscriptions, queues, suspended functions."""
     broker = admin(request)
     snapshot = await broker.overview.gauges(per_subscriber=True)  # the admin sees whose queues
-    counters = ("publications", "deliveries_leased", "deliveries_acked", "function_calls")
+    counters = (
+        "publications",
+        "deliveries_leased",
+        "deliveries_acked",
+        "function_calls",
+        "simulated_publications",  # a simulator's (Tidings-Simulation), counted in the above too
+        "simulated_deliveries",
+    )
     totals = {name: broker.metrics.value(name) for name in counters}
     totals["deliveries_enqueued"] = sum(
         broker.metrics.value("deliveries_enqueued", kind=kind)
@@ -118,13 +125,19 @@ def without_password(url: str) -> str:
 
 @described(Operation(query=w.subscribers_query, answer=w.SubscribersPage, token=True))
 async def subscribers(request: Request) -> Response:
-    """Subscribers in id order, a page at a time, with their queues and last activity."""
+    """Subscribers in id order, a page at a time, with their queues and last activity;
+    all, or only the real ones, or only those a simulator made (`origin`)."""
     broker = admin(request)
     q = query_as(request, w.SubscribersQuery)
-    page = await broker.overview.subscribers_page(q.after, q.limit)
+    page = await broker.overview.subscribers_page(q.after, q.limit, q.origin)
     records = [
         w.SubscriberRecord(
-            record.id, record.created_at, record.last_seen, record.ephemeral, answers.depth(depth)
+            record.id,
+            record.created_at,
+            record.last_seen,
+            record.ephemeral,
+            answers.depth(depth),
+            record.simulation,
         )
         for record, depth in page
     ]

@@ -22,6 +22,7 @@ from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.common import settings_of
 from tidings.api.io import (
+    SIMULATION_HEADER,
     bearer,
     header,
     parse_body,
@@ -29,6 +30,7 @@ from tidings.api.io import (
     query_as,
     receive_body,
     scope_bearer,
+    scope_simulation,
 )
 from tidings.api.operations import Operation, described
 from tidings.broker import Broker, PublicationInput
@@ -43,7 +45,7 @@ PATH = "/v1/publications"
 HEADERS = [(b"content-type", b"application/json")]
 
 
-def publication_input(raw: Any, settings: Settings) -> PublicationInput:
+def publication_input(raw: Any, settings: Settings, simulated: bool = False) -> PublicationInput:
     """A publication from its decoded body. Binary `data` (MessagePack `bin`) is kept as its
     base64 text, marked `data_encoding: base64`; binary anywhere else has no JSON form."""
     encoding, dedup_id = "json", None
@@ -62,7 +64,7 @@ def publication_input(raw: Any, settings: Settings) -> PublicationInput:
             field="data",
             detail="binary data is taken only as the whole of data",
         ) from None
-    return PublicationInput(data, topics, attributes, ftypes, encoding, dedup_id)
+    return PublicationInput(data, topics, attributes, ftypes, encoding, dedup_id, simulated)
 
 
 class Publish:
@@ -93,13 +95,19 @@ class Publish:
         body = await receive_body(scope, receive, settings.limits.max_publication_bytes)
         raw = parse_body(body, header(scope, b"content-type"))
         convert(raw, w.PublicationBody)
-        published = await broker.publish(publication_input(raw, settings), scope_bearer(scope))
+        simulated = scope_simulation(scope) is not None
+        item = publication_input(raw, settings, simulated)
+        published = await broker.publish(item, scope_bearer(scope))
         return msgspec.json.encode(answers.published(published))
 
 
 publish = described(
     Operation(
-        w.PublicationBody, answer=w.Published, status=201, body_media=("application/msgpack",)
+        w.PublicationBody,
+        answer=w.Published,
+        status=201,
+        body_media=("application/msgpack",),
+        headers=(SIMULATION_HEADER,),
     )
 )(Publish())
 
@@ -111,6 +119,7 @@ publish = described(
         answer=w.BatchAnswer,
         status=201,
         body_media=("application/msgpack",),
+        headers=(SIMULATION_HEADER,),
     )
 )
 async def publish_batch(request: Request) -> Response:
@@ -128,9 +137,10 @@ async def publish_batch(request: Request) -> Response:
             detail=f"at most {limits.max_batch} publications per batch",
         )
     inputs = []
+    simulated = scope_simulation(request.scope) is not None
     for i, item in enumerate(items):
         try:
-            inputs.append(publication_input(item, settings))
+            inputs.append(publication_input(item, settings, simulated))
         except TidingsError as exc:
             exc.field = (
                 f"publications[{i}].{exc.field}"

@@ -10,7 +10,7 @@ from starlette.routing import Route
 from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.common import SMALL_BODY, broker_of, owner, public_base, webhooks_of
-from tidings.api.io import bearer, body_as
+from tidings.api.io import SIMULATION_HEADER, bearer, body_as, scope_simulation
 from tidings.api.operations import Operation, described
 from tidings.wire import v1 as w
 
@@ -21,13 +21,16 @@ def queue_url(request: Request, subscriber_id: str) -> str:
     return f"{public_base(request)}/v1/subscribers/{subscriber_id}/messages"
 
 
-@described(Operation(w.RegisterBody, False, answer=w.Registered, status=201))
+@described(
+    Operation(w.RegisterBody, False, answer=w.Registered, status=201, headers=(SIMULATION_HEADER,))
+)
 async def register(request: Request) -> Response:
     """Register a subscriber: its id, its bearer token (shown once) and its queue's URL."""
     _, body = await body_as(request, w.RegisterBody, SMALL_BODY, allow_empty=True)
     client = request.client.host if request.client else ""
     broker = broker_of(request)
-    subscriber, token = await broker.register(body.ephemeral, client, bearer(request))
+    simulation = scope_simulation(request.scope)
+    subscriber, token = await broker.register(body.ephemeral, client, bearer(request), simulation)
     return answer(w.Registered(subscriber.id, token, queue_url(request, subscriber.id)), 201)
 
 

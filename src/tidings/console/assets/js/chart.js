@@ -62,7 +62,7 @@ export class TimeChart {
       series: [
         { label: "time", value: (u, at) => (at ? new Date(at * 1000).toLocaleTimeString() : "-") },
         ...this.series.map((s) => ({
-          label: s.label, stroke: s.color, width: 2, points: { show: false },
+          label: s.label, stroke: s.color, width: 2, dash: s.dash, points: { show: false },
           value: (u, v) => `${number(v)} ${unit}`,
         })),
       ],

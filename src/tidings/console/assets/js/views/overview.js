@@ -1,5 +1,6 @@
-// Overview (admin): the broker's numbers, live rates, suspended functions, subscribers,
-// settings and versions; everything read from /v1/admin with the admin token.
+// Overview (admin): the broker's numbers, live rates (a simulator's apart), topics, suspended
+// functions, subscribers (real, simulated or all), settings and versions; everything read
+// from /v1/admin with the admin token.
 import { call, describe, saved } from "../api.js";
 import { TimeChart } from "../chart.js";
 import { h, section, when } from "../dom.js";
@@ -18,20 +19,27 @@ export function adminTokenBox(onChange) {
 export function render(root) {
   const status = h("p", { class: "muted" }, "Enter the admin token to see the broker.");
   const cards = h("div", { class: "cards" });
-  const rates = new TimeChart(
-    [{ label: "publications", color: "#2e5bff" }, { label: "deliveries", color: "#027a48" }],
-    { unit: "msg/s", id: "rates" });
+  const rates = new TimeChart([
+    { label: "publications", color: "#2e5bff" }, { label: "deliveries", color: "#027a48" },
+    { label: "simulated publications", color: "#7a5af8", dash: [6, 4] },
+    { label: "simulated deliveries", color: "#dc6803", dash: [6, 4] },
+  ], { unit: "msg/s", id: "rates" });
   const topics = new TopicsTable();
   const suspended = h("div");
   const subscribers = h("div");
+  const origin = h("select", { id: "subscriber-origin", onchange: () => refresh() },
+    h("option", { value: "all" }, "all"), h("option", { value: "real" }, "real"),
+    h("option", { value: "simulated" }, "simulated (made by a simulator)"));
+  const dialog = confirmation();
   const details = h("div");
   root.append(adminTokenBox(refresh), status,
     section("Broker", cards),
     section("Live rates", rates.el),
     section("Topics", topics.el),
     section("Suspended functions", suspended),
-    section("Subscribers", subscribers),
-    details);
+    section("Subscribers", h("div", { class: "row" }, h("label", {}, "Show ", origin)),
+      subscribers),
+    details, dialog.el);
   let last = null;
   const timer = setInterval(refresh, 2000);
   refresh();
@@ -41,7 +49,8 @@ export function render(root) {
     if (!token) return;
     try {
       const seen = await call("GET", "/v1/admin/overview", { token });
-      const page = await call("GET", "/v1/admin/subscribers", { token, query: { limit: 50 } });
+      const page = await call("GET", "/v1/admin/subscribers",
+        { token, query: { limit: 50, origin: origin.value } });
       const traffic = await call("GET", "/v1/admin/topics", { token });
       status.textContent = `Updated ${new Date().toLocaleTimeString()}`;
       status.className = "ok";
@@ -50,7 +59,7 @@ export function render(root) {
       last = { at: Date.now(), counters: seen.counters };
       topics.show(traffic);
       showSuspended(suspended, seen.suspended);
-      showSubscribers(subscribers, page, token, refresh);
+      showSubscribers(subscribers, page, token, refresh, dialog);
       showDetails(details, seen);
     } catch (error) {
       status.textContent = describe(error);
@@ -85,7 +94,8 @@ function showRates(chart, seen, last) {
   if (!last) return;
   const seconds = (Date.now() - last.at) / 1000;
   const rate = (name) => (seen.counters[name] - last.counters[name]) / seconds;
-  chart.push([rate("publications"), rate("deliveries_enqueued")]);
+  chart.push(["publications", "deliveries_enqueued", "simulated_publications",
+    "simulated_deliveries"].map(rate));
 }
 
 function showSuspended(root, suspended) {
@@ -97,8 +107,26 @@ function showSuspended(root, suspended) {
       h("td", {}, s.function_type), h("td", { class: "error" }, s.reason)))));
 }
 
-function showSubscribers(root, page, token, refresh) {
+// A dialog in the page (not window.confirm): asks before a destructive action.
+function confirmation() {
+  const text = h("p", { id: "confirm-text" });
+  const el = h("dialog", { id: "confirm" }, text,
+    h("form", { method: "dialog" },
+      h("button", { class: "quiet", value: "cancel", id: "confirm-cancel" }, "Cancel"),
+      h("button", { class: "danger", value: "yes", id: "confirm-yes" }, "Delete")));
+  const ask = (question) => new Promise((resolve) => {
+    text.textContent = question;
+    el.returnValue = "";
+    el.addEventListener("close", () => resolve(el.returnValue === "yes"), { once: true });
+    el.showModal();
+  });
+  return { el, ask };
+}
+
+function showSubscribers(root, page, token, refresh, dialog) {
   const remove = (id) => async () => {
+    const sure = await dialog.ask(`Delete subscriber ${id}, its subscriptions and its queue?`);
+    if (!sure) return;
     await call("DELETE", `/v1/admin/subscribers/${id}`, { token });
     refresh();
   };
@@ -107,7 +135,9 @@ function showSubscribers(root, page, token, refresh) {
     h("tr", {}, h("th", {}, "id"), h("th", {}, "created"), h("th", {}, "last seen"),
       h("th", {}, "ready / leased / dead"), h("th", {}, "")),
     page.subscribers.map((s) => h("tr", {},
-      h("td", {}, s.id, s.ephemeral ? h("span", { class: "muted" }, " (ephemeral)") : null),
+      h("td", {}, s.id, s.ephemeral ? h("span", { class: "muted" }, " (ephemeral)") : null,
+        s.simulation ? h("span", { class: "tag sim", title: "made by a simulator" },
+          `simulation: ${s.simulation}`) : null),
       h("td", {}, when(s.created_at)), h("td", {}, when(s.last_seen)),
       h("td", {}, `${s.depth.ready} / ${s.depth.leased} / ${s.depth.dead}`),
       h("td", {}, h("button", { class: "danger", onclick: remove(s.id) }, "Delete"))))),
