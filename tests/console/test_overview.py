@@ -3,13 +3,18 @@ topics, the subscribers real and simulated, the elastic deployment and the place
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 
+from tidings.config import load_settings
+from tidings.errors import TidingsError
 from tidings.server import EmbeddedServer
 
 TIMEOUT_MS = 20_000
@@ -178,3 +183,69 @@ def test_a_simulation_run_from_the_console_has_its_subscribers_and_series_apart(
     )
     page.wait_for_timeout(2500)
     page.screenshot(path=screenshots / "overview.png", full_page=True)
+
+
+def test_a_broker_that_does_not_match_elastically_says_so_plainly(context: Any, token: str) -> None:
+    page = open_overview(context, token)
+    expect(page.locator("#cluster-none")).to_contain_text("Not elastic", timeout=TIMEOUT_MS)
+    expect(page.locator("#cluster-layers")).to_have_count(0)
+
+
+@pytest.fixture(scope="module")
+def elastic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    """A broker matching through E-SilboPS's operators, on a ZooKeeper of its own."""
+    from tidings.elastic.coordination.zookeeper import local_zookeeper
+
+    try:
+        started = local_zookeeper()
+        hosts = started.__enter__()
+    except TidingsError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"ZooKeeper cannot start (required under CI): {exc.message}")
+        pytest.skip(f"ZooKeeper cannot start: {exc.message}")
+    values = {
+        "data_dir": tmp_path_factory.mktemp("elastic-console"),
+        "matching": "elastic",
+        "elastic__zookeeper": hosts,
+        "elastic__cluster": "console",
+        "elastic__matchers": 2,
+        "admin_token": "elastic-admin",
+    }
+    try:
+        with EmbeddedServer(load_settings(values, env={})) as server:
+            yield server
+    finally:
+        started.__exit__(None, None, None)
+
+
+def test_an_elastic_brokers_layers_operators_and_scaling_are_shown(
+    browser: Any, elastic: EmbeddedServer, screenshots: Path
+) -> None:
+    made = browser.new_context(base_url=elastic.url, viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    outside: list[str] = []
+    made.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith(elastic.url)
+            else (outside.append(route.request.url), route.abort())
+        ),
+    )
+    page = made.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto("/ui/#/overview")
+        page.fill("#admin-token", "elastic-admin")
+        page.click("#admin-save")
+        layers = page.locator("#cluster-layers")
+        matchers = layers.locator("tr", has_text="matchers")
+        expect(matchers.locator("td").nth(2)).to_have_text("2", timeout=TIMEOUT_MS)
+        expect(layers.locator("tr", has_text="exit points")).to_be_visible()
+        expect(page.locator("#cluster")).to_contain_text("Cluster console on ZooKeeper")
+        expect(page.locator("#cluster-running")).to_contain_text("matcher")
+        expect(page.locator("#cluster-scaling")).to_contain_text("No scale in progress")
+        page.locator("section:has(#cluster)").screenshot(path=screenshots / "elastic.png")
+    finally:
+        made.close()
+    assert outside == [] and errors == []

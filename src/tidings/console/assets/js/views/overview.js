@@ -4,6 +4,7 @@
 import { call, describe, saved } from "../api.js";
 import { TimeChart } from "../chart.js";
 import { h, section, when } from "../dom.js";
+import { showCluster } from "./cluster.js";
 import { TopicsTable } from "./topics.js";
 
 export function adminTokenBox(onChange) {
@@ -26,6 +27,7 @@ export function render(root) {
   ], { unit: "msg/s", id: "rates" });
   const topics = new TopicsTable();
   const suspended = h("div");
+  const cluster = h("div", { id: "cluster" });
   const subscribers = h("div");
   const origin = h("select", { id: "subscriber-origin", onchange: () => refresh() },
     h("option", { value: "all" }, "all"), h("option", { value: "real" }, "real"),
@@ -36,6 +38,7 @@ export function render(root) {
     section("Broker", cards),
     section("Live rates", rates.el),
     section("Topics", topics.el),
+    section("Elastic deployment", cluster),
     section("Suspended functions", suspended),
     section("Subscribers", h("div", { class: "row" }, h("label", {}, "Show ", origin)),
       subscribers),
@@ -58,6 +61,7 @@ export function render(root) {
       showRates(rates, seen, last);
       last = { at: Date.now(), counters: seen.counters };
       topics.show(traffic);
+      await showCluster(cluster, token);
       showSuspended(suspended, seen.suspended);
       showSubscribers(subscribers, page, token, refresh, dialog);
       showDetails(details, seen);
