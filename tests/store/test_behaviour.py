@@ -196,6 +196,54 @@ def test_redrive_returns_dead_letters_to_the_queue_with_fresh_attempts(store: St
     assert store.redrive("s1", None, T0 + 12) == 1 and store.dead_letters("s1") == []
 
 
+def test_browsing_a_queue_pages_its_waiting_messages_in_fifo_order_and_leases_nothing(
+    store: Store,
+) -> None:
+    subscriber(store), subscriber(store, "s2")
+    store.enqueue([msg(f"p{i}") for i in range(5)] + [msg("other", "s2")])
+    first = store.browse("s1", 0, 3, T0 + 1)
+    rest = store.browse("s1", first[-1].id, 3, T0 + 1)
+    assert [m.publication_id for m in first + rest] == ["p0", "p1", "p2", "p3", "p4"]
+    assert first[0].body == {"id": "p0"} and first[0].subscription_ids == ("sub1",)
+    assert (first[0].attempt, first[0].enqueued_at, first[0].ready_at) == (0, T0, T0)
+    assert store.browse("s1", rest[-1].id, 3, T0 + 1) == []
+    assert [m.attempt for m in lease(store, n=5, now=T0 + 1)] == [1] * 5  # none was leased
+
+
+def test_browsing_leaves_out_leased_messages_and_shows_delayed_and_expired_ones(
+    store: Store,
+) -> None:
+    subscriber(store)
+    store.enqueue([msg("p1"), msg("p2"), msg("p3")])
+    _, second = lease(store, n=2)  # leased until T0 + 30
+    store.nack("s1", [second.receipt], T0, delay_s=600)
+    seen = store.browse("s1", 0, 10, T0 + 1)
+    assert [(m.publication_id, m.attempt, m.ready_at) for m in seen] == [
+        ("p2", 1, T0 + 600),
+        ("p3", 0, T0),
+    ]
+    after_lease = store.browse("s1", 0, 10, T0 + 31)  # p1's lease ran out: it waits again
+    assert [m.publication_id for m in after_lease] == ["p1", "p2", "p3"]
+
+
+def test_purging_a_queue_deletes_its_waiting_messages_and_leaves_leased_ones(
+    store: Store,
+) -> None:
+    subscriber(store), subscriber(store, "s2")
+    store.enqueue([msg("p1"), msg("p2"), msg("p3"), msg("other", "s2")], fresh=True)
+    [held] = lease(store, n=1)
+    [delayed] = lease(store, n=1)
+    store.nack("s1", [delayed.receipt], T0, delay_s=600)
+    assert store.purge("s1", T0 + 1) == 2  # p2 (delayed) and p3 (ready)
+    assert store.browse("s1", 0, 10, T0 + 1) == [] and store.depth("s1", T0 + 1).leased == 1
+    assert store.ack("s1", [held.receipt]).acked == [held.receipt]  # its holder still settles
+    assert store.depth("s1", T0 + 700) == QueueDepth(0, 0, 0)
+    assert bodies(store) == 1  # s2's only
+    assert store.depth("s2", T0 + 1).ready == 1
+    assert store.enqueue([msg("p3")]) == 0  # a replay of a purged one is still a repeat
+    assert store.purge("s1", T0 + 2) == 0
+
+
 def test_removing_a_subscriber_removes_everything_it_owned(store: Store) -> None:
     subscriber(store)
     store.add_subscription(Subscription("x1", "s1", "topic", topics=("a",)))

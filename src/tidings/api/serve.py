@@ -1,6 +1,6 @@
 """Encoding leased messages and dead letters one by one, so that one that cannot be encoded
 never fails the answer for the others: a message is dead-lettered alone with the reason, a
-dead letter is listed without its body.
+dead letter or a browsed message is listed without its body.
 
 Each is encoded from its wire shape by orjson (through `msgspec.to_builtins`), not msgspec:
 what cannot be served here is what the push channels (`tidings.delivery.frames`, orjson)
@@ -9,16 +9,17 @@ cannot serve either, nested past orjson's depth, say."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import orjson
 
 from tidings.broker import Broker
-from tidings.store.base import DeadLetter, Message
-from tidings.wire.v1 import DeadLetterOut
+from tidings.store.base import Message
 
 ENCODE_ERRORS = (orjson.JSONEncodeError, TypeError, ValueError)
+R = TypeVar("R")  # a record read from the store
+S = TypeVar("S", bound=msgspec.Struct)  # its wire shape, which has a `body`
 
 
 def encoded(shape: Any) -> msgspec.Raw:
@@ -39,12 +40,11 @@ async def servable(
     return out
 
 
-def listable(
-    letters: Sequence[DeadLetter], shape: Callable[[DeadLetter], DeadLetterOut]
-) -> list[msgspec.Raw]:
-    """Each dead letter as encoded JSON; one whose body does not encode has `"body": null`."""
+def listable(records: Sequence[R], shape: Callable[[R], S]) -> list[msgspec.Raw]:
+    """Each record (a dead letter, a waiting message) as encoded JSON; one whose body does not
+    encode has `"body": null`."""
     out = []
-    for d in letters:
+    for d in records:
         item = shape(d)
         try:
             out.append(encoded(item))

@@ -60,6 +60,7 @@ from tidings.store.base import (
     DeadLetter,
     Message,
     QueueDepth,
+    QueuedMessage,
     Store,
 )
 
@@ -406,6 +407,16 @@ class Broker:
     async def dead_letters(self, subscriber_id: str, limit: int) -> list[DeadLetter]:
         async with self.queues.admission.turn(subscriber_id):
             return await self.store.dead_letters(subscriber_id, limit)
+
+    async def browse(self, subscriber_id: str, after: int, limit: int) -> list[QueuedMessage]:
+        """The queue's waiting messages, read without leasing them."""
+        async with self.queues.admission.turn(subscriber_id):
+            return await self.store.browse(subscriber_id, after, limit, self.clock())
+
+    async def purge(self, subscriber_id: str) -> int:
+        """Delete the queue's waiting messages; leased ones stay with their holders."""
+        async with self.queues.admission.turn(subscriber_id):
+            return await self.store.purge(subscriber_id, self.clock())
 
     async def redrive(self, subscriber_id: str, ids: Sequence[int] | None) -> int:
         async with self.queues.admission.turn(subscriber_id):

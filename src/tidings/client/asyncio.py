@@ -311,6 +311,15 @@ class AsyncSubscriberHandle:
     async def redrive(self, ids: list[int] | None = None) -> int:
         return await self._run(calls.redrive(self.base, ids))
 
+    async def browse(self, limit: int = 100, after: int = 0) -> tuple[list[t.Queued], int | None]:
+        """A page of the queue's waiting messages without leasing them (attempts untouched),
+        and the `after` of the next page (None on the last)."""
+        return await self._run(calls.browse(self.base, limit, after))
+
+    async def purge(self) -> int:
+        """Delete the queue's waiting messages (not the leased ones); how many went."""
+        return await self._run(calls.purge(self.base))
+
     async def unregister(self) -> None:
         await self._run(calls.unregister(self.base))
 

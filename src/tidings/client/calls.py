@@ -185,6 +185,24 @@ def redrive(base: str, ids: list[int] | None) -> Call[int]:
     return Call("POST", f"{base}/dead-letters/redrive", _redriven, json=body)
 
 
+def _queued(body: bytes) -> tuple[list[t.Queued], int | None]:
+    page = msgspec.json.decode(body, type=w.Queued)
+    return page.messages, page.next
+
+
+def browse(base: str, limit: int, after: int) -> Call[tuple[list[t.Queued], int | None]]:
+    """A page of the waiting messages, leasing none, and the `after` of the next (or None)."""
+    return Call("GET", f"{base}/queue/messages", _queued, params={"limit": limit, "after": after})
+
+
+def _purged(body: bytes) -> int:
+    return msgspec.json.decode(body, type=w.Purged).purged
+
+
+def purge(base: str) -> Call[int]:
+    return Call("DELETE", f"{base}/queue/messages", _purged)
+
+
 def unregister(base: str) -> Call[None]:
     return Call("DELETE", base, nothing)
 

@@ -214,6 +214,15 @@ class SubscriberHandle:
     def redrive(self, ids: list[int] | None = None) -> int:
         return self._run(calls.redrive(self.base, ids))
 
+    def browse(self, limit: int = 100, after: int = 0) -> tuple[list[t.Queued], int | None]:
+        """A page of the queue's waiting messages without leasing them (attempts untouched),
+        and the `after` of the next page (None on the last)."""
+        return self._run(calls.browse(self.base, limit, after))
+
+    def purge(self) -> int:
+        """Delete the queue's waiting messages (not the leased ones); how many went."""
+        return self._run(calls.purge(self.base))
+
     def unregister(self) -> None:
         self._run(calls.unregister(self.base))
 

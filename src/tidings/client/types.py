@@ -32,6 +32,7 @@ SubscriberInfo = v1.SubscriberInfo
 Subscription = v1.SubscriptionOut
 SubscriberRecord = admin.SubscriberRecord
 DeadLetter = v1.DeadLetterOut
+Queued = v1.QueuedOut  # a waiting message, browsed without leasing it
 
 S = TypeVar("S")  # what settling returns: None (sync client) or an awaitable (asyncio)
 Settler = Callable[[str, list[str]], S]  # ("ack" | "nack", receipts)

@@ -22,6 +22,7 @@ from tidings.store.base import (
     Origin,
     PendingEvaluation,
     QueueDepth,
+    QueuedMessage,
     QueueStats,
     Store,
     SubscriberRecord,
@@ -129,6 +130,14 @@ class AsyncStore:
 
     async def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
         return await _run(self.sync.redrive, subscriber_id, ids, now)
+
+    async def browse(
+        self, subscriber_id: str, after: int, limit: int, now: float
+    ) -> list[QueuedMessage]:
+        return await _run(self.sync.browse, subscriber_id, after, limit, now)
+
+    async def purge(self, subscriber_id: str, now: float) -> int:
+        return await _run(self.sync.purge, subscriber_id, now)
 
     async def expire(self, now: float, retention_s: float) -> int:
         return await _run(self.sync.expire, now, retention_s)

@@ -102,6 +102,21 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuedMessage:
+    """A message waiting in a queue (not leased), as browsing sees it: `ready_at` is when it
+    became, or becomes, ready (later than now after a nack's delay or a webhook's backoff)."""
+
+    id: int
+    subscriber_id: str
+    publication_id: str
+    subscription_ids: tuple[str, ...]
+    body: JSON
+    enqueued_at: float
+    attempt: int
+    ready_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Fanout:
     """A new publication's deliveries without an object per delivery: `owners` maps each
     subscriber to its matching subscription ids (the matcher's answer, as it is). Its keys
@@ -483,6 +498,16 @@ class Store(EndpointStore, Protocol):
     def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]: ...
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
         """Move dead letters (all, or the given ids) back to the queue with attempt 0."""
+        ...
+
+    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> list[QueuedMessage]:
+        """Up to `limit` of the queue's waiting messages (not leased at `now`) with ids past
+        `after`, in FIFO order; nothing is leased and no attempt counted."""
+        ...
+
+    def purge(self, subscriber_id: str, now: float) -> int:
+        """Delete the queue's waiting messages (not the ones leased at `now`, whose holders
+        may still acknowledge them); how many went."""
         ...
 
     def expire(self, now: float, retention_s: float) -> int: ...

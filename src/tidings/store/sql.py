@@ -6,6 +6,7 @@ Each part of the `Store` protocol lives in a room of its own, all running over o
 - `records.py`: subscribers (and when each was last seen) and subscriptions;
 - `queues.py` (with `enqueue.py` and `bodies.py`): the queue operations and `apply`, dead
   letters, redrive, expiry, bodies stored once and swept;
+- `browse.py`: a queue's waiting messages read without leasing them, and purged;
 - `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints;
 - `dedup.py`: publishers' dedup ids, claimed in the step that enqueues (`PublishOnce`).
 - `pending.py`: function evaluations a publication still owes.
@@ -34,6 +35,7 @@ from tidings.store.base import (
     Origin,
     PendingEvaluation,
     QueueDepth,
+    QueuedMessage,
     QueueOp,
     QueueStats,
     Reject,
@@ -41,6 +43,7 @@ from tidings.store.base import (
     SubscriptionChanges,
 )
 from tidings.store.bodies import sweep_bodies
+from tidings.store.browse import Browsing
 from tidings.store.database import Database
 from tidings.store.dedup import DedupIds
 from tidings.store.endpoints import Endpoints
@@ -60,6 +63,7 @@ class SQLStore:
         self._subscribers = Subscribers(db)
         self._subscriptions = Subscriptions(db)
         self._queues = Queues(db)
+        self._browsing = Browsing(db)
         self._counts = QueueCounts(db)
         self._endpoints = Endpoints(db)
         self._pending = Pending(db)
@@ -192,6 +196,12 @@ class SQLStore:
 
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
         return self._queues.redrive(subscriber_id, ids, now)
+
+    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> list[QueuedMessage]:
+        return self._browsing.page(subscriber_id, after, limit, now)
+
+    def purge(self, subscriber_id: str, now: float) -> int:
+        return self._browsing.purge(subscriber_id, now)
 
     def expire(self, now: float, retention_s: float) -> int:
         return self._queues.expire(now, retention_s)

@@ -11,6 +11,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from tidings.addresses import MAX_URL
 from tidings.config import QueueSettings
+from tidings.model import ID_MAX
 from tidings.wire.base import (
     ONE_OF,
     Body,
@@ -172,6 +173,22 @@ class PullQuery(Struct):
 
 class DeadLettersQuery(Struct):
     limit: Annotated[int, Meta(ge=1, le=1000, description="at most this many")] = 100
+
+
+class BrowseQuery(Struct):
+    limit: Annotated[int, Meta(ge=1, le=1000, description="at most this many")] = 100
+    after: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=ID_MAX,
+            description="the previous page's `next`: the last id it held; none at first",
+        ),
+    ] = 0
+
+
+def browse_query(q: QueueSettings) -> type[BrowseQuery]:
+    return BrowseQuery
 
 
 class SubscriptionsQuery(Struct):
@@ -391,3 +408,30 @@ class DeadLetters(Struct):
 
 class Redriven(Struct):
     redriven: int
+
+
+class QueuedOut(Struct):
+    """A message waiting in the queue, seen without leasing it: `attempt` counts its leases
+    so far, `age_s` is the seconds since it was enqueued, `ready_at` when it became (or, after
+    a nack's delay or a webhook's backoff, becomes) ready."""
+
+    id: int
+    publication_id: str
+    subscription_ids: list[str]
+    attempt: int
+    enqueued_at: float
+    age_s: float
+    ready_at: float
+    body: Any
+
+
+class Queued(Struct):
+    """A page of the waiting messages in FIFO order. `next`: the id to ask `after` for the
+    next page; null on the last page."""
+
+    messages: list[QueuedOut]
+    next: int | None = None
+
+
+class Purged(Struct):
+    purged: int

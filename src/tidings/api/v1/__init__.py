@@ -1,11 +1,13 @@
 """The native API under /v1 (docs/api.md), a module per resource: subscribers, their
-subscriptions, publications, queues (pulls, acknowledgements, dead letters), the push
-stream, webhooks, and the admin calls (the topics' traffic among them)."""
+subscriptions, publications, queues (pulls, acknowledgements, dead letters), browsing and
+purging a queue, the push stream, webhooks, and the admin calls (the topics' traffic among
+them)."""
 
 from starlette.routing import BaseRoute
 
 from tidings.api.v1 import (
     admin,
+    browse,
     publications,
     queues,
     stream,
@@ -20,6 +22,7 @@ routes: list[BaseRoute] = [
     *subscriptions.routes,
     *publications.routes,
     *queues.routes,
+    *browse.routes,
     *stream.routes,
     *webhooks.routes,
     *admin.routes,
