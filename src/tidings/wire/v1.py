@@ -435,3 +435,19 @@ class Queued(Struct):
 
 class Purged(Struct):
     purged: int
+
+
+class Builtin(Struct):
+    """A builtin function: its module (`text` or `vision`), whether this broker has its
+    libraries (`extra`: the install extra that brings them, when not) and the JSON Schema of
+    its `params`."""
+
+    name: str
+    module: str
+    available: bool
+    extra: str | None
+    params: dict[str, Any]
+
+
+class Builtins(Struct):
+    builtins: list[Builtin]

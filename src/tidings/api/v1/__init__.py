@@ -1,13 +1,14 @@
 """The native API under /v1 (docs/api.md), a module per resource: subscribers, their
 subscriptions, publications, queues (pulls, acknowledgements, dead letters), browsing and
-purging a queue, the push stream, webhooks, and the admin calls (the topics' traffic among
-them)."""
+purging a queue, the push stream, webhooks, the function library, and the admin calls (the
+topics' traffic among them)."""
 
 from starlette.routing import BaseRoute
 
 from tidings.api.v1 import (
     admin,
     browse,
+    functions,
     publications,
     queues,
     stream,
@@ -23,6 +24,7 @@ routes: list[BaseRoute] = [
     *publications.routes,
     *queues.routes,
     *browse.routes,
+    *functions.routes,
     *stream.routes,
     *webhooks.routes,
     *admin.routes,
