@@ -1,9 +1,14 @@
-// Subscriber: register (the token shown once), subscribe by topic, content or function (a
-// code editor that marks the compile check's line), live deliveries over the WebSocket
-// stream with ack and nack, dead letters and re-drive.
+// Subscriber: register (the token shown once) or unregister, subscribe by topic, content or
+// function (views/functionform.js), live deliveries over the WebSocket stream with ack and
+// nack, the queue browsed and purged and the dead letters (views/queue.js), the webhook
+// (views/webhook.js). Every destructive action asks first (confirm.js).
 import { call, describe, saved } from "../api.js";
-import { h, section, field, when } from "../dom.js";
-import { BUILTINS, OPERATORS, SUBSCRIPTIONS } from "../samples.js";
+import { h, section, field } from "../dom.js";
+import { dangerButton } from "../confirm.js";
+import { OPERATORS, SUBSCRIPTIONS } from "../samples.js";
+import { functionForm } from "./functionform.js";
+import { deadLetters, queue } from "./queue.js";
+import { webhook } from "./webhook.js";
 
 export function render(root) {
   const me = () => saved.get("subscriber");
@@ -16,7 +21,7 @@ export function render(root) {
       const list = h("div", { id: "subscriptions" });
       const refresh = () => showSubscriptions(list, me());
       parts.append(subscribeForm(me(), refresh), section("Subscriptions", list),
-        live(me(), (s) => { stream = s; }), deadLetters(me()));
+        live(me(), (s) => { stream = s; }), queue(me()), deadLetters(me()), webhook(me()));
       refresh();
     }
   }
@@ -35,8 +40,18 @@ function identity(redraw) {
         h("div", { class: "token", id: "subscriber-token" }, current.token));
       saved.set("subscriber", { id: current.id, token: current.token });
     }
+    const error = h("p", { class: "error" });
+    const unregister = async () => {
+      try {
+        await call("DELETE", `/v1/subscribers/${current.id}`, { token: current.token });
+        saved.set("subscriber", null);
+        redraw();
+      } catch (e) { error.textContent = describe(e); }
+    };
     shown.append(h("button", { class: "quiet", onclick: () => { saved.set("subscriber", null); redraw(); } },
-      "Use another subscriber"));
+      "Use another subscriber"),
+      dangerButton("Unregister", `Delete subscriber ${current.id} with its subscriptions, queue, `
+        + "dead letters and webhook?", unregister, { id: "unregister" }), error);
     return section("Subscriber", shown);
   }
   const ephemeral = h("input", { type: "checkbox", id: "ephemeral" });
@@ -134,72 +149,6 @@ function scalar(text) {
   try { return JSON.parse(text); } catch { return text; }
 }
 
-function functionForm() {
-  const type = h("input", { id: "fn-type", value: "text" });
-  const mode = h("select", { id: "fn-mode" }, ["code", "builtin", "url"].map((m) => h("option", { value: m }, m)));
-  const editor = codeEditor(SUBSCRIPTIONS.code);
-  const builtin = h("select", { id: "fn-builtin" }, Object.keys(BUILTINS).map((b) => h("option", { value: b }, b)));
-  const params = h("textarea", { id: "fn-params" }, JSON.stringify(BUILTINS.detect_language));
-  builtin.addEventListener("change", () => { params.value = JSON.stringify(BUILTINS[builtin.value]); });
-  const url = h("input", { id: "fn-url", value: `${location.origin}/api/DetectLanguages` });
-  const parts = {
-    code: field("Code: a top-level match(publication) returning a bool", editor.element),
-    builtin: h("div", {}, field("Library function", builtin), field("Params (JSON)", params)),
-    url: h("div", {}, field("URL (POSTed {publication, params}, answers {\"match\": bool})", url),
-      field("Params (JSON)", params)),
-  };
-  const slot = h("div");
-  const show = () => slot.replaceChildren(parts[mode.value]);
-  mode.addEventListener("change", show);
-  show();
-  const body = () => {
-    const spec = { function_type: type.value.trim() };
-    if (mode.value === "code") spec.code = editor.value();
-    if (mode.value === "builtin") { spec.builtin = builtin.value; spec.params = JSON.parse(params.value || "{}"); }
-    if (mode.value === "url") { spec.url = url.value.trim(); spec.params = JSON.parse(params.value || "{}"); }
-    return { function: spec };
-  };
-  return {
-    element: h("div", {}, field("Function type (what publications name in function_types)", type),
-      field("Kind", mode), slot),
-    body,
-    showError: (error) => editor.mark(error),
-    clearError: () => editor.mark(null),
-  };
-}
-
-// A textarea with line numbers; the compile check's "line N: ..." is marked at line N.
-function codeEditor(text) {
-  const gutter = h("div", { class: "gutter", id: "code-gutter" });
-  const area = h("textarea", { id: "code", spellcheck: "false" }, text);
-  const message = h("div", { class: "error", id: "code-error" });
-  let bad = null;
-  const number = () => {
-    const lines = area.value.split("\n").length;
-    gutter.replaceChildren(...Array.from({ length: lines }, (_, i) =>
-      h("div", { class: i + 1 === bad ? "bad" : "", "data-line": i + 1 }, i + 1)));
-  };
-  area.addEventListener("input", number);
-  area.addEventListener("scroll", () => { gutter.scrollTop = area.scrollTop; });
-  area.addEventListener("keydown", (event) => {
-    if (event.key !== "Tab") return;
-    event.preventDefault();
-    area.setRangeText("    ", area.selectionStart, area.selectionEnd, "end");
-    number();
-  });
-  number();
-  return {
-    element: h("div", {}, h("div", { class: "editor" }, gutter, area), message),
-    value: () => area.value,
-    mark(error) {
-      const found = error && /^line (\d+): (.*)$/s.exec(error.message || "");
-      bad = found ? Number(found[1]) : null;
-      message.textContent = found ? `line ${found[1]}: ${found[2]}` : "";
-      number();
-    },
-  };
-}
-
 async function showSubscriptions(root, me) {
   try {
     const list = await allSubscriptions(me);
@@ -216,7 +165,7 @@ async function showSubscriptions(root, me) {
       list.map((s) => h("tr", {}, h("td", {}, s.id), h("td", {}, s.kind), h("td", {}, what(s)),
         h("td", { class: s.status === "active" ? "" : "error" }, s.status, s.status_reason ? `: ${s.status_reason}` : ""),
         h("td", {}, s.status === "suspended" ? h("button", { class: "quiet", onclick: resume(s.id) }, "Resume") : null,
-          h("button", { class: "danger", onclick: remove(s.id) }, "Delete")))))
+          dangerButton("Delete", `Delete subscription ${s.id} (${what(s)})?`, remove(s.id))))))
       : h("p", { class: "muted" }, "None yet."));
   } catch (error) {
     root.replaceChildren(h("p", { class: "error" }, describe(error)));
@@ -279,25 +228,4 @@ function live(me, keep) {
     h("div", {}, h("button", { id: "connect", onclick: connect }, "Connect"),
       h("button", { class: "quiet", onclick: () => socket && socket.close() }, "Disconnect"), " ", status),
     h("label", {}, autoAck, " acknowledge as they arrive"), log);
-}
-
-function deadLetters(me) {
-  const list = h("div", { id: "dead-letters" });
-  const refresh = async () => {
-    try {
-      const { dead_letters: dead } = await call("GET", `/v1/subscribers/${me.id}/dead-letters`,
-        { token: me.token });
-      list.replaceChildren(dead.length ? h("table", {},
-        h("tr", {}, h("th", {}, "id"), h("th", {}, "publication"), h("th", {}, "reason"), h("th", {}, "when")),
-        dead.map((d) => h("tr", {}, h("td", {}, d.id), h("td", {}, d.publication_id),
-          h("td", {}, d.reason), h("td", {}, when(d.dead_at))))) : h("p", { class: "muted" }, "None."));
-    } catch (error) { list.replaceChildren(h("p", { class: "error" }, describe(error))); }
-  };
-  const redrive = async () => {
-    await call("POST", `/v1/subscribers/${me.id}/dead-letters/redrive`, { token: me.token, body: {} });
-    refresh();
-  };
-  refresh();
-  return section("Dead letters", list, h("button", { class: "quiet", onclick: refresh }, "Refresh"),
-    h("button", { onclick: redrive }, "Re-drive all"));
 }
