@@ -26,7 +26,7 @@ export function webhook(me) {
       row("Retried for", `${hook.retention_s} s`),
       row("Changed", when(hook.updated_at)),
       row("Signing secret", h("code", { class: "secret" }, hook.secret))),
-    paused ? h("button", { class: "quiet", id: "webhook-resume", onclick: resume }, "Resume now") : null,
+    ...(paused ? [h("button", { class: "quiet", id: "webhook-resume", onclick: resume }, "Resume now")] : []),
     dangerButton("Delete webhook", `Stop pushing subscriber ${me.id}'s messages to ${hook.url}? `
       + "They stay in the queue.", remove, { id: "webhook-delete" }));
   };
