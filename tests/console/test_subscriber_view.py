@@ -175,9 +175,8 @@ def test_the_builtin_form_posts_each_functions_own_parameters(
     page.select_option("#fn-mode", "builtin")
     page.select_option("#fn-builtin", "key_phrases")
     page.fill("#fn-param-any_of", "moon, tide")
-    page.locator("section", has_text="Subscribe").first.screenshot(
-        path=screenshots / "builtin-form.png"
-    )
+    form = page.locator("section", has=page.locator("#subscribe"))
+    form.screenshot(path=screenshots / "builtin-form.png")
     page.click("#subscribe")
     expect(page.locator("#subscribe-result")).to_contain_text("Subscribed", timeout=TIMEOUT_MS)
     page.select_option("#fn-builtin", "sentiment")
@@ -227,3 +226,25 @@ def test_a_webhook_is_set_its_failure_shown_and_deleted_after_confirming(
     page.click("#confirm-ok")
     expect(page.locator("#webhook-status")).to_contain_text("No webhook", timeout=TIMEOUT_MS)
     assert api.http.get(f"{api.base}/webhook").status_code == 404
+
+
+PENDING = "() => (document.querySelector('#pub-result')?.textContent || '').includes('pending')"
+
+
+def test_a_function_publish_shows_its_evaluation_pending_then_delivered(
+    context: Any, api: Api, screenshots: Path
+) -> None:
+    spec = {"function_type": "text", "builtin": "detect_language", "params": {"language": "en"}}
+    api.subscribe(function=spec)
+    page = context.new_page()
+    page.goto("/ui/#/publisher")
+    page.click("#sample-text")
+    page.click("#publish")
+    page.wait_for_function(PENDING, timeout=TIMEOUT_MS)  # every frame: a short state is seen
+    expect(page.locator("#pub-result")).to_contain_text("0 deliveries; function evaluation pending")
+    done = "1 deliveries (function evaluation done: 1 more)"
+    expect(page.locator("#pub-result")).to_contain_text(done, timeout=60_000)
+    expect(page.locator("#pub-log .item").first).to_contain_text(done)
+    page.screenshot(path=screenshots / "publisher-function.png", full_page=True)
+    [delivered] = api.pull()
+    assert "Waikato" in delivered["body"]["data"]

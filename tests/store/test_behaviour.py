@@ -12,11 +12,14 @@ from tidings.delivery.committer import Committer
 from tidings.model import Op, Predicate, Subscriber, Subscription
 from tidings.store.base import (
     Ack,
+    Discharge,
     Enqueue,
     Fanout,
     Hasten,
     Lease,
     NewMessage,
+    Owe,
+    PendingEvaluation,
     QueueDepth,
     Store,
     encode_body,
@@ -242,6 +245,19 @@ def test_purging_a_queue_deletes_its_waiting_messages_and_leaves_leased_ones(
     assert store.depth("s2", T0 + 1).ready == 1
     assert store.enqueue([msg("p3")]) == 0  # a replay of a purged one is still a repeat
     assert store.purge("s1", T0 + 2) == 0
+
+
+def test_a_publications_progress_is_its_owed_evaluations_and_its_deliveries_so_far(
+    store: Store,
+) -> None:
+    subscriber(store), subscriber(store, "s2")
+    owed = PendingEvaluation("p1", b'{"id": "p1"}', ("f1",), "a", T0)
+    store.apply([Enqueue([msg("p1")], fresh=True), Owe([owed])])
+    assert store.publication_progress("p1") == (True, 1)
+    store.ack("s1", [m.receipt for m in lease(store)])  # acknowledged deliveries still count
+    store.apply([Enqueue([msg("p1", "s2")]), Discharge(["p1"])])
+    assert store.publication_progress("p1") == (False, 2)
+    assert store.publication_progress("unknown") == (False, 0)
 
 
 def test_removing_a_subscriber_removes_everything_it_owned(store: Store) -> None:

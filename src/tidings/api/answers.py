@@ -41,7 +41,9 @@ def depth(found: Counts) -> w.Depth:
 
 
 def published(p: Published) -> w.Published:
-    return w.Published(p.publication.id, p.publication.published_at, p.deliveries, p.duplicate)
+    return w.Published(
+        p.publication.id, p.publication.published_at, p.deliveries, p.duplicate, p.evaluations
+    )
 
 
 def settled(result: AckResult) -> Settled:

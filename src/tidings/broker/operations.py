@@ -369,6 +369,12 @@ class Broker:
     ) -> Published:
         return await self.publishing.per_topic(data, topics, dedup_id, key, self._spawn)
 
+    async def progress(self, publication_id: str, key: str | None = None) -> tuple[bool, int]:
+        """Whether function evaluations of a publication are still owed, and its deliveries
+        so far; for whoever may publish (a publisher key, where the operator requires them)."""
+        self.access.check_publish(key, [])
+        return await self.store.publication_progress(publication_id)
+
     # ---------------------------------------------------------------- receiving
 
     async def pull(

@@ -31,6 +31,7 @@ class Published:
     publication: Publication
     deliveries: int
     duplicate: bool = False  # its dedup_id was taken: the first publication's answer
+    evaluations: int = 0  # function subscriptions that evaluate it after the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +120,12 @@ class Publishing:
         if firsts:  # a repeated publish owes nothing: its first did
             owed = await self.functions.forgive(owed, set(firsts))
         self._count(items, pubs, counts, firsts)
+        owing = {p.id: len(subs) for p, subs in owed}  # before the evaluations start
         self.functions.spawn_for(owed, spawn)
         return [
             Published(answered_as_first(p, f), f.deliveries, True)
             if (f := firsts.get(p.id))
-            else Published(p, n)
+            else Published(p, n, evaluations=owing.get(p.id, 0))
             for p, n in zip(pubs, counts, strict=True)
         ]
 

@@ -164,6 +164,9 @@ class AsyncStore:
     ) -> int:
         return await _run(self.sync.renew_pending, claimant, publication_ids, until)
 
+    async def publication_progress(self, publication_id: str) -> tuple[bool, int]:
+        return await _run(self.sync.publication_progress, publication_id)
+
     # ---- webhook endpoints
     async def get_endpoint(self, subscriber_id: str) -> Endpoint | None:
         return await _run(self.sync.get_endpoint, subscriber_id)

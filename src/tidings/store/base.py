@@ -537,6 +537,11 @@ class Store(EndpointStore, Protocol):
         """Extend `claimant`'s claims on these until `until`; how many it still held."""
         ...
 
+    def publication_progress(self, publication_id: str) -> tuple[bool, int]:
+        """Whether function evaluations of the publication are still owed, and how many
+        deliveries of it were enqueued so far (every kind; within the queues' retention)."""
+        ...
+
     # ---- several brokers on one store
     def watch(self, on_change: Callable[[Change], None]) -> Callable[[], None]:
         """Call `on_change` (from another thread) for every change committed by any broker

@@ -9,7 +9,8 @@ Each part of the `Store` protocol lives in a room of its own, all running over o
 - `browse.py`: a queue's waiting messages read without leasing them, and purged;
 - `stats.py`: queue depths and totals; `endpoints.py`: webhook endpoints;
 - `dedup.py`: publishers' dedup ids, claimed in the step that enqueues (`PublishOnce`).
-- `pending.py`: function evaluations a publication still owes.
+- `pending.py`: function evaluations a publication still owes; `progress.py`: whether it
+  still owes them, and its deliveries so far.
 `SQLStore` only hands each call to its room; the engines (`sqlite.py`, `postgres.py`) add
 connections and, for PostgreSQL, the change feed between brokers.
 """
@@ -48,6 +49,7 @@ from tidings.store.database import Database
 from tidings.store.dedup import DedupIds
 from tidings.store.endpoints import Endpoints
 from tidings.store.pending import Pending
+from tidings.store.progress import publication_progress
 from tidings.store.queues import Queues
 from tidings.store.records import Subscribers, Subscriptions
 from tidings.store.schema import Schema
@@ -224,6 +226,9 @@ class SQLStore:
 
     def renew_pending(self, claimant: str, publication_ids: Sequence[str], until: float) -> int:
         return self._pending.renew(claimant, publication_ids, until)
+
+    def publication_progress(self, publication_id: str) -> tuple[bool, int]:
+        return publication_progress(self.db, publication_id)
 
     # ---- counts
 

@@ -325,12 +325,26 @@ class Subscriptions(Struct):
 class Published(Struct, omit_defaults=True):
     """`duplicate`: this publication's `dedup_id` was already taken within the window; the
     answer is the first publication's (its id, time and deliveries), and nothing more is
-    delivered."""
+    delivered. `evaluations`: the function subscriptions that evaluate it after this answer
+    (their matches are not in `deliveries`; `GET /v1/publications/{id}` follows them); left
+    out when none."""
 
     id: str
     published_at: float
     deliveries: int
     duplicate: bool = False
+    evaluations: int = 0
+
+
+class Progress(Struct):
+    """A publication's progress: `evaluating` while function subscriptions still owe it an
+    evaluation; `deliveries` so far, of every kind (as long as the queues remember them,
+    their retention). The broker keeps no record of publications as such: an unknown id
+    answers false and 0."""
+
+    id: str
+    evaluating: bool
+    deliveries: int
 
 
 class Limits(Struct):

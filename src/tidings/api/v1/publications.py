@@ -1,4 +1,4 @@
-"""Publishing under /v1: one publication, or a batch.
+"""Publishing under /v1: one publication, or a batch; a publication's progress.
 
 `POST /v1/publications` is the hottest call a broker takes, so its endpoint is a pure ASGI
 app: no request object, exception or middleware layers (the profile is in docs/perf.md).
@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from tidings.api import answers
 from tidings.api.answers import answer
-from tidings.api.common import settings_of
+from tidings.api.common import broker_of, settings_of
 from tidings.api.io import (
     SIMULATION_HEADER,
     bearer,
@@ -155,6 +155,16 @@ async def publish_batch(request: Request) -> Response:
     return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
 
 
+@described(Operation(answer=w.Progress))
+async def progress(request: Request) -> Response:
+    """A publication's progress: whether function subscriptions still owe it an evaluation
+    (they run after the publish is answered), and its deliveries so far, of every kind. Needs
+    a publisher key where the operator requires them; an unknown id answers false and 0."""
+    pid = request.path_params["publication_id"]
+    evaluating, deliveries = await broker_of(request).progress(pid, bearer(request))
+    return answer(w.Progress(pid, evaluating, deliveries))
+
+
 @described(Operation(answer=w.Limits))
 async def limits(request: Request) -> Response:
     """What this broker takes and sends: the publication limit, the largest answer or
@@ -178,4 +188,5 @@ routes = [
     Route("/v1/limits", limits, methods=["GET"]),
     Route(PATH, publish, methods=["POST"], name="publish"),
     Route(f"{PATH}/batch", publish_batch, methods=["POST"]),
+    Route(PATH + "/{publication_id}", progress, methods=["GET"]),
 ]

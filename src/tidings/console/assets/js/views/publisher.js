@@ -1,5 +1,6 @@
 // Publisher: publish by topic, by content (attributes) and for functions (function types;
-// an image for the vision functions), with sample inputs one click away.
+// an image for the vision functions), with sample inputs one click away; a function publish
+// shows its evaluation pending, then its outcome.
 import { call, describe } from "../api.js";
 import { h, section, field } from "../dom.js";
 import { PUBLICATIONS } from "../samples.js";
@@ -40,10 +41,13 @@ export function render(root) {
     try {
       const body = build();
       const answer = await call("POST", "/v1/publications", { body });
-      result.textContent = `Published ${answer.id}: ${answer.deliveries} deliveries`;
+      const outcome = h("span", { class: "outcome" }, `${answer.deliveries} deliveries`);
+      result.replaceChildren(`Published ${answer.id}: `, outcome);
       result.className = "ok";
-      log.prepend(h("div", { class: "item" }, `${new Date().toLocaleTimeString()} ${answer.id} `,
-        `-> ${answer.deliveries} deliveries `, h("span", { class: "muted" }, JSON.stringify(body).slice(0, 160))));
+      const logged = h("span", {}, `${answer.deliveries} deliveries`);
+      log.prepend(h("div", { class: "item" }, `${new Date().toLocaleTimeString()} ${answer.id} -> `,
+        logged, " ", h("span", { class: "muted" }, JSON.stringify(body).slice(0, 160))));
+      if (answer.evaluations) follow(answer, [outcome, logged]);
     } catch (error) {
       result.textContent = describe(error);
       result.className = "error";
@@ -75,6 +79,31 @@ export function render(root) {
       result),
     section("Published", log),
   );
+}
+
+// Function subscriptions evaluate a publication after its publish is answered: say so, then
+// follow its progress (GET /v1/publications/{id}) until no evaluation is owed, and show the
+// deliveries it made in all. The answer's `deliveries` counts topic and content ones alone.
+async function follow(answer, shown) {
+  const say = (text, className) => shown.forEach((el) => { el.textContent = text; el.className = className; });
+  const owed = answer.evaluations;
+  say(`${answer.deliveries} deliveries; function evaluation pending (${owed} `
+    + `subscription${owed === 1 ? "" : "s"})`, "pending");
+  const started = Date.now();
+  while (Date.now() - started < 120_000) {
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    let seen;
+    try { seen = await call("GET", `/v1/publications/${answer.id}`); } catch (error) {
+      say(`function evaluation: ${describe(error)}`, "error");
+      return;
+    }
+    if (!seen.evaluating) {
+      const matched = seen.deliveries - answer.deliveries;
+      say(`${seen.deliveries} deliveries (function evaluation done: ${matched} more)`, "ok");
+      return;
+    }
+  }
+  say(`${answer.deliveries} deliveries; function evaluation still pending after 2 minutes`, "pending");
 }
 
 function parseData(text) {
