@@ -88,7 +88,8 @@ def test_browsing_shows_the_waiting_messages_and_leaves_them_unleased(
     expect(rows.nth(0)).to_contain_text('{"n":1}')
     expect(rows.nth(2)).to_contain_text('"third"')
     expect(rows.locator("td.attempts")).to_have_text(["0", "0", "0"])
-    page.locator("#queue").screenshot(path=screenshots / "subscriber-queue.png")
+    queue = page.locator("section", has=page.locator("#queue"))
+    queue.screenshot(path=screenshots / "subscriber-queue.png")
     pulled = api.pull()
     assert [(m["body"]["data"], m["attempt"]) for m in pulled] == [
         ({"n": 1}, 1),
@@ -120,7 +121,9 @@ def test_purge_asks_first_cancel_leaves_the_queue_and_confirming_empties_it(
     assert api.waiting() == [] and api.pull() == []
 
 
-def test_a_dead_letter_shows_its_payload_and_is_redriven(context: Any, api: Api) -> None:
+def test_a_dead_letter_shows_its_payload_and_is_redriven(
+    context: Any, api: Api, screenshots: Path
+) -> None:
     api.subscribe(topics=["d/#"])
     api.publish("d/a", {"poison": True})
     for _ in range(3):  # two leases, then the next pull dead-letters it (max_attempts 2)
@@ -130,6 +133,9 @@ def test_a_dead_letter_shows_its_payload_and_is_redriven(context: Any, api: Api)
     expect(dead).to_have_count(1, timeout=TIMEOUT_MS)
     expect(dead).to_contain_text('{"poison":true}')
     expect(dead).to_contain_text("max_attempts")
+    page.locator("section", has=page.locator("#dead-letters")).screenshot(
+        path=screenshots / "subscriber-dead-letters.png"
+    )
     dead.get_by_role("button", name="Re-drive").click()
     expect(page.locator("#redrive-result")).to_contain_text("Re-drove 1", timeout=TIMEOUT_MS)
     expect(page.locator("#dead-letters")).to_contain_text("None.")
