@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from tests.api.conftest import Sub
 
-from tidings.client import Client
+from tidings.client import AsyncClient, Client
 from tidings.server import EmbeddedServer
 
 
@@ -84,3 +84,13 @@ def test_the_clients_browse_and_purge(server: EmbeddedServer) -> None:
         rest, last = me.browse(limit=2, after=following)
         assert [m.body["data"] for m in rest] == [2] and last is None
         assert me.purge() == 3 and me.browse() == ([], None)
+
+
+async def test_the_async_clients_browse_and_purge(server: EmbeddedServer) -> None:
+    async with AsyncClient(server.url) as client:
+        me = await client.register()
+        await me.subscribe(topics=["a"])
+        await client.publish_batch([{"topics": ["a"], "data": n} for n in range(2)])
+        page, following = await me.browse()
+        assert [m.body["data"] for m in page] == [0, 1] and following is None
+        assert await me.purge() == 2 and await me.browse() == ([], None)
