@@ -90,7 +90,9 @@ class Caller:
     def __init__(self, http: httpx.Client, method: str, path: str) -> None:
         me = http.post("/v1/subscribers").json()
         self.http, self.method, self.id = http, method, me["id"]
-        self.path = path.format(subscriber_id=me["id"], subscription_id="nope")
+        self.path = path.format(
+            subscriber_id=me["id"], subscription_id="nope", publication_id="nope"
+        )
         self.headers = {"Authorization": f"Bearer {me['token']}"}
 
     def send(self, body: bytes) -> httpx.Response:
