@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.broker.test_operations import settings_for
 from tests.conftest import PG
 
+from tidings.broker import Broker, PublicationInput
 from tidings.ports import free_port
 from tidings.server import broker_process, broker_processes
+from tidings.store import open_store
 
 
 def subscribed(url: str, topic: str) -> tuple[str, dict[str, str]]:
@@ -77,3 +80,21 @@ def test_two_brokers_on_one_postgresql_racing_with_the_same_ids_deliver_each_onc
             assert x["id"] == y["id"] and x.get("duplicate", False) != y.get("duplicate", False)
         delivered = [m["publication_id"] for m in drained(a, sid, auth)]
         assert sorted(delivered) == sorted(x["id"] for x, _ in pairs)
+
+
+async def test_dedup_ids_past_their_window_go_with_housekeeping_with_no_publish_to_prune_them(
+    tmp_path: Path,
+) -> None:
+    now = [1_000_000.0]
+    settings = settings_for(tmp_path)
+    broker = Broker(settings, open_store(settings.resolved_store_url), clock=lambda: now[0])
+    await broker.start()
+    try:
+        for n in range(5):
+            await broker.publish(PublicationInput("x", ("t",), dedup_id=f"id-{n}"))
+        now[0] += settings.limits.dedup_window_s + 1  # and no publish with an id since
+        await broker.housekeeping.expire(now[0])
+        assert broker.store.sync.prune_dedup_ids(now[0]) == 0  # housekeeping took all five
+    finally:
+        await broker.close()
+        broker.store.sync.close()

@@ -96,10 +96,13 @@ class Housekeeping:
 
     async def expire(self, now: float) -> int:
         """Retention: messages past it are dead-lettered, bodies nothing refers to swept,
-        and a warning when dead letters grew by a burst since the last look."""
+        publishers' dedup ids past their window dropped (not only when a publish with one
+        comes: a burst of ids would otherwise stay on disk for as long as none comes), and a
+        warning when dead letters grew by a burst since the last look."""
         moved = await self.store.expire(now, self.settings.queues.retention_s)
         self.telemetry.metrics.inc("expired_total", moved)
         await self.store.sweep_bodies()
+        await self.store.prune_dedup_ids(now)
         await self.store.prune_subscription_changes(self.settings.subscriptions.change_log_versions)
         self.alarm.look((await self.store.queue_totals(now))[0].dead)
         return moved
