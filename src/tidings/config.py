@@ -135,6 +135,7 @@ class FunctionSettings:
     max_text_bytes: int = 100_000
     detect_rate_per_s: float = 10.0
     detect_burst: int = 20
+    detect_concurrency: int = 4  # /api/Detect* bodies read and worked on at once, in all
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,6 +543,7 @@ def _check_functions(f: FunctionSettings) -> None:
         "max_text_bytes": (f.max_text_bytes >= 1, "at least 1 byte"),
         "detect_rate_per_s": (f.detect_rate_per_s > 0, "above 0 calls a second"),
         "detect_burst": (f.detect_burst >= 1, "at least 1 call"),
+        "detect_concurrency": (f.detect_concurrency >= 1, "at least 1 call"),
     }
     for name, (ok, rule) in rules.items():
         if not ok:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import base64
 import dataclasses
 import resource
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from tests.functions.images import PRINTED_PAGE, WITH_FACE, WITHOUT_FACES, bomb_png, encoded
 
@@ -124,3 +128,32 @@ def test_this_machine_s_clients_are_not_rate_limited_unless_told(tmp_path: Path)
     for registrations, they are limited only with `limits.rate_limit_loopback`."""
     *answers, _ = detect_calls(tmp_path, 4, loopback_limited=False)
     assert [a.status_code for a in answers] == [200] * 4
+
+
+def test_library_calls_past_the_concurrency_wait_unread_until_one_is_done(tmp_path: Path) -> None:
+    """One call's body still coming holds the only turn: another client's complete call
+    waits, and is answered once the first is."""
+    settings = load_settings({"data_dir": tmp_path}, env={})
+    functions = FunctionSettings(detect_concurrency=1)
+    body = orjson.dumps({"publication": {"data": ENGLISH}, "params": {"language": "en"}})
+    with (
+        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
+        httpx.Client(base_url=srv.url, timeout=60) as client,
+        socket.create_connection(("127.0.0.1", srv.settings.port), timeout=60) as slow,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        json_type = {"Content-Type": "application/json"}
+        warm = client.post("/api/DetectLanguages", content=body, headers=json_type)
+        assert warm.status_code == 200  # the library's workers are up
+        head = (
+            f"POST /api/DetectLanguages HTTP/1.1\r\nHost: 127.0.0.1:{srv.settings.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        slow.sendall(head.encode() + body[:10])  # the turn taken, the body not all there
+        time.sleep(0.5)
+        waiting = pool.submit(client.post, "/api/DetectLanguages", content=body, headers=json_type)
+        time.sleep(1.0)
+        assert not waiting.done()  # its turn has not come
+        slow.sendall(body[10:])
+        assert b"200 OK" in slow.recv(4096).split(b"\r\n")[0]
+        assert waiting.result(timeout=60).status_code == 200
