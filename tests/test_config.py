@@ -114,7 +114,16 @@ def test_an_elastic_unreachable_time_out_of_range_is_refused(value: float) -> No
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("detect_rate_per_s", 0), ("detect_burst", 0), ("max_workers", 0), ("max_text_bytes", 0)],
+    [
+        ("detect_rate_per_s", 0),
+        ("detect_burst", 0),
+        ("max_workers", 0),
+        ("max_text_bytes", 0),
+        ("url_timeout_s", 0),
+        ("url_concurrency", 0),
+        ("url_concurrency_per_subscriber", 0),
+        ("url_queue_per_subscriber", 0),
+    ],
 )
 def test_a_function_setting_out_of_range_is_refused(name: str, value: float) -> None:
     with pytest.raises(TidingsError) as caught:

@@ -25,8 +25,8 @@ HUGE = b"HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n" + b"x" * 3_000_000
 
 @dataclass
 class Server:
-    """Answers each request with `answers[path]`; `/slow` never answers; `/once` answers
-    and then closes the connection without saying so."""
+    """Answers each request with `answers[path]`; `/slow` never answers; `/trickle` answers
+    without end; `/once` answers and then closes the connection without saying so."""
 
     answers: dict[str, bytes]
     port: int = 0
@@ -58,6 +58,12 @@ class Server:
         self.bodies.append(await reader.readexactly(length))
         if path == "/slow":
             await asyncio.sleep(10)
+        if path == "/trickle":  # a chunked answer that never ends, a byte every 50 ms
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            while True:
+                writer.write(b"1\r\nx\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.05)
         await asyncio.sleep(0.01 if path == "/busy" else 0)
         writer.write(self.answers.get(path, OK))
         await writer.drain()
@@ -135,6 +141,18 @@ async def test_an_answer_that_does_not_come_in_time_is_a_timeout_and_frees_its_s
         client = Client(per_origin=1, timeout_s=2.0)
         with pytest.raises(TimeoutError):
             await client.post(f"http://127.0.0.1:{server.port}/slow", b"")
+        answer = await client.post(f"http://127.0.0.1:{server.port}/", b"")
+        client.close()
+    assert answer.status == 200
+
+
+async def test_an_answer_that_trickles_without_end_is_cut_at_the_timeout() -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=1.0, max_answer=10_000_000)
+        call = asyncio.ensure_future(client.post(f"http://127.0.0.1:{server.port}/trickle", b""))
+        done, _ = await asyncio.wait({call}, timeout=30)  # the answer itself never ends
+        call.cancel()
+        assert call in done and isinstance(call.exception(), TimeoutError)
         answer = await client.post(f"http://127.0.0.1:{server.port}/", b"")
         client.close()
     assert answer.status == 200

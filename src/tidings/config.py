@@ -97,8 +97,14 @@ class FunctionSettings:
     workers: int = 2
     cpu_ms: int = 100
     memory_mib: int = 256
+    # a URL call's whole time, retries included, from its first connection to its answer's
+    # last byte
     url_timeout_s: float = 2.0
-    url_concurrency: int = 64
+    url_concurrency: int = 64  # URL calls in flight at once, all subscribers together
+    # fair shares of them (docs/functions.md): one subscriber's calls in flight at most, and
+    # waiting at most (more are shed at once, as failures of that subscriber)
+    url_concurrency_per_subscriber: int = 8
+    url_queue_per_subscriber: int = 256
     # networks URL functions never reach: the defaults (tidings.networks.DEFAULT_DENIED),
     # unless told to drop them, and these, comma-separated, added to them
     url_deny_networks: str = ""
@@ -539,6 +545,10 @@ def _check_functions(f: FunctionSettings) -> None:
     rules = {
         "max_workers": (f.max_workers >= 1, "at least 1 worker"),
         "turn_burst": (f.turn_burst >= 1, "at least 1 turn"),
+        "url_timeout_s": (f.url_timeout_s > 0, "above 0 seconds"),
+        "url_concurrency": (f.url_concurrency >= 1, "at least 1 call"),
+        "url_concurrency_per_subscriber": (f.url_concurrency_per_subscriber >= 1, "at least 1"),
+        "url_queue_per_subscriber": (f.url_queue_per_subscriber >= 1, "at least 1 call"),
         "max_image_pixels": (f.max_image_pixels >= 1, "at least 1 pixel"),
         "max_text_bytes": (f.max_text_bytes >= 1, "at least 1 byte"),
         "detect_rate_per_s": (f.detect_rate_per_s > 0, "above 0 calls a second"),

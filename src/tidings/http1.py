@@ -142,10 +142,12 @@ def _tls() -> ssl.SSLContext:
 
 class Client:
     """`await client.post(url, body)` (or `request(method, ...)`): at most `per_origin`
-    connections to each origin, and
-    a request waits for one beyond that. Raises OSError (connection), TimeoutError, or
-    ValueError (not an http(s) URL, AnswerTooLarge, or Denied: the host is in one of the `deny`
-    networks); any status is returned, not raised."""
+    connections to each origin, and a request waits for one beyond that. The timeout bounds
+    a request from its connection (name resolution included) to the last byte of its answer,
+    a stale kept-alive connection's resend included, so an answer trickled without end is cut
+    there; the wait for a connection beyond `per_origin` is not in it. Raises OSError
+    (connection), TimeoutError, or ValueError (not an http(s) URL, AnswerTooLarge, or Denied:
+    the host is in one of the `deny` networks); any status is returned, not raised."""
 
     def __init__(
         self,

@@ -1,5 +1,6 @@
 """A real HTTP endpoint on loopback for URL-function tests: it answers from a script of
-behaviours keyed by path, and counts the calls it got."""
+behaviours keyed by the path's first segment, and counts the calls it got (by whole path)
+and the ones it holds at once."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-# path -> (status, body); "/slow" never answers in time, "/flaky" fails once then matches
+# path -> (status, body); "/slow" never answers in time, "/flaky" fails once then matches,
+# "/hold" answers once `release` is set, "/trickle" sends its answer a byte at a time, endlessly
+BIG = b'{"match": true, "pad": "' + b"x" * 100_000 + b'"}'
 ANSWERS = {
+    "/big": (200, BIG),
     "/yes": (200, b'{"match": true}'),
     "/no": (200, b'{"match": false}'),
     "/broken": (500, b"oops"),
@@ -23,6 +27,9 @@ class Endpoint:
         self.calls: Counter[str] = Counter()
         self.bodies: list[object] = []
         self.port = 0
+        self.release = asyncio.Event()
+        self.holding = 0  # "/hold" calls held now, and at most at once
+        self.most_holding = 0
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -36,6 +43,14 @@ class Endpoint:
         finally:
             writer.close()
 
+    async def hold(self) -> None:
+        self.holding += 1
+        self.most_holding = max(self.most_holding, self.holding)
+        try:
+            await self.release.wait()
+        finally:
+            self.holding -= 1
+
     async def answer(
         self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
@@ -44,9 +59,14 @@ class Endpoint:
         length = next(int(x.split(":")[1]) for x in lines if x.lower().startswith("content-length"))
         self.bodies.append(json.loads(await reader.readexactly(length)))
         self.calls[path] += 1
-        if path == "/slow":
+        first = "/" + path.split("?")[0].split("/")[1]
+        if first == "/trickle":
+            await _trickle(writer)
+        if first == "/slow":
             await asyncio.sleep(5)
-        status, body = ANSWERS.get(path, (200, b'{"match": true}'))
+        if first == "/hold":
+            await self.hold()
+        status, body = ANSWERS.get(first, (200, b'{"match": true}'))
         if path == "/flaky" and self.calls[path] == 1:
             status, body = 503, b"busy"
         writer.write(
@@ -54,6 +74,15 @@ class Endpoint:
             "content-type: application/json\r\n\r\n".encode()
             + body
         )
+        await writer.drain()
+
+
+async def _trickle(writer: asyncio.StreamWriter) -> None:
+    """A chunked answer that never ends: one byte every 50 ms until the caller hangs up."""
+    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n")
+    while True:
+        await asyncio.sleep(0.05)
+        writer.write(b"1\r\n \r\n")
         await writer.drain()
 
 

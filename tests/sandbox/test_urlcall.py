@@ -1,18 +1,25 @@
-"""URL functions against a real endpoint on loopback: answers, retries, timeouts, breakers."""
+"""URL functions against a real endpoint on loopback: answers, retries, a whole-call
+deadline, breakers per subscriber and origin, fair shares, shedding, dropped calls."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from tests.sandbox.endpoint import Endpoint, endpoint
 
 from tidings.addresses import Own
 from tidings.config import FunctionSettings
-from tidings.sandbox.urlcall import OPEN_AFTER, URLCaller
+from tidings.model import FunctionSpec, Publication, Subscription
+from tidings.sandbox import FunctionOutcome, urlcall
+from tidings.sandbox.runner import create_runner
+from tidings.sandbox.urlcall import OPEN_AFTER, Breakers, URLCaller
 
 PUB = {"id": "p", "data": "hello"}
+PUBLICATION = Publication("p", 0.0, data="hello", function_types=("t",))
 LOOPBACK = "127.0.0.0/8"  # the endpoints under test listen there: denied unless allowed
 
 
@@ -119,3 +126,152 @@ async def test_this_machine_is_denied_unless_allowed_and_the_metadata_service_al
     finally:
         await denied.aclose()
         await allowed.aclose()
+
+
+async def test_two_paths_of_one_origin_trip_one_breaker_for_their_subscriber_alone(
+    ep: Endpoint, caller: URLCaller
+) -> None:
+    for i in range(OPEN_AFTER):
+        assert (await caller.call(ep.url(f"/broken/{i}?q={i}"), PUB, {}, owner="a"))[1]
+    matched, error = await caller.call(ep.url("/yes/other"), PUB, {}, owner="a")
+    assert not matched and error and "circuit open" in error
+    assert ep.calls["/yes/other"] == 0
+    # another subscriber's calls to that origin neither wait for it nor see its errors
+    assert await caller.call(ep.url("/yes/other"), PUB, {}, owner="b") == (True, None)
+
+
+async def test_calls_waiting_when_their_breaker_opens_fail_without_calling(ep: Endpoint) -> None:
+    settings = FunctionSettings(
+        url_retries=0, url_concurrency_per_subscriber=1, url_allow_networks=LOOPBACK
+    )
+    caller = URLCaller(settings)
+    try:
+        answers = await asyncio.gather(
+            *(caller.call(ep.url(f"/broken/{n}"), PUB, {}) for n in range(OPEN_AFTER + 3))
+        )
+    finally:
+        await caller.aclose()
+    assert sum(ep.calls.values()) == OPEN_AFTER
+    assert sum("circuit open" in (error or "") for _, error in answers) == 3
+
+
+async def test_calls_refused_by_an_open_breaker_do_not_keep_it_open(
+    ep: Endpoint, caller: URLCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(urlcall, "OPEN_FOR_S", 0.3)
+    for _ in range(OPEN_AFTER):
+        await caller.call(ep.url("/broken"), PUB, {})
+    deadline = time.monotonic() + 30
+    while (answer := await caller.call(ep.url("/yes"), PUB, {})) != (True, None):
+        assert answer[1] and "circuit open" in answer[1]
+        assert time.monotonic() < deadline, "the breaker never closed under steady calls"
+        await asyncio.sleep(0.01)  # far less than the time it is open
+
+
+def test_the_breakers_kept_are_bounded_the_least_recently_failed_forgotten() -> None:
+    breakers = Breakers(size=3)
+    for n in range(5):
+        breakers.record(("a", f"http://h{n}:80"), "boom")
+    assert len(breakers) == 3
+    for _ in range(OPEN_AFTER):
+        breakers.record(("a", "http://h4:80"), "boom")
+    breakers.check(("a", "http://h0:80"))  # forgotten: closed
+    with pytest.raises(RuntimeError, match="circuit open"):
+        breakers.check(("a", "http://h4:80"))
+    breakers.record(("a", "http://h4:80"), None)  # a success forgets the pair
+    assert len(breakers) == 2
+
+
+async def test_an_endless_answer_is_cut_at_the_call_s_deadline_with_no_retry_after_it(
+    ep: Endpoint,
+) -> None:
+    caller = URLCaller(
+        FunctionSettings(url_timeout_s=1, url_retries=2, url_allow_networks=LOOPBACK)
+    )
+    try:
+        matched, error = await caller.call(ep.url("/trickle"), PUB, {})
+    finally:
+        await caller.aclose()
+    assert not matched and error == "TimeoutError: no whole answer within 1 s"
+    assert ep.calls["/trickle"] == 1  # each retry had its own 1 s before: 3 calls, 3 s
+
+
+async def test_an_answer_past_64_kib_is_a_failure(ep: Endpoint, caller: URLCaller) -> None:
+    matched, error = await caller.call(ep.url("/big"), PUB, {})
+    assert not matched and error and "AnswerTooLarge" in error
+
+
+async def test_past_its_queue_a_subscriber_s_calls_are_shed_and_its_neighbour_s_go_through(
+    ep: Endpoint,
+) -> None:
+    settings = FunctionSettings(
+        url_timeout_s=60,
+        url_concurrency_per_subscriber=2,
+        url_queue_per_subscriber=3,
+        url_allow_networks=LOOPBACK,
+    )
+    caller = URLCaller(settings)
+    try:
+        held = [
+            asyncio.ensure_future(caller.call(ep.url(f"/hold/{n}"), PUB, {}, owner="hog"))
+            for n in range(5)  # two in flight, three waiting
+        ]
+        await until(lambda: ep.holding == 2)
+        assert await caller.call(ep.url("/hold/5"), PUB, {}, owner="hog") == (
+            False,
+            "shed: 3 URL calls of this subscriber wait",
+        )
+        assert await caller.call(ep.url("/yes"), PUB, {}, owner="b") == (True, None)
+        ep.release.set()
+        assert await asyncio.gather(*held) == [(True, None)] * 5
+    finally:
+        await caller.aclose()
+    assert ep.most_holding == 2
+    assert "/hold/5" not in ep.calls
+    assert not len(caller.breakers)  # shedding is not the endpoint's failure
+
+
+async def test_a_waiting_call_no_longer_wanted_is_dropped_with_no_answer(ep: Endpoint) -> None:
+    settings = FunctionSettings(url_concurrency_per_subscriber=1, url_allow_networks=LOOPBACK)
+    caller, unwanted = URLCaller(settings), False
+    try:
+        first = asyncio.ensure_future(caller.call(ep.url("/hold/1"), PUB, {}, owner="a"))
+        second = asyncio.ensure_future(
+            caller.call(ep.url("/hold/2"), PUB, {}, owner="a", dropped=lambda: unwanted)
+        )
+        await until(lambda: ep.holding == 1 and caller.share.waiting("a") == 1)
+        unwanted = True
+        ep.release.set()
+        assert (await first, await second) == ((True, None), None)
+    finally:
+        await caller.aclose()
+    assert "/hold/2" not in ep.calls
+
+
+async def test_a_cancelled_subscription_s_waiting_url_calls_are_dropped_by_the_runner(
+    ep: Endpoint,
+) -> None:
+    settings = FunctionSettings(
+        workers=1, url_concurrency_per_subscriber=1, url_allow_networks=LOOPBACK
+    )
+    runner = create_runner(settings)
+    try:
+        subs = [
+            Subscription(sid, "s1", "function", function=FunctionSpec("t", "url", ep.url(path)))
+            for sid, path in (("kept", "/hold/kept"), ("gone", "/hold/gone"))
+        ]
+        evaluation = asyncio.ensure_future(runner.evaluate(PUBLICATION, subs))
+        await until(lambda: ep.holding == 1 and runner.urls.share.waiting("s1") == 1)
+        runner.cancel("gone")
+        ep.release.set()
+        assert await evaluation == [FunctionOutcome("kept", True)]
+    finally:
+        await runner.aclose()
+    assert "/hold/gone" not in ep.calls
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.01)

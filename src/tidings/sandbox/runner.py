@@ -11,6 +11,7 @@ import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tidings.addresses import Own
@@ -171,16 +172,23 @@ class SandboxRunner:
         shared library request (`library` None: a suspect, all apart in the quarantine
         lane), and its URL calls (`publication`: as data, and as JSON text)."""
         data, pub = publication
-        hosted = [s for s in subs if s.function and s.function.kind == "url"]
+        hosted = [(s, s.function) for s in subs if s.function and s.function.kind == "url"]
         pooled, called = await asyncio.gather(
             self._quarantined(owner, pub, subs, ticket)
             if library is None
             else self._trusted(owner, pub, subs, library, ticket),
             asyncio.gather(
-                *(self.urls.call(s.function.source, data, dict(s.function.params)) for s in hosted)  # type: ignore[union-attr]
+                *(
+                    self.urls.call(f.source, data, dict(f.params), owner,
+                                   partial(self.lanes.cancelled, s.id, ticket))
+                    for s, f in hosted
+                )
             ),
-        )
-        results = pooled | {s.id: r for s, r in zip(hosted, called, strict=True)}
+        )  # fmt: skip
+        # a URL call of a subscription cancelled while it waited has no outcome
+        results = pooled | {
+            s.id: r for (s, _), r in zip(hosted, called, strict=True) if r is not None
+        }
         return self._outcomes(subs, results)
 
     async def _trusted(
