@@ -69,6 +69,11 @@ async def reap(proc: asyncio.subprocess.Process, spawned: Spawned | None = None)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     await asyncio.shield(proc.wait())
+    # its pipes too, now: left to the collector, a transport whose loop has closed meanwhile
+    # (a runner closed with its event loop) complains from `__del__`
+    transport = getattr(proc, "_transport", None)
+    if isinstance(transport, asyncio.SubprocessTransport):
+        transport.close()
     if spawned is not None:
         spawned.discard(proc)
 
