@@ -137,17 +137,21 @@ def test_deleting_a_subscriber_asks_first_and_cancel_keeps_it(
     page = open_overview(context, token)
     row = row_of(page, doomed)
     row.locator("button.danger").click()
-    expect(page.locator("dialog#confirm")).to_be_visible()
+    dialog = page.locator("dialog#confirm")
+    expect(dialog).to_be_visible()
     expect(page.locator("#confirm-text")).to_contain_text(doomed)
+    # the one dialog of every view (js/confirm.js), styled by its one set of rules
+    expect(dialog).to_have_class("confirm")
+    expect(dialog).to_have_css("max-width", "480px")
     page.click("#confirm-cancel")
-    expect(page.locator("dialog#confirm")).to_be_hidden()
+    expect(dialog).to_have_count(0)
     page.wait_for_timeout(2500)  # a refresh: still there
     expect(row).to_be_visible()
     assert httpx.get(f"{broker.url}/v1/admin/subscribers", headers={
         "Authorization": f"Bearer {token}"}).json()["subscribers"]  # fmt: skip
 
     row.locator("button.danger").click()
-    page.click("#confirm-yes")
+    page.click("#confirm-ok")
     expect(row).to_have_count(0, timeout=TIMEOUT_MS)
     gone = httpx.get(
         f"{broker.url}/v1/admin/subscribers", headers={"Authorization": f"Bearer {token}"}

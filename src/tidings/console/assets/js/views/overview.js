@@ -3,6 +3,7 @@
 // from /v1/admin with the admin token.
 import { call, describe, saved } from "../api.js";
 import { TimeChart } from "../chart.js";
+import { confirmed } from "../confirm.js";
 import { h, section, when } from "../dom.js";
 import { showCluster } from "./cluster.js";
 import { TopicsTable } from "./topics.js";
@@ -32,7 +33,6 @@ export function render(root) {
   const origin = h("select", { id: "subscriber-origin", onchange: () => refresh() },
     h("option", { value: "all" }, "all"), h("option", { value: "real" }, "real"),
     h("option", { value: "simulated" }, "simulated (made by a simulator)"));
-  const dialog = confirmation();
   const details = h("div");
   root.append(adminTokenBox(refresh), status,
     section("Broker", cards),
@@ -42,7 +42,7 @@ export function render(root) {
     section("Suspended functions", suspended),
     section("Subscribers", h("div", { class: "row" }, h("label", {}, "Show ", origin)),
       subscribers),
-    details, dialog.el);
+    details);
   let last = null;
   const timer = setInterval(refresh, 2000);
   refresh();
@@ -63,7 +63,7 @@ export function render(root) {
       topics.show(traffic);
       await showCluster(cluster, token);
       showSuspended(suspended, seen.suspended);
-      showSubscribers(subscribers, page, token, refresh, dialog);
+      showSubscribers(subscribers, page, token, refresh);
       showDetails(details, seen);
     } catch (error) {
       status.textContent = describe(error);
@@ -111,26 +111,9 @@ function showSuspended(root, suspended) {
       h("td", {}, s.function_type), h("td", { class: "error" }, s.reason)))));
 }
 
-// A dialog in the page (not window.confirm): asks before a destructive action.
-function confirmation() {
-  const text = h("p", { id: "confirm-text" });
-  const el = h("dialog", { id: "confirm" }, text,
-    h("form", { method: "dialog" },
-      h("button", { class: "quiet", value: "cancel", id: "confirm-cancel" }, "Cancel"),
-      h("button", { class: "danger", value: "yes", id: "confirm-yes" }, "Delete")));
-  const ask = (question) => new Promise((resolve) => {
-    text.textContent = question;
-    el.returnValue = "";
-    el.addEventListener("close", () => resolve(el.returnValue === "yes"), { once: true });
-    el.showModal();
-  });
-  return { el, ask };
-}
-
-function showSubscribers(root, page, token, refresh, dialog) {
+function showSubscribers(root, page, token, refresh) {
   const remove = (id) => async () => {
-    const sure = await dialog.ask(`Delete subscriber ${id}, its subscriptions and its queue?`);
-    if (!sure) return;
+    if (!await confirmed(`Delete subscriber ${id}, its subscriptions and its queue?`)) return;
     await call("DELETE", `/v1/admin/subscribers/${id}`, { token });
     refresh();
   };
