@@ -33,6 +33,7 @@ class ErrorCode(StrEnum):
     SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
     SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
     NOT_FOUND = "not_found"
+    PLACEMENT_UNKNOWN = "placement_unknown"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     FUNCTION_INVALID = "function_invalid"
@@ -83,6 +84,11 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.SUBSCRIBER_NOT_FOUND: (404, "no subscriber {id!r}"),
     ErrorCode.SUBSCRIPTION_NOT_FOUND: (404, "no subscription {id!r}"),
     ErrorCode.NOT_FOUND: (404, "{detail}"),
+    ErrorCode.PLACEMENT_UNKNOWN: (
+        404,
+        "no placement state has come since this broker started: the placement controller "
+        "publishes it on placement/state (tidings placement controller, docs/placement.md)",
+    ),
     ErrorCode.METHOD_NOT_ALLOWED: (405, "method not allowed"),
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: (415, "{detail}"),
     ErrorCode.FUNCTION_INVALID: (422, "{detail}"),

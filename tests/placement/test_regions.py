@@ -50,7 +50,8 @@ async def test_routed_publications_are_forwarded_and_counted_once(
     urls = [m.url for m in regions]
     routed = Placement(2, (0, 1), "routed")
     L, LR, alpha, beta = _world()
-    controller = Controller(regions, L, LR, alpha, beta, {TOPIC: Constraint(75.0, 100.0)})
+    constraints = {TOPIC: Constraint(75.0, 100.0)}
+    controller = Controller(regions, L, LR, alpha, beta, constraints, ["near", "far"])
     controller.deployed[TOPIC] = routed
     await controller.announce(TOPIC)
     await settle(lambda: all(TOPIC in m.placements for m in regions))

@@ -17,6 +17,7 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | alarms.py        | warnings for operators (dead letters in bursts)                        |
 | overview.py      | the operator's view: subscriber pages, metrics gauges, readiness       |
 | telemetry.py     | one observer for metrics and the event logs                            |
+| placement_state.py | the last placement state the controller published (placement/state)  |
 | dedup.py         | publishers' dedup ids: claimed in the commit that enqueues, answered   |
 
 Below the broker: `tidings.delivery` (queues, group commit, push channels), `tidings.store`

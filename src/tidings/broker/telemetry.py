@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tidings.broker.placement_state import LastPlacement
 from tidings.broker.traffic import TopicTraffic
 from tidings.delivery.leases import Leases, delivery_event
 from tidings.eventlog import EventLog
@@ -32,6 +33,7 @@ class Telemetry:
         self.kind_of = kind_of
         self.leases = Leases()  # an ack then knows when its publication was enqueued
         self.topics = TopicTraffic(time.monotonic)
+        self.placement = LastPlacement(time.time)  # the controller's, on placement/state
 
     def close(self) -> None:
         if self.eventlog is not None:
@@ -53,6 +55,7 @@ class Telemetry:
         """A batch accepted, each publication with its topic and content deliveries."""
         self.metrics.inc("publications_total", len(pubs))
         self.topics.record(pubs, deliveries)
+        self.placement.record(pubs)
         if self.eventlog is not None:
             self.eventlog.published(pubs)
 

@@ -219,8 +219,17 @@ def controller(
     ],
     topic: Annotated[list[str], typer.Option(help="TOPIC=RATIO:MAX_MS (repeatable).")],
     interval: Annotated[float, typer.Option(help="Observation interval, seconds.")] = 10.0,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TIDINGS_KEY",
+            help="A publisher key for the configurations and the state (placement/), where "
+            "the brokers require keys.",
+        ),
+    ] = None,
 ) -> None:
-    """Region managers beside each broker and the controller: collect, solve, deploy; forever."""
+    """Region managers beside each broker and the controller: collect, solve, deploy, and
+    publish the state (placement/state, with region names); forever."""
     from tidings.placement.files import load_world
 
     loaded = load_world(world)
@@ -229,7 +238,7 @@ def controller(
     if interval <= 0:
         raise invalid("--interval", "must be positive")
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
-        asyncio.run(_control(loaded, urls, constraints, interval))
+        asyncio.run(_control(loaded, urls, constraints, interval, key))
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -268,7 +277,11 @@ def _pair_region(text: str) -> tuple[str, str]:
 
 
 async def _control(
-    world: World, urls: list[str], constraints: dict[str, Constraint], interval: float
+    world: World,
+    urls: list[str],
+    constraints: dict[str, Constraint],
+    interval: float,
+    key: str | None,
 ) -> None:
     import numpy as np
 
@@ -284,7 +297,7 @@ async def _control(
     L, LR, alpha, beta = (
         np.array(x, dtype=np.float64) for x in (world.L, world.LR, world.alpha, world.beta)
     )
-    control = Controller(managers, L, LR, alpha, beta, constraints)
+    control = Controller(managers, L, LR, alpha, beta, constraints, world.regions, interval, key)
     try:
         while True:
             await asyncio.sleep(interval)

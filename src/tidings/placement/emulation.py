@@ -217,8 +217,9 @@ async def run_spread(
         for m in managers:
             await m.start()
         controller = Controller(
-            managers, world.L, world.LR, world.alpha, world.beta, {TOPIC: constraint}
-        )
+            managers, world.L, world.LR, world.alpha, world.beta, {TOPIC: constraint},
+            world.names, timing.interval_s,
+        )  # fmt: skip
         try:
             spread = Spread(world, net.urls, controller, timing)
             await spread.run(per_side, step)

@@ -90,6 +90,12 @@ class RegionManager:
         self._sizes.clear()
         return found
 
+    def seen(self, topic: str) -> tuple[int, frozenset[int]]:
+        """This interval's publications counted so far on `topic` and its subscribers here,
+        without starting the count again (as `counts` does)."""
+        sizes = self._sizes.get(topic, {})
+        return sum(map(len, sizes.values())), frozenset(self._subscribers.get(topic, set()))
+
     async def _listen(self, handle: AsyncSubscriberHandle, ready: asyncio.Event) -> None:
         async with handle.stream(prefetch=1000) as stream:
             ready.set()

@@ -7,6 +7,7 @@ API and the client import them.
 - `v1`: the native API's requests, queries and answers.
 - `admin`: the admin calls' shapes (`/v1/admin`).
 - `thesis`: the thesis's API (`/api`), with its wire names.
+- `placement`: the placement controller's state (`placement/state`, `/v1/admin/placement`).
 
 Field names are the wire names; `field` in an error names the path into these types.
 """

@@ -1,7 +1,7 @@
 """The native API under /v1 (docs/api.md), a module per resource: subscribers, their
 subscriptions, publications, queues (pulls, acknowledgements, dead letters), browsing and
 purging a queue, the push stream, webhooks, the function library, and the admin calls (the
-topics' traffic among them)."""
+topics' traffic and the placement among them)."""
 
 from starlette.routing import BaseRoute
 
@@ -9,6 +9,7 @@ from tidings.api.v1 import (
     admin,
     browse,
     functions,
+    placement,
     publications,
     queues,
     stream,
@@ -29,4 +30,5 @@ routes: list[BaseRoute] = [
     *webhooks.routes,
     *admin.routes,
     *topics.routes,
+    *placement.routes,
 ]

@@ -1,11 +1,12 @@
-// Overview (admin): the broker's numbers, live rates (a simulator's apart), topics, suspended
-// functions, subscribers (real, simulated or all), settings and versions; everything read
-// from /v1/admin with the admin token.
+// Overview (admin): the broker's numbers, live rates (a simulator's apart), topics, the
+// elastic deployment, the placement, suspended functions, subscribers (real, simulated or
+// all), settings and versions; everything read from /v1/admin with the admin token.
 import { call, describe, saved } from "../api.js";
 import { TimeChart } from "../chart.js";
 import { confirmed } from "../confirm.js";
 import { h, section, when } from "../dom.js";
 import { showCluster } from "./cluster.js";
+import { showPlacement } from "./placement.js";
 import { TopicsTable } from "./topics.js";
 
 export function adminTokenBox(onChange) {
@@ -29,6 +30,7 @@ export function render(root) {
   const topics = new TopicsTable();
   const suspended = h("div");
   const cluster = h("div", { id: "cluster" });
+  const placement = h("div", { id: "placement" });
   const subscribers = h("div");
   const origin = h("select", { id: "subscriber-origin", onchange: () => refresh() },
     h("option", { value: "all" }, "all"), h("option", { value: "real" }, "real"),
@@ -39,6 +41,7 @@ export function render(root) {
     section("Live rates", rates.el),
     section("Topics", topics.el),
     section("Elastic deployment", cluster),
+    section("Placement", placement),
     section("Suspended functions", suspended),
     section("Subscribers", h("div", { class: "row" }, h("label", {}, "Show ", origin)),
       subscribers),
@@ -62,6 +65,7 @@ export function render(root) {
       last = { at: Date.now(), counters: seen.counters };
       topics.show(traffic);
       await showCluster(cluster, token);
+      await showPlacement(placement, token);
       showSuspended(suspended, seen.suspended);
       showSubscribers(subscribers, page, token, refresh);
       showDetails(details, seen);
