@@ -1,10 +1,14 @@
 """`tidings sim CONFIG`, `tidings scenarios`, `tidings experiment NAME` (docs/sim.md).
 
 `sim` and `experiment` draw their live line on stderr on a terminal only, and end with a
-table on stdout, or with `--json` with one JSON object."""
+table on stdout, or with `--json` with one JSON object. `experiment` also says each point on
+stderr, and (not with `--json` or `--no-progress`) each stage of its analysis with its time."""
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -206,12 +210,27 @@ def experiment(
         done[0] += 1
         typer.echo(f"point {done[0]} of {points}: {label}", err=True)
 
-    rows = run_experiment(spec, settings, out, point)
+    stages = _quiet if no_progress or as_json else _stage
+    rows = run_experiment(spec, settings, out, point, stages)
     if as_json:
         emit({"experiment": name, "x": spec.x, "out": str(out), "rows": rows})
         return
     print_latency(rows, spec.x)
     typer.echo(f"tables and plots: {out}")
+
+
+@contextlib.contextmanager
+def _stage(text: str) -> Iterator[None]:
+    """A stage after the points, in plain lines on stderr: as it begins, and its time once
+    done (Spark's start and analysis take seconds to minutes, with nothing else to see)."""
+    typer.echo(f"{text}…", err=True)
+    started = time.perf_counter()
+    yield
+    typer.echo(f"{text}: done in {time.perf_counter() - started:.1f} s", err=True)
+
+
+def _quiet(text: str) -> contextlib.nullcontext[None]:
+    return contextlib.nullcontext()
 
 
 def print_latency(rows: list[dict[str, Any]], x: str) -> None:

@@ -8,11 +8,13 @@ latency tables (CSV, JSON) and PNG plots: Spark's report when Spark is available
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import math
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
 KINDS = ("topic", "content", "function")
 PER_PUBLISHER_RATE = 25.0  # one publisher task keeps up with this comfortably
 Analytics = Literal["auto", "spark", "numpy"]
+# a stage of the work after the points (starting Spark, analysing, plotting): entered as it
+# begins, left when it is done (`tidings experiment` says both, with the time taken)
+OnStage = Callable[[str], AbstractContextManager[object]]
 
 
 @dataclass(frozen=True)
@@ -137,22 +142,31 @@ def run_experiment(
     settings: ExperimentSettings,
     out: Path,
     on_point: Callable[[str], None] | None = None,
+    on_stage: OnStage | None = None,
 ) -> list[dict[str, Any]]:
     """Every point for every kind under `out/<kind>/<point>/`, then the analysis; returns
     the latency rows (also in `out/latency.{csv,json}`)."""
+    points = spec.quick if settings.quick else spec.full
     rows: list[dict[str, Any]] = []
     with broker(
         settings.url, out, settings.embedded
     ) as url:  # one broker for every point: warm, comparable
         live = dataclasses.replace(settings, url=url)
         for kind in settings.kinds:
-            for point in spec.quick if settings.quick else spec.full:
+            for point in points:
                 if on_point is not None:
                     on_point(f"{kind} {point.label}")
                 _run_point(kind, point, live, out / kind / point.label)
+    stage = on_stage or (lambda _: contextlib.nullcontext())
+    engine = "spark" if uses_spark(settings) else "numpy"
+    if engine == "spark" and settings.spark is None:
+        with stage("starting Spark"):  # once for every kind
+            settings = dataclasses.replace(settings, spark=_session())
     for kind in settings.kinds:
-        rows += [r | {"matching": kind} for r in analyse(out / kind, spec, settings)]
-    _write(rows, spec, out)
+        with stage(f"analysing {len(points)} points of {kind} with {engine}"):
+            rows += [r | {"matching": kind} for r in analyse(out / kind, spec, settings)]
+    with stage(f"plotting {spec.plot}"):
+        _write(rows, spec, out)
     return rows
 
 
@@ -169,11 +183,14 @@ def spark_available() -> bool:
     return importlib.util.find_spec("pyspark") is not None and shutil.which("java") is not None
 
 
-def analyse(kind_dir: Path, spec: Experiment, settings: ExperimentSettings) -> list[dict[str, Any]]:
-    use_spark = settings.analytics == "spark" or (
+def uses_spark(settings: ExperimentSettings) -> bool:
+    return settings.analytics == "spark" or (
         settings.analytics == "auto" and (settings.spark is not None or spark_available())
     )
-    rows = _spark_rows(kind_dir, settings) if use_spark else _numpy_rows(kind_dir)
+
+
+def analyse(kind_dir: Path, spec: Experiment, settings: ExperimentSettings) -> list[dict[str, Any]]:
+    rows = _spark_rows(kind_dir, settings) if uses_spark(settings) else _numpy_rows(kind_dir)
     meta = {p.name: _meta(p) for p in kind_dir.iterdir() if (p / "run.json").is_file()}
     return [r | {"payload_kib": meta.get(r["run"], {}).get("payload_kib")} for r in rows]
 
@@ -185,14 +202,15 @@ def _meta(run_dir: Path) -> dict[str, Any]:
 def _spark_rows(kind_dir: Path, settings: ExperimentSettings) -> list[dict[str, Any]]:
     from tidings.pipeline.report import report
 
-    spark = settings.spark
-    if spark is None:
-        from tidings.pipeline.session import build_session
-
-        spark = build_session(app_name="tidings-experiment")
-    out = report(spark, kind_dir)
+    out = report(settings.spark or _session(), kind_dir)
     rows = orjson.loads((out / "latency.json").read_bytes())
     return [r for r in rows if r["latency"] == "publish_to_delivery"]
+
+
+def _session() -> SparkSession:
+    from tidings.pipeline.session import build_session
+
+    return build_session(app_name="tidings-experiment")
 
 
 def _numpy_rows(kind_dir: Path) -> list[dict[str, Any]]:
