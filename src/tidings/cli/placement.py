@@ -228,8 +228,9 @@ def controller(
         ),
     ] = None,
 ) -> None:
-    """Region managers beside each broker and the controller: collect, solve, deploy, and
-    publish the state (placement/state, with region names); forever."""
+    """Region managers and the controller: collect, solve, deploy, publish the state; forever.
+
+    The state (placement/state) names the world's regions; the brokers show it."""
     from tidings.placement.files import load_world
 
     loaded = load_world(world)
