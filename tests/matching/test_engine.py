@@ -96,6 +96,21 @@ def test_removing_answers_whether_the_subscription_was_there() -> None:
     assert len(matcher) == 0
 
 
+def test_removing_many_topic_and_content_subscriptions_at_once_forgets_exactly_them() -> None:
+    matcher = Matcher()
+    for n in range(6):
+        matcher.add_topic(f"t{n}", "alice" if n % 2 else "bob", ["news/#", f"n/{n}"])
+        matcher.add_content(f"c{n}", "alice", [Predicate("k", Op.EQ, 1)])
+    event = Event(topics=("news/x", "n/4"), attributes={"k": 1})
+    assert matcher.match(event)  # cached before the removal
+    assert matcher.remove_many(["t0", "t1", "c2", "t4", "absent"]) == 4
+    assert len(matcher) == 8
+    assert matcher.match(event) == {
+        "alice": ["c0", "c1", "c3", "c4", "c5", "t3", "t5"],
+        "bob": ["t2"],
+    }
+
+
 def test_an_event_without_attributes_matches_only_exists_false() -> None:
     matcher = Matcher()
     matcher.add_content("s1", "alice", [Predicate("k", Op.EXISTS, False)])

@@ -284,3 +284,25 @@ def test_every_wildcard_filter_of_the_deepest_allowed_kind_matches_as_the_oracle
             f"s{n}" for n, f in enumerate(ending + rest) if any_topic_matches((f,), (topic,))
         }
         assert index.match([topic]) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(subscription_ids, st.lists(topic_filters(), min_size=1, max_size=3)),
+    st.data(),
+    probes,
+)
+def test_removing_many_at_once_agrees_with_the_oracle(
+    subscriptions: dict[str, list[str]], data: st.DataObject, probe_topics: list[list[str]]
+) -> None:
+    index = index_of(subscriptions)
+    oracle = {sid: tuple(filters) for sid, filters in subscriptions.items()}
+    gone = data.draw(st.lists(st.sampled_from([*oracle, "absent"]), max_size=len(oracle) + 1))
+    assert index.remove_many(gone) == len(set(gone) & oracle.keys())
+    for sid in gone:
+        oracle.pop(sid, None)
+    assert len(index) == len(oracle)
+    for topics in probe_topics:
+        assert index.match(topics) == oracle_match(oracle, topics)
+    if not oracle:
+        assert not index._patterns and not index._exact

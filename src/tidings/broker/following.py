@@ -8,7 +8,7 @@ calls)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tidings.broker.index import SubscriptionIndex
 from tidings.broker.routing import Routing
@@ -38,6 +38,13 @@ class Following:
     def unindex(self, subscription_id: str) -> None:
         self.routing.removed(subscription_id, self.index.remove(subscription_id))
         self.removed(subscription_id)
+
+    def unindex_many(self, subscription_ids: Sequence[str]) -> None:
+        """`unindex` of each, the index's buckets rewritten once (a subscriber unregistered)."""
+        kinds = self.index.remove_many(subscription_ids)
+        for sid in subscription_ids:
+            self.routing.removed(sid, kinds.get(sid))
+            self.removed(sid)
 
     async def reload(self, now: float | None = None) -> None:
         """Rebuild the derived state from the store's subscriptions."""

@@ -296,8 +296,7 @@ class Broker:
         owned = await self.store.list_subscriptions(subscriber_id)
         if not await self.store.remove_subscriber(subscriber_id):
             raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
-        for sub in owned:
-            self.following.unindex(sub.id)
+        self.following.unindex_many([sub.id for sub in owned])
         self.auth.forget(subscriber_id)
 
     # ---------------------------------------------------------------- subscriptions

@@ -102,6 +102,15 @@ def _bucket_remove(bucket: Bucket | None, slot: int) -> Bucket | None:
     return bucket or None
 
 
+def _bucket_without(bucket: Bucket | None, slots: set[int]) -> Bucket | None:
+    """The bucket without any of `slots`, in one pass, or None once empty: removing many
+    one by one scans the bucket for each."""
+    if bucket is None:
+        return None
+    kept = array("i", (s for s in bucket if s not in slots))
+    return kept or None
+
+
 def is_pattern_filter(topic_filter: str) -> bool:
     """Has a `*` or `#` segment (a cheap superset test; the trie handles literal segments)."""
     return "*" in topic_filter or "#" in topic_filter
@@ -193,19 +202,37 @@ class PatternTrie:
             node.here = _bucket_add(node.here, slot)
 
     def remove(self, topic_filter: str, slot: int) -> None:
-        segments, rest = _path(topic_filter)
-        trail = [self._root]
-        for segment in segments:
-            nxt = trail[-1].star if segment == "*" else (trail[-1].children or {}).get(segment)
-            if nxt is None:
-                return
-            trail.append(nxt)
-        node = trail[-1]
+        node, trail, segments, rest = self._find(topic_filter)
+        if node is None:
+            return
         if rest:
             node.rest = _bucket_remove(node.rest, slot)
         else:
             node.here = _bucket_remove(node.here, slot)
         self._prune(trail, segments)
+
+    def remove_all(self, topic_filter: str, slots: set[int]) -> None:
+        """`remove` of each slot, the bucket rewritten once."""
+        node, trail, segments, rest = self._find(topic_filter)
+        if node is None:
+            return
+        if rest:
+            node.rest = _bucket_without(node.rest, slots)
+        else:
+            node.here = _bucket_without(node.here, slots)
+        self._prune(trail, segments)
+
+    def _find(self, topic_filter: str) -> tuple[_Node | None, list[_Node], list[str], bool]:
+        """The filter's node (None: not in the trie), the trail to it, its segments, and
+        whether it ends in `#`."""
+        segments, rest = _path(topic_filter)
+        trail = [self._root]
+        for segment in segments:
+            nxt = trail[-1].star if segment == "*" else (trail[-1].children or {}).get(segment)
+            if nxt is None:
+                return None, trail, segments, rest
+            trail.append(nxt)
+        return trail[-1], trail, segments, rest
 
     def _prune(self, trail: list[_Node], segments: list[str]) -> None:
         for depth in range(len(segments), 0, -1):
@@ -332,6 +359,39 @@ class TopicIndex:
         self._free.append(slot)
         self._generation += 1
         return True
+
+    def remove_many(self, subscription_ids: Iterable[str]) -> int:
+        """`remove` of each, each bucket they were in rewritten once: one by one, each
+        removal scans its bucket (a subscriber's 1,000 unregistered from buckets of 40,000
+        held the event loop for about a second); how many were there."""
+        gone: dict[str, set[int]] = {}
+        removed = 0
+        for subscription_id in subscription_ids:
+            slot = self._slot.pop(subscription_id, None)
+            if slot is None:
+                continue
+            stored = self._filters[slot]
+            filters = (stored,) if isinstance(stored, str) else stored or ()
+            for topic_filter in filters:
+                gone.setdefault(topic_filter, set()).add(slot)
+            self._multi -= len(filters) > 1
+            self._ids[slot] = self._filters[slot] = None
+            self._free.append(slot)
+            removed += 1
+        for topic_filter, slots in gone.items():
+            if is_pattern_filter(topic_filter):
+                self._patterns.remove_all(topic_filter, slots)
+                continue
+            bucket = _bucket_without(self._exact.get(topic_filter), slots)
+            if bucket is None:
+                self._exact.pop(topic_filter, None)
+            else:
+                self._exact[topic_filter] = bucket
+            self._cache.drop(topic_filter)
+        if any(map(is_pattern_filter, gone)):
+            self._patterns_changed()
+        self._generation += removed > 0
+        return removed
 
     def _take_slot(self, subscription_id: str) -> int:
         if self._free:
