@@ -199,6 +199,19 @@ def test_redrive_returns_dead_letters_to_the_queue_with_fresh_attempts(store: St
     assert store.redrive("s1", None, T0 + 12) == 1 and store.dead_letters("s1") == []
 
 
+def test_a_browsed_page_ends_at_its_bytes_and_says_more_wait(store: Store) -> None:
+    subscriber(store)
+    big = encode_body({"text": "x" * (3 * 1024 * 1024)})  # two would pass a page's 4 MiB
+    store.enqueue([NewMessage("s1", f"p{i}", f"p{i}", ("sub1",), big, T0) for i in range(3)])
+    first = store.browse("s1", 0, 10, T0 + 1)
+    assert [m.publication_id for m in first] == ["p0"] and first.more
+    second = store.browse("s1", first[-1].id, 10, T0 + 1)
+    assert [m.publication_id for m in second] == ["p1"] and second.more
+    last = store.browse("s1", second[-1].id, 10, T0 + 1)
+    assert [m.publication_id for m in last] == ["p2"] and not last.more
+    assert store.browse("s1", 0, 1, T0 + 1).more  # ended by its count, more wait
+
+
 def test_browsing_a_queue_pages_its_waiting_messages_in_fifo_order_and_leases_nothing(
     store: Store,
 ) -> None:

@@ -60,7 +60,7 @@ from tidings.store.base import (
     DeadLetter,
     Message,
     QueueDepth,
-    QueuedMessage,
+    QueuedPage,
     Store,
 )
 
@@ -413,7 +413,7 @@ class Broker:
         async with self.queues.admission.turn(subscriber_id):
             return await self.store.dead_letters(subscriber_id, limit)
 
-    async def browse(self, subscriber_id: str, after: int, limit: int) -> list[QueuedMessage]:
+    async def browse(self, subscriber_id: str, after: int, limit: int) -> QueuedPage:
         """The queue's waiting messages, read without leasing them."""
         async with self.queues.admission.turn(subscriber_id):
             return await self.store.browse(subscriber_id, after, limit, self.clock())

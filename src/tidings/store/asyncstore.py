@@ -22,7 +22,7 @@ from tidings.store.base import (
     Origin,
     PendingEvaluation,
     QueueDepth,
-    QueuedMessage,
+    QueuedPage,
     QueueStats,
     Store,
     SubscriberRecord,
@@ -131,9 +131,7 @@ class AsyncStore:
     async def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
         return await _run(self.sync.redrive, subscriber_id, ids, now)
 
-    async def browse(
-        self, subscriber_id: str, after: int, limit: int, now: float
-    ) -> list[QueuedMessage]:
+    async def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> QueuedPage:
         return await _run(self.sync.browse, subscriber_id, after, limit, now)
 
     async def purge(self, subscriber_id: str, now: float) -> int:

@@ -116,6 +116,13 @@ class QueuedMessage:
     ready_at: float
 
 
+class QueuedPage(list["QueuedMessage"]):
+    """A page of waiting messages; `more`: whether messages past it wait (the page may end
+    early, at its bytes' bound, as well as at its count)."""
+
+    more: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Fanout:
     """A new publication's deliveries without an object per delivery: `owners` maps each
@@ -500,9 +507,10 @@ class Store(EndpointStore, Protocol):
         """Move dead letters (all, or the given ids) back to the queue with attempt 0."""
         ...
 
-    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> list[QueuedMessage]:
+    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> QueuedPage:
         """Up to `limit` of the queue's waiting messages (not leased at `now`) with ids past
-        `after`, in FIFO order; nothing is leased and no attempt counted."""
+        `after`, in FIFO order, their bodies a few MiB at most (the first always); nothing
+        is leased and no attempt counted."""
         ...
 
     def purge(self, subscriber_id: str, now: float) -> int:

@@ -11,11 +11,14 @@ back (nacked, or its lease running out) waits in the queue again.
 
 from __future__ import annotations
 
-from tidings.store.base import QueuedMessage
+from tidings.store.base import QueuedMessage, QueuedPage
 from tidings.store.bodies import drop_bodies
 from tidings.store.database import Database, loads_or
+from tidings.store.queues import within
 
 WAITING = "(receipt IS NULL OR visible_at <= ?)"  # not leased at `now`
+PAGE_BYTES = 4 * 1024 * 1024  # a page's bodies at most (the first always): 1,000 messages of
+# 256 KiB would be read into memory, then answered, in one request
 
 
 class Browsing:
@@ -24,21 +27,33 @@ class Browsing:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def page(self, subscriber_id: str, after: int, limit: int, now: float) -> list[QueuedMessage]:
-        """Up to `limit` waiting messages whose id is past `after`, in FIFO order; a body
+    def page(self, subscriber_id: str, after: int, limit: int, now: float) -> QueuedPage:
+        """Up to `limit` waiting messages whose id is past `after`, in FIFO order, their
+        bodies `PAGE_BYTES` at most (sizes read first, then only the rows that fit); a body
         that does not decode is read as None, rather than failing the page."""
+        joined = "FROM messages m LEFT JOIN bodies b ON b.key = m.body_key"
         with self._db.read() as cur:
             cur.execute(
                 self._db.q(
-                    "SELECT m.seq, m.publication_id, m.subscription_ids, b.body, m.enqueued_at, "
-                    "m.attempt, m.visible_at FROM messages m LEFT JOIN bodies b "
-                    f"ON b.key = m.body_key WHERE m.subscriber_id = ? AND m.seq > ? AND {WAITING} "
-                    "ORDER BY m.seq LIMIT ?"
+                    f"SELECT m.seq, length(b.body) {joined} WHERE m.subscriber_id = ? "
+                    f"AND m.seq > ? AND {WAITING} ORDER BY m.seq LIMIT ?"
                 ),
-                (subscriber_id, after, now, limit),
+                (subscriber_id, after, now, limit + 1),
+            )
+            sizes = cur.fetchall()
+            seqs = within(sizes[:limit], PAGE_BYTES)
+            if not seqs:
+                return QueuedPage()
+            marks = ", ".join("?" * len(seqs))
+            cur.execute(
+                self._db.q(
+                    "SELECT m.seq, m.publication_id, m.subscription_ids, b.body, m.enqueued_at, "
+                    f"m.attempt, m.visible_at {joined} WHERE m.seq IN ({marks}) ORDER BY m.seq"
+                ),
+                seqs,
             )
             rows = cur.fetchall()
-        return [
+        page = QueuedPage(
             QueuedMessage(
                 id=int(r[0]),
                 subscriber_id=subscriber_id,
@@ -50,7 +65,9 @@ class Browsing:
                 ready_at=max(float(r[6]), float(r[4])),
             )
             for r in rows
-        ]
+        )
+        page.more = len(sizes) > len(seqs)
+        return page
 
     def purge(self, subscriber_id: str, now: float) -> int:
         """Delete the waiting messages, then the bodies nothing refers to any more; how many

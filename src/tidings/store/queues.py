@@ -177,7 +177,7 @@ class Queues:
             cur.execute(d.skipping_locked(f"SELECT {MESSAGE_COLUMNS} {ready} LIMIT ?"), params)
             return list(cur.fetchall())
         cur.execute(d.skipping_locked(f"SELECT m.seq, length(b.body) {ready} LIMIT ?"), params)
-        seqs = _within(cur.fetchall(), max_bytes)
+        seqs = within(cur.fetchall(), max_bytes)
         if not seqs:
             return []
         marks = ", ".join("?" * len(seqs))
@@ -361,7 +361,7 @@ class Queues:
         return moved
 
 
-def _within(sizes: Sequence[Sequence[Any]], max_bytes: int) -> list[int]:
+def within(sizes: Sequence[Sequence[Any]], max_bytes: int) -> list[int]:
     """Of (seq, body size) rows, the first seqs whose bodies come to at most `max_bytes` (the
     first always: one message larger than a batch goes alone); the rest stay ready, their
     attempt untouched."""

@@ -36,7 +36,7 @@ from tidings.store.base import (
     Origin,
     PendingEvaluation,
     QueueDepth,
-    QueuedMessage,
+    QueuedPage,
     QueueOp,
     QueueStats,
     Reject,
@@ -199,7 +199,7 @@ class SQLStore:
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
         return self._queues.redrive(subscriber_id, ids, now)
 
-    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> list[QueuedMessage]:
+    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> QueuedPage:
         return self._browsing.page(subscriber_id, after, limit, now)
 
     def purge(self, subscriber_id: str, now: float) -> int:

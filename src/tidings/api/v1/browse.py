@@ -41,7 +41,7 @@ async def browse(request: Request) -> Response:
     found = await broker.browse(sid, q.after, q.limit)
     now = broker.clock()
     page = listable(found, lambda m: queued(m, now))
-    following = found[-1].id if len(found) == q.limit else None
+    following = found[-1].id if found and found.more else None  # ended by count or bytes
     return answer({"messages": page, "next": following})
 
 
