@@ -40,6 +40,7 @@ def test_the_defaults_hold_this_machine_and_the_metadata_services() -> None:
     defaults = deny_list("")
     for address in (
         "::", "::1", "0.0.0.0", "fe80::1%eth0", "169.254.169.254", "100.100.100.200",
+        "fd00:ec2::254", "fd20:ce::254",  # AWS's and Google Cloud's metadata over IPv6
         "127.0.0.1", "127.1.2.3", "::ffff:127.0.0.1",  # another broker, any local service
     ):  # fmt: skip
         assert denied(address, defaults), address

@@ -11,13 +11,14 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Never reached unless the operator says otherwise: the cloud metadata services (link-local,
-# and 100.100.100.200 in shared address space), "this network" and IPv6's unspecified address
+# 100.100.100.200 in shared address space, and the IPv6 ones: AWS's fd00:ec2::254 and
+# Google Cloud's fd20:ce::254, in unique-local space), "this network" and IPv6's unspecified address
 # (both reach this machine), loopback (another broker, a database, any service listening on
 # this machine), multicast, reserved. `allow_networks` exempts named networks from these,
 # `deny_default_networks = false` drops them all.
 DEFAULT_DENIED = (
     "169.254.0.0/16,100.64.0.0/10,0.0.0.0/8,127.0.0.0/8,224.0.0.0/4,240.0.0.0/4,"
-    "::/128,::1/128,fe80::/10,ff00::/8"
+    "::/128,::1/128,fe80::/10,ff00::/8,fd00:ec2::254/128,fd20:ce::254/128"
 )
 LOOPBACK = "127.0.0.0/8,::1/128"
 
