@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -32,25 +31,11 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from tidings.config import HTTPSettings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
+from tidings.networks import address_key
 
 TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
 RETRY_AFTER_S = 1
 LINGER_S = 1.0  # a refused connection's client has this long to read the answer and leave
-
-
-def address_key(host: str) -> tuple[str, bool]:
-    """Who a connection from `host` counts against, and whether it is loopback: the address
-    itself, or an IPv6 client's /64 (one subscriber line's usual allocation, which a client
-    walks through at will); an IPv4 client seen through a dual-stack socket as itself."""
-    try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:  # not an IP address (a Unix socket's path)
-        return host, False
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is None:
-            return str(ipaddress.IPv6Network((ip, 64), strict=False)), ip.is_loopback
-        ip = ip.ipv4_mapped
-    return str(ip), ip.is_loopback
 
 
 def refusal(limits: HTTPSettings) -> bytes:

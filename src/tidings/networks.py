@@ -105,3 +105,18 @@ def embedded_forms(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[IP
     if ip.teredo is not None:
         forms.extend(ip.teredo)  # the server's and the (de-obfuscated) client's
     return forms
+
+
+def address_key(host: str) -> tuple[str, bool]:
+    """Who a connection from `host` counts against, and whether it is loopback: the address
+    itself, or an IPv6 client's /64 (one subscriber line's usual allocation, which a client
+    walks through at will); an IPv4 client seen through a dual-stack socket as itself."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:  # not an IP address (a Unix socket's path)
+        return host, False
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is None:
+            return str(ipaddress.IPv6Network((ip, 64), strict=False)), ip.is_loopback
+        ip = ip.ipv4_mapped
+    return str(ip), ip.is_loopback

@@ -14,6 +14,7 @@ from tidings.delivery.signals import Revocations
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
 from tidings.model import Predicate, Subscription, needle_chars
+from tidings.networks import address_key
 from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import Fanout, subscription_bytes
 
@@ -48,11 +49,12 @@ class Quotas:
         self.registrations = TokenBuckets(per_s, limits.registrations_per_minute, clock)
 
     def check_register(self, client: str) -> None:
-        """RATE_LIMITED past `registrations_per_minute` from one client address (a loopback
-        address only with `rate_limit_loopback`)."""
+        """RATE_LIMITED past `registrations_per_minute` from one client address, an IPv6
+        client's /64 as one, as its connections are counted (a client walks its /64 at will);
+        a loopback address only with `rate_limit_loopback`."""
         if loopback(client) and not self.limits.rate_limit_loopback:
             return
-        wait = self.registrations.take(client)
+        wait = self.registrations.take(address_key(client)[0])  # an IPv6 client's /64
         if wait:
             detail = f"at most {self.limits.registrations_per_minute} registrations a minute"
             raise TidingsError(ErrorCode.RATE_LIMITED, detail=detail, retry_s=wait)

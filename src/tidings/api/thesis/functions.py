@@ -33,6 +33,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.functions import SERVED, check_builtin
 from tidings.functions.caps import PREFIX
 from tidings.model import check_depth
+from tidings.networks import address_key
 from tidings.sandbox.runner import SandboxRunner
 from tidings.wire import thesis as w
 
@@ -62,7 +63,7 @@ def limited(request: Request, settings: FunctionSettings, limits: Limits) -> Res
     address = request.client.host if request.client else ""
     if loopback(address) and not limits.rate_limit_loopback:
         return None
-    wait = buckets(request, settings).take(address)
+    wait = buckets(request, settings).take(address_key(address)[0])  # an IPv6 client's /64
     if not wait:
         return None
     detail = f"at most {settings.detect_rate_per_s:g} calls a second from one address"
