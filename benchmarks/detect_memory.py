@@ -6,8 +6,10 @@ The broker runs as its own process (`tidings serve`, default settings but the on
 `--clients` threads each POST one body of about `--mib` MiB of text to /api/DetectLanguages
 at once (loopback clients are not rate-limited by default); the broker's peak resident
 memory is sampled from /proc every 20 ms. Two phases in the same run: without a bound on the
-calls read at once (`functions.detect_concurrency` = 1000), then with the default (4);
-`ratio_growth` = bounded growth over unbounded growth. The texts are past
+calls read and worked on at once (`functions.detect_concurrency` and
+`detect_reads_per_client` = 1000), then with the defaults (4 worked on, 2 read from one
+client: the clients here count as one address, as one remote host's do); `ratio_growth` =
+bounded growth over unbounded growth. The texts are past
 `functions.max_text_bytes`, so each call ends 413 in a worker: the cost measured is the
 broker's reading, parsing and handing on of the body.
 """
@@ -43,7 +45,15 @@ def phase(concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
     text = "hello world " * (args.mib * 1024 * 1024 // 12)
     body = orjson.dumps({"publication": {"data": text}, "params": {"language": "en"}})
     headers = {"Content-Type": "application/json"}
-    env = {"TIDINGS_FUNCTIONS__DETECT_CONCURRENCY": str(concurrency)}
+    env = {
+        "TIDINGS_FUNCTIONS__DETECT_CONCURRENCY": str(concurrency),
+        # the clients count as one address, as a remote host's connections do (loopback's
+        # are otherwise each their own: this machine's tools and the broker's own calls)
+        "TIDINGS_LIMITS__RATE_LIMIT_LOOPBACK": "true",
+        "TIDINGS_FUNCTIONS__DETECT_READS_PER_CLIENT": str(concurrency),
+    }
+    if not concurrency:  # the defaults
+        env = {"TIDINGS_LIMITS__RATE_LIMIT_LOOPBACK": "true"}
     with (
         tempfile.TemporaryDirectory() as root,
         broker_process(Path(root), None, "--no-event-log", env=env) as (proc, url),
@@ -75,7 +85,7 @@ def phase(concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
         done.set()
         sampler.join()
         return {
-            "detect_concurrency": concurrency,
+            "bounds": concurrency or "defaults",
             "rss_before_mib": before // 1024,
             "rss_peak_mib": peak[0] // 1024,
             "growth_mib": (peak[0] - before) // 1024,
@@ -92,7 +102,7 @@ def main() -> None:
     emit({"bench": "detect_memory", "header": True, "machine": machine(),
           "versions": versions("httpx", "orjson"), "command": " ".join(sys.argv),
           "workload": {"clients": args.clients, "mib": args.mib}})  # fmt: skip
-    unbounded, bounded = phase(UNBOUNDED, args), phase(4, args)
+    unbounded, bounded = phase(UNBOUNDED, args), phase(0, args)
     growth = bounded["growth_mib"] / max(1, unbounded["growth_mib"])
     emit({"bench": "detect_memory", "unbounded": unbounded, "bounded": bounded,
           "ratio_growth": round(growth, 2), "load_average": os.getloadavg()[0]})  # fmt: skip

@@ -141,7 +141,8 @@ class FunctionSettings:
     max_text_bytes: int = 100_000
     detect_rate_per_s: float = 10.0
     detect_burst: int = 20
-    detect_concurrency: int = 4  # /api/Detect* bodies read and worked on at once, in all
+    detect_concurrency: int = 4  # /api/Detect* bodies parsed and worked on at once, in all
+    detect_reads_per_client: int = 2  # /api/Detect* bodies read at once from one client
 
 
 @dataclass(frozen=True, slots=True)
@@ -554,6 +555,7 @@ def _check_functions(f: FunctionSettings) -> None:
         "detect_rate_per_s": (f.detect_rate_per_s > 0, "above 0 calls a second"),
         "detect_burst": (f.detect_burst >= 1, "at least 1 call"),
         "detect_concurrency": (f.detect_concurrency >= 1, "at least 1 call"),
+        "detect_reads_per_client": (f.detect_reads_per_client >= 1, "at least 1 body"),
     }
     for name, (ok, rule) in rules.items():
         if not ok:

@@ -8,7 +8,6 @@ import dataclasses
 import resource
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,30 +129,38 @@ def test_this_machine_s_clients_are_not_rate_limited_unless_told(tmp_path: Path)
     assert [a.status_code for a in answers] == [200] * 4
 
 
-def test_library_calls_past_the_concurrency_wait_unread_until_one_is_done(tmp_path: Path) -> None:
-    """One call's body still coming holds the only turn: another client's complete call
-    waits, and is answered once the first is."""
-    settings = load_settings({"data_dir": tmp_path}, env={})
-    functions = FunctionSettings(detect_concurrency=1)
+def post_from(address: str, url: str, body: bytes) -> httpx.Response:
+    """A library call from another address of this machine (127.0.0.0/8 is all loopback)."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(base_url=url, timeout=60, transport=transport) as client:
+        headers = {"Content-Type": "application/json"}
+        return client.post("/api/DetectLanguages", content=body, headers=headers)
+
+
+def test_slow_uploads_hold_their_senders_reads_not_anyone_elses(tmp_path: Path) -> None:
+    """As many bodies sent slowly from one client as there are turns to work on calls: they
+    hold that client's one read (the rest wait unread), and another client's call is
+    answered meanwhile; the slow ones are answered once their bodies are in."""
+    overrides = {"data_dir": tmp_path, "limits__rate_limit_loopback": True}
+    settings = load_settings(overrides, env={})
+    functions = FunctionSettings(detect_reads_per_client=1)  # detect_concurrency: 4
     body = orjson.dumps({"publication": {"data": ENGLISH}, "params": {"language": "en"}})
-    with (
-        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
-        httpx.Client(base_url=srv.url, timeout=60) as client,
-        socket.create_connection(("127.0.0.1", srv.settings.port), timeout=60) as slow,
-        ThreadPoolExecutor(1) as pool,
-    ):
-        json_type = {"Content-Type": "application/json"}
-        warm = client.post("/api/DetectLanguages", content=body, headers=json_type)
-        assert warm.status_code == 200  # the library's workers are up
+    with EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv:
+        assert post_from("127.0.0.3", srv.url, body).status_code == 200  # the workers are up
         head = (
             f"POST /api/DetectLanguages HTTP/1.1\r\nHost: 127.0.0.1:{srv.settings.port}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        )
-        slow.sendall(head.encode() + body[:10])  # the turn taken, the body not all there
-        time.sleep(0.5)
-        waiting = pool.submit(client.post, "/api/DetectLanguages", content=body, headers=json_type)
-        time.sleep(1.0)
-        assert not waiting.done()  # its turn has not come
-        slow.sendall(body[10:])
-        assert b"200 OK" in slow.recv(4096).split(b"\r\n")[0]
-        assert waiting.result(timeout=60).status_code == 200
+        ).encode()
+        slow = [socket.create_connection(("127.0.0.1", srv.settings.port), 60) for _ in range(4)]
+        try:
+            for s in slow:
+                s.sendall(head + body[:10])  # the bodies not all there
+            time.sleep(0.5)
+            assert post_from("127.0.0.2", srv.url, body).status_code == 200  # another client
+            for s in slow:
+                s.sendall(body[10:])
+            for s in slow:
+                assert b"200 OK" in s.recv(4096).split(b"\r\n")[0]
+        finally:
+            for s in slow:
+                s.close()

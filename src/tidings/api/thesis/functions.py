@@ -7,9 +7,12 @@ broker's process (docs/functions.md): an image past `functions.max_image_pixels`
 past `functions.max_text_bytes` is refused there before any work (413), and each client
 address gets `functions.detect_rate_per_s` calls a second, `functions.detect_burst` at once
 (429 with `Retry-After`); loopback clients only with `limits.rate_limit_loopback`. At most
-`functions.detect_concurrency` bodies are read and worked on at once, from all clients;
-the others wait their turn unread (a body of up to 8 MiB costs the broker several copies
-while it is parsed and handed to a worker: twenty at once took it from 214 to 622 MB).
+`functions.detect_concurrency` bodies are parsed and worked on at once, from all clients;
+the others wait their turn (a body of up to 8 MiB costs the broker several copies while it
+is parsed and handed to a worker: twenty at once took it from 214 to 622 MB). A body is read
+before that turn, at most `functions.detect_reads_per_client` at once from one client: one
+sent slowly holds its sender's turn, not everyone's (four such uploads held the only four
+turns, and every client's calls timed out behind them).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tidings.api.answers import answer, error
-from tidings.api.io import body_as
+from tidings.api.io import parse_json, read_body
 from tidings.api.operations import Operation, described
 from tidings.broker.quotas import loopback
 from tidings.broker.rates import TokenBuckets
@@ -32,7 +35,7 @@ from tidings.delivery.admission import Admission
 from tidings.errors import ErrorCode, TidingsError
 from tidings.functions import SERVED, check_builtin
 from tidings.functions.caps import PREFIX
-from tidings.model import check_depth
+from tidings.model import check_depth, convert
 from tidings.networks import address_key
 from tidings.sandbox.runner import SandboxRunner
 from tidings.wire import thesis as w
@@ -48,6 +51,26 @@ def buckets(request: Request, settings: FunctionSettings) -> TokenBuckets:
         found = TokenBuckets(rate, burst, time.monotonic, max_keys=CLIENTS)
         request.app.state.detect_buckets = found
     return found
+
+
+def reading(request: Request, settings: FunctionSettings) -> Admission:
+    """Bodies being read, by client: `functions.detect_reads_per_client` at once each."""
+    found = getattr(request.app.state, "detect_reading", None)
+    if not isinstance(found, Admission):
+        found = Admission(settings.detect_reads_per_client)
+        request.app.state.detect_reading = found
+    return found
+
+
+def reader(request: Request, limits: Limits) -> str:
+    """Whose turn reading a body takes: its client's address (an IPv6 client's /64); this
+    machine's clients (the broker's own URL functions among them) each their own, unless
+    `limits.rate_limit_loopback`."""
+    address = request.client.host if request.client else ""
+    key, local = address_key(address)
+    if local and not limits.rate_limit_loopback:
+        return f"{key}:{id(request)}"
+    return key
 
 
 def gate(request: Request, settings: FunctionSettings) -> Admission:
@@ -76,27 +99,31 @@ def endpoint(name: str) -> Any:
     async def handle(request: Request) -> Response:
         broker = request.app.state.broker
         settings = broker.settings.functions
-        if (refused := limited(request, settings, broker.settings.limits)) is not None:
+        limits = broker.settings.limits
+        if (refused := limited(request, settings, limits)) is not None:
             return refused
+        async with reading(request, settings).turn(reader(request, limits)):
+            body = await read_body(request, LIMIT)
         async with gate(request, settings).turn("library"):
-            return await call(request, broker, name)
+            return await call(body, broker, name)
 
     handle.__doc__ = f"The {name} function as a URL function."
     handle.__name__ = name
     return handle
 
 
-async def call(request: Request, broker: Any, name: str) -> Response:
-    """Read, check and run one call, in the library's workers."""
-    raw, body = await body_as(request, w.FunctionCallBody, LIMIT)
+async def call(body: bytes, broker: Any, name: str) -> Response:
+    """Check and run one call, in the library's workers."""
+    raw = parse_json(body)
+    call = convert(raw, w.FunctionCallBody)
     limits = broker.settings.limits
     check_depth(raw["publication"], "publication", limits)
-    check_depth(body.params, "params", limits)
-    check_builtin(name, body.params, field="$")
+    check_depth(call.params, "params", limits)
+    check_builtin(name, call.params, field="$")
     runner = broker.functions.runner
     if not isinstance(runner, SandboxRunner):
         raise TidingsError(ErrorCode.UNAVAILABLE, detail="function matching is not enabled")
-    matched, problem = await runner.call_library(name, raw["publication"], body.params)
+    matched, problem = await runner.call_library(name, raw["publication"], call.params)
     if problem is not None:
         raise refusal(problem)
     return answer(w.Match(matched))
