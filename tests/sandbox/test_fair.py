@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tidings.sandbox.fair import FairShare
 
 
@@ -71,3 +74,27 @@ async def test_a_turn_is_not_kept_by_an_owner_that_may_not_keep_it() -> None:
     share = FairShare(1, burst=3, may_keep=lambda owner: owner != "suspect")
     order = await _order(share, ["suspect"] * 3 + ["b", "c"])
     assert order == ["suspect", "b", "c", "suspect", "suspect"]
+
+
+def round_robin(requests: list[str]) -> list[str]:
+    """The reference: one turn at a time, to the owner with waiters served longest ago (never
+    served first, in their order of arrival)."""
+    left: dict[str, int] = {}
+    for owner in requests:
+        left[owner] = left.get(owner, 0) + 1
+    last: dict[str, int] = {}
+    order: list[str] = []
+    while left:
+        owner = min(left, key=lambda o: last.get(o, -1))
+        order.append(owner)
+        last[owner] = len(order)
+        left[owner] -= 1
+        if not left[owner]:
+            del left[owner]
+    return order
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from("abcdefgh"), max_size=40))
+def test_turns_follow_the_round_robin_reference(requests: list[str]) -> None:
+    assert asyncio.run(_order(FairShare(1), requests)) == round_robin(requests)

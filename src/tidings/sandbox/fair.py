@@ -10,11 +10,16 @@ once, up to `burst` turns in a row (and while `may_keep` says so: not for a subs
 suspicion); then the owner goes to the back. A worker bound for a
 turn (its start takes about a second on a loaded machine: the library loads) then serves
 that owner's backlog, not one call: with more subscribers than workers, one start per call
-had turned 630 cheap evaluations into 380 s of starts."""
+had turned 630 cheap evaluations into 380 s of starts.
+
+The owners waiting for a turn are kept in a heap by when each was last served, so a grant
+costs O(log owners): a scan of every waiting owner made each grant cost milliseconds once
+thousands of (free) subscribers waited (`benchmarks/fairshare.py`)."""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -33,6 +38,12 @@ class FairShare:
         self._last: dict[str, int] = {}  # owner -> when it last got a turn
         self._running: dict[str, int] = {}
         self._tick = 0
+        # owners waiting and not running, by when they were last served (-1: never), then
+        # by arrival: a heap, so a grant costs O(log owners), not a scan of every waiting one
+        self._ready: list[tuple[int, int, str]] = []
+        self._queued: set[str] = set()  # the owners with an entry in `_ready`
+        self._arrivals = 0
+        self._forget_at = REMEMBERED
 
     def waiting(self, owner: str) -> int:
         return len(self._waiting.get(owner, ()))
@@ -48,6 +59,7 @@ class FairShare:
     async def _acquire(self, owner: str) -> None:
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(owner, deque()).append(granted)
+        self._enqueue(owner)
         self._dispatch()
         try:
             await granted  # at once when it was granted now
@@ -64,10 +76,19 @@ class FairShare:
         if not self._running[owner]:
             del self._running[owner]
             self._streak.pop(owner, None)
+            self._enqueue(owner)
         self._dispatch()
-        if len(self._last) > REMEMBERED:  # forget owners neither waiting nor running
+        if len(self._last) > self._forget_at:  # forget owners neither waiting nor running
             keep = self._waiting.keys() | self._running.keys()
             self._last = {o: t for o, t in self._last.items() if o in keep}
+            self._forget_at = max(REMEMBERED, 2 * len(self._last))  # amortised: not each time
+
+    def _enqueue(self, owner: str) -> None:
+        """Put an owner with waiters and no turn among the ready ones, once."""
+        if owner in self._waiting and owner not in self._running and owner not in self._queued:
+            self._arrivals += 1
+            heapq.heappush(self._ready, (self._last.get(owner, -1), self._arrivals, owner))
+            self._queued.add(owner)
 
     def _pass_on(self, owner: str) -> bool:
         """The turn straight to the owner's next waiter, within its burst."""
@@ -89,16 +110,17 @@ class FairShare:
 
     def _dispatch(self) -> None:
         """Free turns to the waiting owners not running, served longest ago first."""
-        while self.free > 0:
-            ready = [o for o in self._waiting if o not in self._running]
-            if not ready:
-                return
-            owner = min(ready, key=lambda o: self._last.get(o, -1))
-            queue = self._waiting[owner]
+        while self.free > 0 and self._ready:
+            owner = heapq.heappop(self._ready)[2]
+            self._queued.discard(owner)
+            queue = self._waiting.get(owner)
+            if not queue or owner in self._running:
+                continue
             granted = queue.popleft()
             if not queue:
                 del self._waiting[owner]
-            if granted.done():  # cancelled while it waited
+            if granted.done():  # cancelled while it waited: its owner's next, if any
+                self._enqueue(owner)
                 continue
             self.free -= 1
             self._tick += 1
