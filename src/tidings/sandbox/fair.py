@@ -2,8 +2,8 @@
 a free slot goes to the waiting subscriber served longest ago (round-robin), whatever the
 length of each one's queue. A subscriber with many slow evaluations waits behind its own;
 a neighbour with one waits at most one turn of each subscriber ahead of it. A subscriber
-holds one turn at a time (it has one worker per lane: a second turn would only wait for
-the first).
+holds `per_owner` turns at once at most (code: one, it has one worker per lane and a second
+turn would only wait for the first; URL calls: `url_concurrency_per_subscriber`).
 
 A turn ending while more of its owner's evaluations wait passes to the next of them at
 once, up to `burst` turns in a row (and while `may_keep` says so: not for a subscriber under
@@ -29,9 +29,14 @@ REMEMBERED = 4096  # owners whose last turn is remembered, past those waiting or
 
 class FairShare:
     def __init__(
-        self, slots: int, burst: int = 1, may_keep: Callable[[str], bool] = lambda _: True
+        self,
+        slots: int,
+        burst: int = 1,
+        may_keep: Callable[[str], bool] = lambda _: True,
+        per_owner: int = 1,
     ) -> None:
         self.free = max(1, slots)
+        self.per_owner = max(1, per_owner)  # turns one owner may hold at once
         self.burst, self.may_keep = max(1, burst), may_keep
         self._streak: dict[str, int] = {}  # running owner -> its turns in a row
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # owner -> its waiters
@@ -76,7 +81,7 @@ class FairShare:
         if not self._running[owner]:
             del self._running[owner]
             self._streak.pop(owner, None)
-            self._enqueue(owner)
+        self._enqueue(owner)
         self._dispatch()
         if len(self._last) > self._forget_at:  # forget owners neither waiting nor running
             keep = self._waiting.keys() | self._running.keys()
@@ -84,8 +89,9 @@ class FairShare:
             self._forget_at = max(REMEMBERED, 2 * len(self._last))  # amortised: not each time
 
     def _enqueue(self, owner: str) -> None:
-        """Put an owner with waiters and no turn among the ready ones, once."""
-        if owner in self._waiting and owner not in self._running and owner not in self._queued:
+        """Put an owner with waiters and a turn to spare among the ready ones, once."""
+        spare = self._running.get(owner, 0) < self.per_owner
+        if owner in self._waiting and spare and owner not in self._queued:
             self._arrivals += 1
             heapq.heappush(self._ready, (self._last.get(owner, -1), self._arrivals, owner))
             self._queued.add(owner)
@@ -114,7 +120,7 @@ class FairShare:
             owner = heapq.heappop(self._ready)[2]
             self._queued.discard(owner)
             queue = self._waiting.get(owner)
-            if not queue or owner in self._running:
+            if not queue or self._running.get(owner, 0) >= self.per_owner:
                 continue
             granted = queue.popleft()
             if not queue:
@@ -125,6 +131,7 @@ class FairShare:
             self.free -= 1
             self._tick += 1
             self._last[owner] = self._tick
-            self._running[owner] = 1
+            self._running[owner] = self._running.get(owner, 0) + 1
             self._streak[owner] = 1
             granted.set_result(None)
+            self._enqueue(owner)  # more waiting and a turn to spare: behind the others

@@ -2,24 +2,20 @@
 most `per_subscriber` of them one subscriber's, and at most `queue` of a subscriber's calls
 waiting (more are shed at once, as failures of that subscriber alone).
 
-The shared slots are taken in turns (`sandbox/fair.py`): each subscriber has up to
-`per_subscriber` lanes, a lane holds one call at a time, and a free slot goes to the waiting
-lane served longest ago. So a subscriber with 1,000 calls waiting takes at most its
-`per_subscriber` lanes' turns before one with a single call waiting gets its turn, and the
-endpoint of the first never sees more than `per_subscriber` of its calls at once. A
-subscriber's own calls take its free lanes first come, first served.
+The shared slots are taken in turns (`sandbox/fair.py`): a subscriber holds at most
+`per_subscriber` of them, and a free slot goes to the waiting subscriber served longest
+ago. So a subscriber with 1,000 calls waiting takes one turn before one with a single call
+waiting gets its own, and the endpoint of the first never sees more than `per_subscriber`
+of its calls at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from tidings.sandbox.fair import FairShare
-
-LANE = "\x00"  # between a subscriber's id and its lane's number in a turn's owner
 
 
 class Shed(Exception):
@@ -28,17 +24,15 @@ class Shed(Exception):
 
 @dataclass(slots=True)
 class _Calls:
-    """One subscriber's calls in the share: waiting, or in flight on one of its lanes."""
+    """One subscriber's calls in the share: waiting, or in flight."""
 
-    gate: asyncio.Semaphore
-    lanes: list[int]
     waiting: int = 0
     flying: int = 0
 
 
 class URLShare:
     def __init__(self, slots: int, per_subscriber: int, queue: int) -> None:
-        self.turns = FairShare(slots)
+        self.turns = FairShare(slots, per_owner=per_subscriber)
         self.per_subscriber = max(1, per_subscriber)
         self.queue = max(1, queue)
         self._calls: dict[str, _Calls] = {}  # only subscribers with calls in the share
@@ -55,25 +49,19 @@ class URLShare:
     async def slot(self, owner: str) -> AsyncIterator[None]:
         """Held while one of `owner`'s calls is in flight; raises Shed at once when
         `queue` of its calls already wait."""
-        calls = self._calls.get(owner)
-        if calls is None:
-            lanes = list(range(self.per_subscriber))
-            calls = self._calls[owner] = _Calls(asyncio.Semaphore(self.per_subscriber), lanes)
+        calls = self._calls.setdefault(owner, _Calls())
         if calls.waiting >= self.queue:
+            if not calls.flying and not calls.waiting:
+                del self._calls[owner]
             raise Shed(f"shed: {self.queue} URL calls of this subscriber wait")
         calls.waiting += 1
         flying = False
         try:
-            async with calls.gate:
-                lane = calls.lanes.pop()  # the gate leaves one free
-                try:
-                    async with self.turns.turn(f"{owner}{LANE}{lane}"):
-                        calls.waiting -= 1
-                        calls.flying += 1
-                        flying = True
-                        yield
-                finally:
-                    calls.lanes.append(lane)
+            async with self.turns.turn(owner):
+                calls.waiting -= 1
+                calls.flying += 1
+                flying = True
+                yield
         finally:
             if flying:
                 calls.flying -= 1
