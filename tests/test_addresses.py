@@ -118,7 +118,8 @@ def test_a_denied_address_names_its_network_and_the_setting_that_allows_it() -> 
 
 def test_the_broker_s_own_endpoint_is_known_in_every_spelling() -> None:
     own = Own("127.0.0.1", 8080)
-    for address in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "::ffff:127.0.0.1", "0.0.0.0"):
+    spellings = ("127.0.0.1", "127.0.0.2", "localhost", "::1", "::ffff:127.0.0.1", "0.0.0.0")
+    for address in (*spellings, "localhost.", "LocalHost", "broker.localhost"):
         assert own.is_self(address, 8080), address
     assert not own.is_self("127.0.0.1", 8081)
     assert not own.is_self("10.0.0.1", 8080)

@@ -55,8 +55,9 @@ class Own:
         every IPv4 address it embeds is checked, as the deny list checks it."""
         if port != self.port:
             return False
-        if address.lower() in ("localhost", self.host):
-            return True
+        name = address.lower().rstrip(".")  # `localhost.` is `localhost`, fully qualified
+        if name in ("localhost", self.host.lower().rstrip(".")) or name.endswith(".localhost"):
+            return True  # *.localhost is loopback too (RFC 6761), as resolvers answer it
         try:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
