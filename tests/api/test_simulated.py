@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from tests.api.conftest import Sub
+from tests.broker.test_operations import settings_for, started
 
 from tidings.admin import admin_token
+from tidings.api.app import create_app
 from tidings.config import load_settings
 from tidings.server import EmbeddedServer
 
@@ -96,3 +99,21 @@ def test_an_unknown_origin_is_refused(http: httpx.Client, admin: dict[str, str])
     refused = http.get("/v1/admin/subscribers", params={"origin": "fake"}, headers=admin)
     assert refused.status_code in (400, 422)
     assert refused.json()["error"]["field"] == "origin"
+
+
+async def test_a_simulation_is_heard_only_from_this_machine(tmp_path: Path) -> None:
+    """From elsewhere, the header would let a client hide its subscribers among the
+    simulated ones, out of the operator's list of real ones."""
+    broker = await started(settings_for(tmp_path))
+    try:
+        app = create_app(broker)
+        for address, origin in (("192.0.2.7", "real"), ("127.0.0.1", "simulated")):
+            transport = httpx.ASGITransport(app=app, client=(address, 5000))  # type: ignore[arg-type]
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                made = await http.post("/v1/subscribers", headers=MARK)
+            assert made.status_code == 201, made.text
+            page = await broker.overview.subscribers_page("", 100, origin)
+            assert made.json()["id"] in {record.id for record, _ in page}, address
+    finally:
+        await broker.close()
+        broker.store.sync.close()

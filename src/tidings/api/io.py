@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import convert
+from tidings.networks import address_key
 
 T = TypeVar("T")
 MAX_DEPTH = 1024  # nesting a body may have, as orjson reads JSON (fields allow far less)
@@ -274,7 +275,13 @@ SIMULATION_NAME_MAX = 100
 
 
 def scope_simulation(scope: Scope) -> str | None:
-    """The simulation a call says it is part of (`Tidings-Simulation`), or None."""
+    """The simulation a call says it is part of (`Tidings-Simulation`), or None. Heard only
+    from this machine (the console's simulator, `tidings sim` beside the broker): from
+    elsewhere, a client could hide its subscribers among the simulated ones and out of the
+    operator's list of real ones."""
+    client = scope.get("client")
+    if client and not address_key(str(client[0]))[1]:
+        return None
     name = header(scope, SIMULATION_HEADER.lower().encode()).strip()
     if len(name) > SIMULATION_NAME_MAX:
         raise TidingsError(
