@@ -36,7 +36,8 @@ Code functions run behind the OS boundary (bubblewrap + seccomp, docs/sandbox.md
   (3) seconds, so the runaways' first offences (about a second each: the kernel's CPU limit)
   are over; `--settle 0` measures them too; `p99_ratio` as above.
 - `crowd`: a bystander's code subscription beside --crowd (20) subscribers with one each
-  (more than `max_workers`' worth), --crowd-publications (30) at --crowd-rate (5/s), each
+  (with --crowd-library their code names the library: full workers, of which 8 fit),
+  --crowd-publications (30) at --crowd-rate (5/s), each
   matching all: the bystander's wait from a publication's scheduled time to its outcome,
   alone and beside the crowd (`bystander_p50_ratio`), and the worker starts per evaluation.
 """
@@ -256,6 +257,8 @@ async def fairness(args: argparse.Namespace) -> None:
 
 
 CHEAP = "def match(publication):\n    return publication['data'] != ''\n"
+# the same, in a worker that loaded the library (the code names it): a full worker's start
+WITH_LIBRARY = "import tidings.functions\n" + CHEAP
 
 
 async def crowd_round(crowd: int, args: argparse.Namespace) -> dict[str, float]:
@@ -263,8 +266,10 @@ async def crowd_round(crowd: int, args: argparse.Namespace) -> dict[str, float]:
     `max_workers`' worth of full workers; every publication matches all."""
     runner = create_runner(FunctionSettings(workers=args.workers))
     owners = [*(f"crowd-{i}" for i in range(crowd)), "bystander"]
+    source = {o: WITH_LIBRARY if args.crowd_library and o != "bystander" else CHEAP for o in owners}
     subs = [
-        Subscription(o, o, "function", function=FunctionSpec("t", "code", CHEAP)) for o in owners
+        Subscription(o, o, "function", function=FunctionSpec("t", "code", source[o]))
+        for o in owners
     ]
     waits: list[float] = []
 
@@ -299,6 +304,7 @@ async def crowd(args: argparse.Namespace) -> None:
     ratio = beside["bystander_p50_ms"] / max(alone["bystander_p50_ms"], 0.1)
     starts = beside["worker_starts"] / beside["evaluations"]
     emit({"bench": "functions", "case": "crowd", "crowd": args.crowd,
+          "crowd_library": args.crowd_library,
           "publications": args.crowd_publications, "rate": args.crowd_rate,
           "alone": alone, "beside": beside, "bystander_p50_ratio": round(ratio, 2),
           "starts_per_evaluation": round(starts, 3)})  # fmt: skip
@@ -428,6 +434,11 @@ async def main() -> None:
     parser.add_argument("--crowd", type=int, default=20, help="crowd's code subscribers")
     parser.add_argument("--crowd-rate", type=float, default=5.0)
     parser.add_argument("--crowd-publications", type=int, default=30)
+    parser.add_argument(
+        "--crowd-library",
+        action="store_true",
+        help="the crowd's code names the library (full workers)",
+    )
     parser.add_argument("--port", type=int, default=18931)
     parser.add_argument(
         "--cases", default="code,fairness,fair_delivery,crowd,url", help="comma-separated"

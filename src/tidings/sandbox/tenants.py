@@ -80,7 +80,7 @@ class TenantWorkers:
         self.killed = 0  # workers the kernel or the watchdog ended
         self.evicted = 0  # idle tenants' workers killed to make room
         self.started = 0
-        self.ms: dict[str, float] = {}  # subscription id -> its last call's wall time
+        self.ms: dict[str, float] = {}  # subscription id -> its last call's CPU time (ms)
 
     def live(self) -> int:
         bound = sum(1 for t in self._tenants.values() if t.worker is not None)
