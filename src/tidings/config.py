@@ -85,6 +85,8 @@ class QueueSettings:
     max_wait_s: float = 20.0
     max_pull: int = 100
     prefetch: int = 100
+    # a push stream's unacknowledged messages' bytes, at most (one larger message alone)
+    stream_inflight_bytes: int = 1024 * 1024
     # one subscriber's queue operations (a pull's lease, ack, nack, dead letters) doing work
     # at once, at most; the rest wait in FIFO order (issue #28); 0: no bound
     max_concurrent_ops_per_subscriber: int = 2
@@ -443,6 +445,12 @@ def _check_http(http: HTTPSettings) -> None:
 
 
 def _check_queues(queues: QueueSettings) -> None:
+    if queues.stream_inflight_bytes < 1024:
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="queues__stream_inflight_bytes",
+            detail="queues.stream_inflight_bytes is at least 1024",
+        )
     if queues.max_concurrent_ops_per_subscriber < 0:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID,

@@ -42,7 +42,27 @@ async def test_no_more_than_prefetch_messages_are_handed_out_until_some_are_sett
     await push.settle("ack", [m.receipt for m in first[:2]])
     second = await asyncio.wait_for(waiting, 10)
     assert len(second) == 2 and len(push.inflight) == 4
-    assert {m.receipt for m in first[2:] + second} == push.inflight
+    assert {m.receipt for m in first[2:] + second} == set(push.inflight)
+    await push.close()
+
+
+async def test_no_more_than_its_bytes_are_handed_out_until_some_are_settled(
+    broker: Broker,
+) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("t",))
+    big = "x" * 100_000  # ten of them pass the stream's 350,000 bytes in flight
+    await broker.publish_batch([PublicationInput(big, ("t",)) for _ in range(10)])
+    push = PushStream.sized_by(broker.queues, me.id, 100, None, inflight_bytes=350_000)
+    held = []
+    while push.free():
+        held += await asyncio.wait_for(push.next_batch(), 10)
+    assert len(held) == 4  # the fourth passes the bytes: no more, whatever the count
+    waiting = asyncio.create_task(push.next_batch())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await push.settle("ack", [held[0].receipt])
+    assert len(await asyncio.wait_for(waiting, 10)) == 1
     await push.close()
 
 

@@ -8,6 +8,11 @@ its keep-alive pings and is dropped, and its messages would be delivered twice. 
 the acknowledgements already read are committed first, then whatever is still
 unacknowledged is released for redelivery at once (not after its visibility timeout).
 
+Unacknowledged messages are bounded by bytes too (`inflight_bytes`, the WebSocket stream's:
+`queues.stream_inflight_bytes`; one larger message goes alone): a client that stops reading
+held `prefetch` messages of any size each in the broker's memory (1.7 MiB a stream for
+messages of 10 KB; up to 10,000 of 256 KiB with the prefetch a client may ask for).
+
 A batch is bounded by bytes as well as by count (`frames.batch_bytes`: never more than the
 channel's client reads; one larger message goes alone), and the count asked for follows
 the size of the messages lately leased, so large messages are not read from the store by
@@ -31,29 +36,46 @@ POLL_S = 5.0  # a lease waits this long for messages before asking again
 
 
 class PushStream:
-    def __init__(self, queue: Queue, subscriber_id: str, prefetch: int) -> None:
+    def __init__(
+        self, queue: Queue, subscriber_id: str, prefetch: int, inflight_bytes: int | None = None
+    ) -> None:
         self.queue = queue
         self.subscriber_id = subscriber_id
         self.prefetch = prefetch
+        self.inflight_bytes = inflight_bytes  # None: by count alone
         self.sized: SizedQueue | None = None
         self.max_bytes = batch_bytes(None)
         self._typical = 0  # bytes of the largest body lately leased
-        self.inflight: set[str] = set()  # receipts handed out, not yet settled
+        self.inflight: dict[str, int] = {}  # receipts handed out, not yet settled -> bytes
+        self._held = 0  # their bytes
         self._room = asyncio.Event()
         self._settling: set[asyncio.Task[None]] = set()
 
     @classmethod
     def sized_by(
-        cls, queue: SizedQueue, subscriber_id: str, prefetch: int, client_max: int | None
+        cls,
+        queue: SizedQueue,
+        subscriber_id: str,
+        prefetch: int,
+        client_max: int | None,
+        inflight_bytes: int | None = None,
     ) -> PushStream:
         """A stream whose batches' bodies come to at most `frames.batch_bytes(client_max)`
         (a webhook's batches are its pusher's: a plain `Queue` leases by count)."""
-        stream = cls(queue, subscriber_id, prefetch)
+        stream = cls(queue, subscriber_id, prefetch, inflight_bytes)
         stream.sized, stream.max_bytes = queue, batch_bytes(client_max)
         return stream
 
     def free(self) -> int:
+        """Messages that may be leased now: none once `inflight_bytes` are held."""
+        if self.inflight_bytes is not None and self.inflight and self._held >= self.inflight_bytes:
+            return 0
         return self.prefetch - len(self.inflight)
+
+    def _bytes_room(self) -> int:
+        if self.inflight_bytes is None:
+            return self.max_bytes
+        return max(1, min(self.max_bytes, self.inflight_bytes - self._held))
 
     async def next_batch(self) -> list[Message]:
         """The next messages to push, once there is room for them (never an empty list)."""
@@ -65,18 +87,21 @@ class PushStream:
             batch = await self._lease()
             if batch:
                 self._typical = max(len(m.raw) for m in batch)
-                self.inflight.update(m.receipt for m in batch)
+                for m in batch:
+                    self.inflight[m.receipt] = len(m.raw)
+                    self._held += len(m.raw)
                 return batch
 
     async def _lease(self) -> list[Message]:
         if self.sized is None:
             return await self.queue.pull(self.subscriber_id, min(self.free(), BATCH), POLL_S)
         return await self.sized.pull(
-            self.subscriber_id, self._count(), POLL_S, max_bytes=self.max_bytes
+            self.subscriber_id, self._count(), POLL_S, max_bytes=self._bytes_room()
         )
 
     def _count(self) -> int:
-        fits = self.max_bytes // self._typical + 1 if self._typical else BATCH
+        room = self._bytes_room()
+        fits = room // self._typical + 1 if self._typical else BATCH
         return max(1, min(self.free(), BATCH, fits))
 
     async def settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
@@ -97,7 +122,8 @@ class PushStream:
 
     def release(self, receipts: Sequence[str]) -> None:
         """These are no longer in flight (settled, or handed back): room for more."""
-        self.inflight.difference_update(receipts)
+        for receipt in receipts:
+            self._held -= self.inflight.pop(receipt, 0)
         self._room.set()
 
     async def close(self) -> None:
@@ -107,3 +133,4 @@ class PushStream:
         if self.inflight:
             await self.queue.release(self.subscriber_id, list(self.inflight))
             self.inflight.clear()
+            self._held = 0

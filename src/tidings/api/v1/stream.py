@@ -111,7 +111,8 @@ async def stream(ws: WebSocket) -> None:
             await _refuse(ws, exc)
             return
         prefetch = _prefetch(ws, broker.settings.queues.prefetch)
-        push = PushStream.sized_by(broker.queues, sid, prefetch, client_max)
+        inflight = broker.settings.queues.stream_inflight_bytes
+        push = PushStream.sized_by(broker.queues, sid, prefetch, client_max, inflight)
         tasks = [
             asyncio.create_task(_send(ws, push, framing)),
             asyncio.create_task(_receive(ws, push, framing)),
