@@ -168,6 +168,11 @@ class HTTPSettings:
     # counted only with `limit_loopback`, as limits.rate_limit_loopback
     max_connections_per_address: int = 256
     limit_loopback: bool = False
+    # proxies whose X-Forwarded-For / X-Forwarded-Proto name the client (comma-separated
+    # addresses, as uvicorn's forwarded_allow_ips); empty: none, a client is its connection's
+    # address (trusting this machine's by default let any local client pick the address the
+    # rate limits count against)
+    trusted_proxies: str = ""
     ws_max_frame_bytes: int = 1024 * 1024  # a subscriber's frames are acknowledgements
     # names the broker answers to besides addresses, localhost and public_url's host ("*":
     # any, as behind a proxy that checks them), and web origins allowed to change state

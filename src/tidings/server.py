@@ -99,6 +99,8 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
         timeout_keep_alive=settings.http.keep_alive_s,
         ws_ping_interval=settings.http.ws_ping_interval_s,
         ws_ping_timeout=settings.http.ws_ping_timeout_s,
+        proxy_headers=bool(settings.http.trusted_proxies),
+        forwarded_allow_ips=settings.http.trusted_proxies or None,
     )
 
 

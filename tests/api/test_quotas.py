@@ -225,3 +225,18 @@ def test_subscriptions_past_the_broker_s_bytes_are_refused_also_after_a_restart(
         assert (error["code"], error["field"]) == ("limit_exceeded", "subscriptions")
         assert "max_subscription_bytes)" in error["message"] and "3000" in error["message"]
     assert freed.status_code == 201, freed.text
+
+
+@pytest.mark.parametrize(("trusted", "answers"), [("", [201, 201, 429]), ("127.0.0.1", [201] * 3)])
+def test_x_forwarded_for_names_the_client_only_from_a_trusted_proxy(
+    tmp_path_factory: pytest.TempPathFactory, trusted: str, answers: list[int]
+) -> None:
+    limits = Limits(registrations_per_minute=2, rate_limit_loopback=True)
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("proxy")}, env={})
+    http = dataclasses.replace(settings.http, trusted_proxies=trusted)
+    with EmbeddedServer(dataclasses.replace(settings, limits=limits, http=http)) as srv:
+        got = [
+            httpx.post(f"{srv.url}/v1/subscribers", headers={"X-Forwarded-For": f"192.0.2.{n}"})
+            for n in range(3)
+        ]
+    assert [r.status_code for r in got] == answers

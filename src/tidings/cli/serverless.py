@@ -48,7 +48,9 @@ def local(
     door = FrontDoor(platform, payload, instances, cold)  # type: ignore[arg-type]
     listening = bind("127.0.0.1", port)
     typer.echo(f"Tidings as {platform} functions on http://127.0.0.1:{port}", err=True)
-    config = uvicorn.Config(door, log_config=None, lifespan="on", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        door, log_config=None, lifespan="on", timeout_graceful_shutdown=5, proxy_headers=False
+    )
     uvicorn.Server(config).run(sockets=[listening])
 
 
