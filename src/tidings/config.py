@@ -145,6 +145,7 @@ class FunctionSettings:
     detect_burst: int = 20
     detect_concurrency: int = 4  # /api/Detect* bodies parsed and worked on at once, in all
     detect_reads_per_client: int = 2  # /api/Detect* bodies read at once from one client
+    detect_reads: int = 32  # ... and from all clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,6 +570,7 @@ def _check_functions(f: FunctionSettings) -> None:
         "detect_burst": (f.detect_burst >= 1, "at least 1 call"),
         "detect_concurrency": (f.detect_concurrency >= 1, "at least 1 call"),
         "detect_reads_per_client": (f.detect_reads_per_client >= 1, "at least 1 body"),
+        "detect_reads": (f.detect_reads >= 1, "at least 1 body"),
     }
     for name, (ok, rule) in rules.items():
         if not ok:

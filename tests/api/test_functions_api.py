@@ -8,6 +8,7 @@ import dataclasses
 import resource
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,30 @@ def test_slow_uploads_hold_their_senders_reads_not_anyone_elses(tmp_path: Path) 
         finally:
             for s in slow:
                 s.close()
+
+
+def test_bodies_being_read_from_all_clients_are_bounded_too(tmp_path: Path) -> None:
+    """One slow upload holds the only read of all: another client's call waits its turn
+    (its body unread) until that body is in."""
+    overrides = {"data_dir": tmp_path, "limits__rate_limit_loopback": True}
+    settings = load_settings(overrides, env={})
+    functions = FunctionSettings(detect_reads=1)
+    body = orjson.dumps({"publication": {"data": ENGLISH}, "params": {"language": "en"}})
+    with (
+        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
+        socket.create_connection(("127.0.0.1", srv.settings.port), 60) as slow,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        assert post_from("127.0.0.3", srv.url, body).status_code == 200  # the workers are up
+        head = (
+            f"POST /api/DetectLanguages HTTP/1.1\r\nHost: 127.0.0.1:{srv.settings.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        slow.sendall(head + body[:10])
+        time.sleep(0.5)
+        other = pool.submit(post_from, "127.0.0.2", srv.url, body)
+        time.sleep(1.0)
+        assert not other.done()  # the only read is held
+        slow.sendall(body[10:])
+        assert b"200 OK" in slow.recv(4096).split(b"\r\n")[0]
+        assert other.result(timeout=60).status_code == 200

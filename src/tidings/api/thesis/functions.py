@@ -10,9 +10,10 @@ address gets `functions.detect_rate_per_s` calls a second, `functions.detect_bur
 `functions.detect_concurrency` bodies are parsed and worked on at once, from all clients;
 the others wait their turn (a body of up to 8 MiB costs the broker several copies while it
 is parsed and handed to a worker: twenty at once took it from 214 to 622 MB). A body is read
-before that turn, at most `functions.detect_reads_per_client` at once from one client: one
-sent slowly holds its sender's turn, not everyone's (four such uploads held the only four
-turns, and every client's calls timed out behind them).
+before that turn, at most `functions.detect_reads_per_client` at once from one client, and
+`functions.detect_reads` from all: one sent slowly holds its sender's turn, not everyone's
+(four such uploads held the only four turns, and every client's calls timed out behind
+them), and the bodies being read stay bounded (`detect_reads` x 8 MiB).
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def reading(request: Request, settings: FunctionSettings) -> Admission:
     return found
 
 
+def all_reading(request: Request, settings: FunctionSettings) -> Admission:
+    """Bodies being read from all clients: `functions.detect_reads` at once (each up to
+    8 MiB: 20 addresses with 2 slow uploads each held 330 MB of the broker)."""
+    found = getattr(request.app.state, "detect_all_reading", None)
+    if not isinstance(found, Admission):
+        found = request.app.state.detect_all_reading = Admission(settings.detect_reads)
+    return found
+
+
 def reader(request: Request, limits: Limits) -> str:
     """Whose turn reading a body takes: its client's address (an IPv6 client's /64); this
     machine's clients (the broker's own URL functions among them) each their own, unless
@@ -102,7 +112,10 @@ def endpoint(name: str) -> Any:
         limits = broker.settings.limits
         if (refused := limited(request, settings, limits)) is not None:
             return refused
-        async with reading(request, settings).turn(reader(request, limits)):
+        async with (
+            reading(request, settings).turn(reader(request, limits)),  # its sender's first,
+            all_reading(request, settings).turn("all"),  # then one of all
+        ):
             body = await read_body(request, LIMIT)
         async with gate(request, settings).turn("library"):
             return await call(body, broker, name)
