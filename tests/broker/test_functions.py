@@ -6,6 +6,7 @@ a broker never takes the pending work another live broker holds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -13,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -178,6 +179,17 @@ def pending_in(broker: Broker) -> list[str]:
     return [e.publication_id for e in broker.store.sync.claim_pending("look", 1e12, 0.0, 100)]
 
 
+@contextlib.asynccontextmanager
+async def one_broker(tmp_path: Path, runner: FakeRunner) -> AsyncIterator[Broker]:
+    """A broker on its own store with `runner`, closed (and its store) at the end."""
+    broker = await started(claims(tmp_path, 30), runner)
+    try:
+        yield broker
+    finally:
+        await broker.close()
+        broker.store.sync.close()
+
+
 async def nothing_owed(broker: Broker, timeout_s: float = 2.0) -> bool:
     """Whether the broker comes to owe no evaluation within `timeout_s`."""
     for _ in range(int(timeout_s / 0.02)):
@@ -191,8 +203,7 @@ async def test_a_record_is_written_before_the_answer_and_removed_when_done(
     tmp_path: Path,
 ) -> None:
     runner = FakeRunner()
-    broker = await started(claims(tmp_path, 30), runner)
-    try:
+    async with one_broker(tmp_path, runner) as broker:
         me, _ = await broker.register()
         await broker.subscribe(me.id, "function", function=SPEC)
         await broker.subscribe(me.id, "topic", topics=("news",))
@@ -209,9 +220,6 @@ async def test_a_record_is_written_before_the_answer_and_removed_when_done(
         [delivered] = await broker.pull(me.id, 10, wait_s=5, visibility_s=600)
         assert delivered.publication_id == published.publication.id
         assert await nothing_owed(broker)
-    finally:
-        await broker.close()
-        broker.store.sync.close()
 
 
 async def test_a_live_brokers_work_is_not_taken_and_a_dead_ones_is_finished_once(
@@ -289,8 +297,7 @@ async def test_an_unsubscribed_function_has_its_queued_calls_dropped_and_deliver
     tmp_path: Path,
 ) -> None:
     runner = FakeRunner()
-    broker = await started(claims(tmp_path, 30), runner)
-    try:
+    async with one_broker(tmp_path, runner) as broker:
         me, _ = await broker.register()
         sub = await broker.subscribe(me.id, "function", function=SPEC)
         runner.gate.clear()  # its evaluation under way
@@ -300,15 +307,11 @@ async def test_an_unsubscribed_function_has_its_queued_calls_dropped_and_deliver
         runner.gate.set()  # the call running answers a match for a subscription now gone
         assert await nothing_owed(broker)
         assert await broker.depth(me.id) == QueueDepth(ready=0, leased=0)
-    finally:
-        await broker.close()
-        broker.store.sync.close()
 
 
 async def test_an_unregistered_subscribers_function_calls_are_dropped(tmp_path: Path) -> None:
     runner = FakeRunner()
-    broker = await started(claims(tmp_path, 30), runner)
-    try:
+    async with one_broker(tmp_path, runner) as broker:
         me, _ = await broker.register()
         subs = [await broker.subscribe(me.id, "function", function=SPEC) for _ in range(2)]
         runner.gate.clear()
@@ -317,9 +320,6 @@ async def test_an_unregistered_subscribers_function_calls_are_dropped(tmp_path: 
         assert sorted(runner.cancelled) == sorted(s.id for s in subs)
         runner.gate.set()
         assert await nothing_owed(broker)
-    finally:
-        await broker.close()
-        broker.store.sync.close()
 
 
 async def test_a_subscription_removed_through_another_broker_is_cancelled_here(
@@ -345,14 +345,10 @@ async def test_a_subscription_gone_when_the_index_is_read_anew_is_cancelled(
     tmp_path: Path,
 ) -> None:
     runner = FakeRunner()
-    broker = await started(claims(tmp_path, 30), runner)
-    try:
+    async with one_broker(tmp_path, runner) as broker:
         me, _ = await broker.register()
         kept = await broker.subscribe(me.id, "function", function=SPEC)
         gone = await broker.subscribe(me.id, "function", function=SPEC)
         await broker.store.remove_subscription(gone.id)  # behind the change log's back
         await broker.following.reload()
         assert runner.cancelled == [gone.id] and kept.id not in runner.cancelled
-    finally:
-        await broker.close()
-        broker.store.sync.close()
