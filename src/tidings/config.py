@@ -450,19 +450,19 @@ def _check_http(http: HTTPSettings) -> None:
         )
 
 
-def _check_queues(queues: QueueSettings) -> None:
-    if queues.stream_inflight_bytes < 1024:
-        raise TidingsError(
-            ErrorCode.CONFIG_INVALID,
-            field="queues__stream_inflight_bytes",
-            detail="queues.stream_inflight_bytes is at least 1024",
-        )
-    if queues.max_concurrent_ops_per_subscriber < 0:
-        raise TidingsError(
-            ErrorCode.CONFIG_INVALID,
-            field="queues__max_concurrent_ops_per_subscriber",
-            detail="queues.max_concurrent_ops_per_subscriber is at least 0 (0: no bound)",
-        )
+def _check_queues(q: QueueSettings) -> None:
+    rules = {
+        "stream_inflight_bytes": (q.stream_inflight_bytes >= 1024, "at least 1024"),
+        "max_concurrent_ops_per_subscriber": (
+            q.max_concurrent_ops_per_subscriber >= 0,
+            "at least 0 (0: no bound)",
+        ),
+    }
+    for name, (ok, rule) in rules.items():
+        if not ok:
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID, field=f"queues__{name}", detail=f"queues.{name} is {rule}"
+            )
 
 
 def _check_elastic(elastic: ElasticSettings) -> None:
