@@ -202,14 +202,7 @@ class PatternTrie:
             node.here = _bucket_add(node.here, slot)
 
     def remove(self, topic_filter: str, slot: int) -> None:
-        node, trail, segments, rest = self._find(topic_filter)
-        if node is None:
-            return
-        if rest:
-            node.rest = _bucket_remove(node.rest, slot)
-        else:
-            node.here = _bucket_remove(node.here, slot)
-        self._prune(trail, segments)
+        self.remove_all(topic_filter, {slot})
 
     def remove_all(self, topic_filter: str, slots: set[int]) -> None:
         """`remove` of each slot, the bucket rewritten once."""
