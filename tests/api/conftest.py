@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tidings.admin import admin_token
 from tidings.config import QueueSettings, load_settings
 from tidings.server import EmbeddedServer
 
@@ -25,6 +26,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]
     srv = start(tmp_path_factory.mktemp("broker"), max_attempts=2)
     yield srv
     srv.__exit__(None, None, None)
+
+
+@pytest.fixture
+def admin(server: EmbeddedServer) -> dict[str, str]:
+    """The admin token's header (the one the broker made at its first start)."""
+    token, _ = admin_token("", server.settings.data_dir)
+    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture(scope="module")

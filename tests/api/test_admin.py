@@ -28,12 +28,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]
         yield srv
 
 
-@pytest.fixture
-def admin(server: EmbeddedServer) -> dict[str, str]:
-    token, _ = admin_token("", server.settings.data_dir)  # the one the broker made
-    return {"Authorization": f"Bearer {token}"}
-
-
 def test_admin_calls_need_the_admin_token(http: httpx.Client, sub: Sub) -> None:
     assert http.get("/v1/admin/overview").status_code == 401
     assert http.get("/v1/admin/overview", headers=sub.auth).status_code == 403

@@ -4,7 +4,6 @@ well-formed state is ignored (and counted), never kept."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,19 +16,6 @@ from tidings.server import EmbeddedServer
 from tidings.wire.placement import MAX_STATE_BYTES, MAX_TOPICS
 
 ROUTE = "/v1/admin/placement"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("placement")}, env={})
-    with EmbeddedServer(settings) as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: EmbeddedServer) -> dict[str, str]:
-    token, _ = admin_token("", server.settings.data_dir)
-    return {"Authorization": f"Bearer {token}"}
 
 
 def a_state(at: float = 1_800_000_000.0, **topic: Any) -> dict[str, Any]:

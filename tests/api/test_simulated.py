@@ -3,34 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from tests.api.conftest import Sub
 from tests.broker.test_operations import settings_for, started
 
-from tidings.admin import admin_token
 from tidings.api.app import create_app
-from tidings.config import load_settings
-from tidings.server import EmbeddedServer
 
 MARK = {"Tidings-Simulation": "load-test"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("simulated")}, env={})
-    with EmbeddedServer(settings) as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: EmbeddedServer) -> dict[str, str]:
-    token, _ = admin_token("", server.settings.data_dir)
-    return {"Authorization": f"Bearer {token}"}
 
 
 def listed(http: httpx.Client, admin: dict[str, str], origin: str) -> dict[str, Any]:

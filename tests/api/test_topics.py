@@ -3,30 +3,12 @@ rates; guarded by the admin token; bounded whatever the number of topics publish
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 from tests.api.conftest import Sub
 
-from tidings.admin import admin_token
 from tidings.broker.traffic import MAX_TOPICS
-from tidings.config import load_settings
-from tidings.server import EmbeddedServer
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("topics")}, env={})
-    with EmbeddedServer(settings) as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: EmbeddedServer) -> dict[str, str]:
-    token, _ = admin_token("", server.settings.data_dir)
-    return {"Authorization": f"Bearer {token}"}
 
 
 def topics(http: httpx.Client, admin: dict[str, str]) -> dict[str, Any]:
