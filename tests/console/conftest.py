@@ -91,3 +91,12 @@ def context(browser: Any, broker: EmbeddedServer) -> Iterator[Any]:
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the tests leave what they saw (under this run's temporary directory)."""
     return tmp_path_factory.mktemp("screenshots", numbered=False)
+
+
+def admin_page(context: Any, view: str, token: str) -> Any:
+    """A new page on `view` (`overview`, `simulator`) with the admin token given."""
+    page = context.new_page()
+    page.goto(f"/ui/#/{view}")
+    page.fill("#admin-token", token)
+    page.click("#admin-save")
+    return page

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 from playwright.sync_api import expect
+from tests.console.conftest import admin_page
 
 from tidings.server import EmbeddedServer
 
@@ -117,10 +118,7 @@ def test_the_overview_shows_the_broker_with_the_admin_token(
 def test_a_simulation_runs_from_the_simulator_view_to_its_summary(
     context: Any, token: str, screenshots: Path
 ) -> None:
-    page = context.new_page()
-    page.goto("/ui/#/simulator")
-    page.fill("#admin-token", token)
-    page.click("#admin-save")
+    page = admin_page(context, "simulator", token)
     small = (
         '{"name": "browser-run", "duration": 1, "drain": 5, "quiet": 0.5,'
         ' "subscribers": [{"count": 2, "topics": ["sim/#"]}],'

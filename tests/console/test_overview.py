@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
+from tests.console.conftest import admin_page
 
 from tidings.config import load_settings
 from tidings.errors import TidingsError
@@ -37,10 +38,7 @@ def a_subscriber_of(url: str, topics: list[str], headers: dict[str, str] | None 
 
 
 def open_overview(context: Any, token: str) -> Any:
-    page = context.new_page()
-    page.goto("/ui/#/overview")
-    page.fill("#admin-token", token)
-    page.click("#admin-save")
+    page = admin_page(context, "overview", token)
     expect(page.locator(".cards")).to_contain_text("subscribers", timeout=TIMEOUT_MS)
     return page
 
@@ -162,10 +160,7 @@ def test_deleting_a_subscriber_asks_first_and_cancel_keeps_it(
 def test_a_simulation_run_from_the_console_has_its_subscribers_and_series_apart(
     context: Any, token: str, screenshots: Path
 ) -> None:
-    page = context.new_page()
-    page.goto("/ui/#/simulator")
-    page.fill("#admin-token", token)
-    page.click("#admin-save")
+    page = admin_page(context, "simulator", token)
     config = (
         '{"name": "browser-marked", "duration": 30, "drain": 2, "quiet": 0.5,'
         ' "subscribers": [{"count": 2, "topics": ["marked/#"]}],'

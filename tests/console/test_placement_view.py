@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import msgspec
 from playwright.sync_api import expect
+from tests.console.conftest import admin_page
 
 from tidings.client.multiregion import Placement
 from tidings.placement.model import Choice, Configuration, Evaluation, Mode
@@ -60,10 +61,7 @@ def publish_state(url: str, data: Any) -> None:
 def test_the_placement_shows_regions_topics_and_clients_once_the_controller_publishes(
     context: Any, token: str, broker: EmbeddedServer, screenshots: Path
 ) -> None:
-    page = context.new_page()
-    page.goto("/ui/#/overview")
-    page.fill("#admin-token", token)
-    page.click("#admin-save")
+    page = admin_page(context, "overview", token)
     expect(page.locator("#placement-none")).to_contain_text(
         "No placement state", timeout=TIMEOUT_MS
     )
