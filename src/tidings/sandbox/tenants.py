@@ -82,10 +82,6 @@ class TenantWorkers:
         self.started = 0
         self.ms: dict[str, float] = {}  # subscription id -> its last call's CPU time (ms)
 
-    def live(self) -> int:
-        bound = sum(1 for t in self._tenants.values() if t.worker is not None)
-        return bound + len(self._spare) + len(self._starting)
-
     def weight(self) -> int:
         """The live workers in lean workers' worth (spares being started are lean)."""
         held = [t.worker for t in self._tenants.values() if t.worker is not None]

@@ -33,7 +33,6 @@ class _Calls:
 class URLShare:
     def __init__(self, slots: int, per_subscriber: int, queue: int) -> None:
         self.turns = FairShare(slots, per_owner=per_subscriber)
-        self.per_subscriber = max(1, per_subscriber)
         self.queue = max(1, queue)
         self._calls: dict[str, _Calls] = {}  # only subscribers with calls in the share
 
