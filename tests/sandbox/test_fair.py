@@ -1,5 +1,6 @@
 """Turns by subscriber: round-robin whatever the queues' lengths, one turn per subscriber
-at a time, a cancelled waiter passes its turn on."""
+at a time, a cancelled waiter passes its turn on, a turn costs its owner the time it held
+the slot."""
 
 from __future__ import annotations
 
@@ -46,6 +47,40 @@ async def test_a_cancelled_waiter_passes_its_turn_on() -> None:
         waiting.cancel()
     assert await asyncio.wait_for(later, 1) == "c"
     assert share.free == 1
+
+
+async def test_a_turn_costs_its_owner_the_time_it_held_the_slot() -> None:
+    """One holding the slot half a second (a worker's start) waits for the quick owner's
+    turns: fifty times as long, counted against it, not one turn each."""
+    share, order = FairShare(1), []
+
+    async def one(owner: str, held_s: float) -> None:
+        async with share.turn(owner):
+            order.append(owner)
+            await asyncio.sleep(held_s)
+
+    slow = [asyncio.ensure_future(one("slow", 0.5)) for _ in range(2)]
+    await asyncio.sleep(0)
+    await asyncio.gather(*slow, *(one("quick", 0) for _ in range(3)))
+    assert order == ["slow", "quick", "quick", "quick", "slow"]
+
+
+async def test_of_owners_waiting_alike_the_one_whose_turn_is_expected_shortest_goes_first() -> None:
+    """Two never served: one needs a worker started (a second expected), the other's is warm
+    (nothing expected): the warm one goes first, though it came later."""
+    share, order = FairShare(1), []
+
+    async def one(owner: str, expected_s: float) -> None:
+        async with share.turn(owner, expected_s):
+            order.append(owner)
+
+    async with share.turn("busy"):
+        starting = asyncio.ensure_future(one("starting", 1.0))
+        await asyncio.sleep(0)
+        warm = asyncio.ensure_future(one("warm", 0.0))
+        await asyncio.sleep(0)
+    await asyncio.gather(starting, warm)
+    assert order == ["warm", "starting"]
 
 
 async def _enter(share: FairShare, owner: str) -> str:

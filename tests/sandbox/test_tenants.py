@@ -184,6 +184,28 @@ async def test_many_tenants_share_the_workers_without_a_start_per_call() -> None
         await runner.aclose()
 
 
+async def test_a_full_workers_start_ends_an_idle_full_worker_not_its_lean_neighbours() -> None:
+    """Room for a full worker is made by ending one whose room alone suffices: a light
+    neighbour's lean worker (a sixth of the room) stays warm; by age alone the three lean
+    ones, used longest ago, were ended first."""
+    runner = create_runner(FunctionSettings(workers=1, max_workers=2, spare_workers=0))
+    workers = runner.main.workers
+    try:
+        for owner in ("light", "x", "y"):
+            await matches(runner, [sub(f"s-{owner}", owner, EXACT)])
+        await matches(runner, [sub("s-a", "a", LIBRARY)])
+        lean = {o: workers._tenants[o].worker for o in ("light", "x", "y")}
+        assert workers.expected_s("light", [WorkerCall("s-light", "code", "h", EXACT)]) == 0.0
+        library_call = WorkerCall("s-b", "code", code_hash(LIBRARY), LIBRARY)
+        assert workers.expected_s("b", [library_call]) == workers.start_s[True] > 0
+        await matches(runner, [sub("s-b", "b", LIBRARY)])
+        assert "a" not in workers._tenants
+        assert {o: workers._tenants[o].worker for o in lean} == lean
+        assert workers.weight() <= workers.capacity
+    finally:
+        await runner.aclose()
+
+
 def _tree(pid: int) -> list[int]:
     """`pid` and every process under it (bubblewrap, then the worker)."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()

@@ -1,30 +1,39 @@
 """Fair turns by subscriber: at most `slots` evaluations run at once (the CPU budget), and
-a free slot goes to the waiting subscriber served longest ago (round-robin), whatever the
-length of each one's queue. A subscriber with many slow evaluations waits behind its own;
-a neighbour with one waits at most one turn of each subscriber ahead of it. A subscriber
-holds `per_owner` turns at once at most (code: one, it has one worker per lane and a second
-turn would only wait for the first; URL calls: `url_concurrency_per_subscriber`).
+a free slot goes to the waiting subscriber that has held slots least, counted in time
+(start-time fair queuing: each owner's tag advances by the time its turns held a slot, in
+`QUANTUM_S` units; one waiting after an idle spell starts at the current clock, with no
+credit banked), and ordered by when its next turn would end: its tag plus the time the
+turn is expected to take (`turn(owner, expected_s)`: the caller's estimate, e.g. a worker's
+start when its owner has none). Turns of equal cost go round-robin, served longest ago
+first, whatever the length of each one's queue. A turn that starts a worker (about a second
+on a loaded machine: the library loads) costs its owner that second, so a crowd of
+subscribers each starting workers waits behind each other while a neighbour whose worker is
+warm and whose calls take milliseconds is served next, even when they all came at once.
+A subscriber holds `per_owner` turns at once at most (code: one, it has one worker per lane
+and a second turn would only wait for the first; URL calls: `url_concurrency_per_subscriber`).
 
 A turn ending while more of its owner's evaluations wait passes to the next of them at
 once, up to `burst` turns in a row (and while `may_keep` says so: not for a subscriber under
 suspicion); then the owner goes to the back. A worker bound for a
-turn (its start takes about a second on a loaded machine: the library loads) then serves
-that owner's backlog, not one call: with more subscribers than workers, one start per call
-had turned 630 cheap evaluations into 380 s of starts.
+turn then serves that owner's backlog, not one call: with more subscribers than workers,
+one start per call had turned 630 cheap evaluations into 380 s of starts.
 
-The owners waiting for a turn are kept in a heap by when each was last served, so a grant
-costs O(log owners): a scan of every waiting owner made each grant cost milliseconds once
+The owners waiting for a turn are kept in a heap by their tags, so a grant costs
+O(log owners): a scan of every waiting owner made each grant cost milliseconds once
 thousands of (free) subscribers waited (`benchmarks/fairshare.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+import math
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 REMEMBERED = 4096  # owners whose last turn is remembered, past those waiting or running
+QUANTUM_S = 0.01  # a turn's cost in these units, at least one: cheap turns cost alike
 
 
 class FairShare:
@@ -42,10 +51,14 @@ class FairShare:
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # owner -> its waiters
         self._last: dict[str, int] = {}  # owner -> when it last got a turn
         self._running: dict[str, int] = {}
+        self._since: dict[str, deque[float]] = {}  # owner -> when each running turn began
         self._tick = 0
-        # owners waiting and not running, by when they were last served (-1: never), then
-        # by arrival: a heap, so a grant costs O(log owners), not a scan of every waiting one
-        self._ready: list[tuple[int, int, str]] = []
+        self._tag: dict[str, int] = {}  # owner -> the slot time its turns have held (quanta)
+        self._expected: dict[str, int] = {}  # owner -> its next turn's expected cost (quanta)
+        self._clock = 0  # the tag of the last owner granted a turn
+        # owners waiting and not running, by when their next turn would end, their tag, when
+        # they were last served (-1: never), arrival: a heap, so a grant costs O(log owners)
+        self._ready: list[tuple[int, int, int, int, str]] = []
         self._queued: set[str] = set()  # the owners with an entry in `_ready`
         self._arrivals = 0
         self._forget_at = REMEMBERED
@@ -54,15 +67,16 @@ class FairShare:
         return len(self._waiting.get(owner, ()))
 
     @asynccontextmanager
-    async def turn(self, owner: str) -> AsyncIterator[None]:
-        await self._acquire(owner)
+    async def turn(self, owner: str, expected_s: float = 0.0) -> AsyncIterator[None]:
+        await self._acquire(owner, math.ceil(expected_s / QUANTUM_S))
         try:
             yield
         finally:
             self._release(owner)
 
-    async def _acquire(self, owner: str) -> None:
+    async def _acquire(self, owner: str, expected: int) -> None:
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._expected[owner] = expected
         self._waiting.setdefault(owner, deque()).append(granted)
         self._enqueue(owner)
         self._dispatch()
@@ -74,26 +88,44 @@ class FairShare:
             raise
 
     def _release(self, owner: str) -> None:
+        self._charge(owner)
         if self._pass_on(owner):
             return
         self.free += 1
         self._running[owner] -= 1
         if not self._running[owner]:
-            del self._running[owner]
+            del self._running[owner], self._since[owner]
             self._streak.pop(owner, None)
         self._enqueue(owner)
         self._dispatch()
         if len(self._last) > self._forget_at:  # forget owners neither waiting nor running
             keep = self._waiting.keys() | self._running.keys()
             self._last = {o: t for o, t in self._last.items() if o in keep}
+            self._tag = {o: t for o, t in self._tag.items() if o in keep}
+            self._expected = {o: t for o, t in self._expected.items() if o in keep}
             self._forget_at = max(REMEMBERED, 2 * len(self._last))  # amortised: not each time
+
+    def _charge(self, owner: str) -> None:
+        """The ending turn's slot time onto its owner's tag (from the clock at least: time
+        not asked for is not banked)."""
+        held = time.monotonic() - self._since[owner].popleft()
+        cost = max(1, math.ceil(held / QUANTUM_S))
+        self._tag[owner] = max(self._tag.get(owner, 0), self._clock) + cost
+
+    def _begin(self, owner: str) -> None:
+        self._tick += 1
+        self._last[owner] = self._tick
+        self._since.setdefault(owner, deque()).append(time.monotonic())
 
     def _enqueue(self, owner: str) -> None:
         """Put an owner with waiters and a turn to spare among the ready ones, once."""
         spare = self._running.get(owner, 0) < self.per_owner
         if owner in self._waiting and spare and owner not in self._queued:
             self._arrivals += 1
-            heapq.heappush(self._ready, (self._last.get(owner, -1), self._arrivals, owner))
+            tag = max(self._tag.get(owner, 0), self._clock)
+            ends = tag + self._expected.get(owner, 0)
+            entry = (ends, tag, self._last.get(owner, -1), self._arrivals, owner)
+            heapq.heappush(self._ready, entry)
             self._queued.add(owner)
 
     def _pass_on(self, owner: str) -> bool:
@@ -108,16 +140,15 @@ class FairShare:
             if granted.done():  # cancelled while it waited
                 continue
             self._streak[owner] += 1
-            self._tick += 1
-            self._last[owner] = self._tick
+            self._begin(owner)
             granted.set_result(None)
             return True
         return False
 
     def _dispatch(self) -> None:
-        """Free turns to the waiting owners not running, served longest ago first."""
+        """Free turns to the waiting owners not running, the least slot time held first."""
         while self.free > 0 and self._ready:
-            owner = heapq.heappop(self._ready)[2]
+            _, tag, _, _, owner = heapq.heappop(self._ready)
             self._queued.discard(owner)
             queue = self._waiting.get(owner)
             if not queue or self._running.get(owner, 0) >= self.per_owner:
@@ -129,8 +160,8 @@ class FairShare:
                 self._enqueue(owner)
                 continue
             self.free -= 1
-            self._tick += 1
-            self._last[owner] = self._tick
+            self._clock = max(self._clock, tag)
+            self._begin(owner)
             self._running[owner] = self._running.get(owner, 0) + 1
             self._streak[owner] = 1
             granted.set_result(None)

@@ -262,7 +262,7 @@ class SandboxRunner:
                 if lane.turns.waiting(owner) >= self.settings.quarantine_queue:
                     shed = f"shed: {self.settings.quarantine_queue} calls of this subscriber wait"
                     return results | {c.sid: (False, shed) for c in pending}
-            async with lane.turns.turn(owner):
+            async with lane.turns.turn(owner, lane.workers.expected_s(owner, pending)):
                 pending = [c for c in pending if not self.lanes.cancelled(c.sid, ticket)]
                 if not pending:
                     break

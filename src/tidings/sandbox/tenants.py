@@ -5,7 +5,7 @@ given to another: module-level state, patched modules, filled memory and compile
 with their owner. A few spare workers wait, started fresh, so a subscriber's first call
 binds one at once; a new spare starts in the background. At most `max_workers` full
 workers' worth live (spares included; a lean one, below, counts `1 / LEAN_PER_FULL`): past it
-the least recently used idle tenant's worker is killed, never reused.
+the least recently used idle tenant's worker whose room suffices is killed, never reused.
 A worker the kernel or the watchdog ended is forgotten; its tenant's next call binds
 another.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from tidings.sandbox.pool import (
 log = logging.getLogger("tidings.sandbox")
 # a full worker holds about 150 MB (the library and its models), a lean one about 24 MB
 LEAN_PER_FULL = 6
+# what a start is expected to take before one was measured here (seconds): lean, full
+FIRST_GUESS_S = {False: 0.4, True: 1.5}
 Ran = tuple[dict[str, Result], list[WorkerCall]]  # results, the calls not reached
 
 
@@ -81,6 +84,7 @@ class TenantWorkers:
         self.evicted = 0  # idle tenants' workers killed to make room
         self.started = 0
         self.ms: dict[str, float] = {}  # subscription id -> its last call's CPU time (ms)
+        self.start_s = dict(FIRST_GUESS_S)  # by fullness: a start's wall time, smoothed
 
     def weight(self) -> int:
         """The live workers in lean workers' worth (spares being started are lean)."""
@@ -93,6 +97,18 @@ class TenantWorkers:
         if tenant is None or tenant.worker is None:
             return None
         return tree_cpu_s(tenant.worker.proc.pid)
+
+    def expected_s(self, owner: str, calls: Sequence[WorkerCall]) -> float:
+        """What readying `owner` a worker for `calls` is expected to take: nothing when it
+        holds one fit for them, else a start of the kind they need (spares are lean)."""
+        full = need_library(calls)
+        tenant = self._tenants.get(owner)
+        worker = tenant.worker if tenant is not None else None
+        if worker is not None and not worker.dead and (worker.lean is False or not full):
+            return 0.0
+        if not full and self._spare:
+            return 0.0
+        return self.start_s[full]
 
     def owner_of(self, worker: WorkerProcess) -> str | None:
         return next((o for o, t in self._tenants.items() if t.worker is worker), None)
@@ -171,7 +187,9 @@ class TenantWorkers:
 
     async def _spawn(self, full: bool) -> WorkerProcess:
         argv = self.argv if full else self.lean_argv
+        began = time.monotonic()
         worker = await WorkerProcess.start(argv, self.cgroups, self.spawned)
+        self.start_s[full] = 0.7 * self.start_s[full] + 0.3 * (time.monotonic() - began)
         worker.lean = not full
         return worker
 
@@ -181,12 +199,20 @@ class TenantWorkers:
         (self._dying if self._closed else self._spare).append(task.result())
 
     async def _make_room(self, needed: int) -> None:
-        """Kill least recently used idle tenants' workers until `needed` more fits."""
-        for owner, tenant in list(self._tenants.items()):
-            if self.weight() + needed <= self.capacity:
-                return
-            if tenant.worker is not None and not tenant.lock.locked():
-                worker, tenant.worker = tenant.worker, None
+        """Kill idle tenants' workers until `needed` more fits: the least recently used of
+        those whose room alone suffices first, so a full worker's start does not end a lean
+        neighbour's worker (a sixth of the room) on its way to a full one's."""
+        for alone in (True, False):
+            for owner, tenant in list(self._tenants.items()):
+                excess = self.weight() + needed - self.capacity
+                if excess <= 0:
+                    return
+                worker = tenant.worker
+                if worker is None or tenant.lock.locked():
+                    continue
+                if alone and _weight(worker) < excess:
+                    continue
+                tenant.worker = None
                 del self._tenants[owner]
                 self.evicted += 1
                 await worker.kill()
