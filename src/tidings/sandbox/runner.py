@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,10 +27,12 @@ from tidings.sandbox.fair import FairShare
 from tidings.sandbox.lanes import Lanes, costly
 from tidings.sandbox.pool import Result, WorkerCall, WorkerPool, publication_text, watchdog_s
 from tidings.sandbox.tenants import TenantWorkers
-from tidings.sandbox.urlcall import URLCaller
+from tidings.sandbox.urlcall import Answer, URLCaller
 
 log = logging.getLogger("tidings.sandbox")
 Library = asyncio.Future[dict[str, Result]]
+Evaluation = asyncio.Future[list[FunctionOutcome]]  # one subscriber's
+START_CHUNK = 256  # subscribers' evaluations started in one go of the event loop
 UNSAFE_WARNING = (
     "UNSAFE: --unsafe-code-functions: subscribers' code functions run WITHOUT the operating-"
     "system sandbox (%s); only the Python-level checks stand between subscriber code and "
@@ -137,25 +139,33 @@ class SandboxRunner:
         builtins = [_call(s) for o, subs in owners.items() if o not in suspects
                     for s in subs if s.function and s.function.kind == "builtin"]  # fmt: skip
         library: Library = asyncio.ensure_future(self._library(pub, builtins, ticket))
-        tasks = [
-            asyncio.ensure_future(
-                self._owner(
-                    owner, (data, pub), subs, library if owner not in suspects else None, ticket
-                )
-            )
-            for owner, subs in owners.items()
-        ]
+        finished: asyncio.Queue[Evaluation] = asyncio.Queue()
+        tasks: list[Evaluation] = []
         try:
-            for done in asyncio.as_completed(tasks):
-                outcomes = await done
+            for n, (owner, subs) in enumerate(owners.items()):
+                if n and not n % START_CHUNK:
+                    # a fan-out to thousands of subscribers starts in chunks, the loop's
+                    # other work (requests, answers) running between them: each start
+                    # costs tens of microseconds, 32,000 at once had stalled it a second
+                    await asyncio.sleep(0)
+                task = asyncio.ensure_future(
+                    self._owner(
+                        owner, (data, pub), subs, library if owner not in suspects else None,
+                        ticket,
+                    )
+                )  # fmt: skip
+                task.add_done_callback(finished.put_nowait)
+                tasks.append(task)
+            for _ in range(len(tasks)):
+                outcomes = (await finished.get()).result()
                 if outcomes:
                     yield outcomes
         finally:
             # cancelled and waited for: a worker being started or a call cut short is
             # killed and reaped before this evaluation is over
             library.cancel()
-            for task in tasks:
-                task.cancel()
+            for evaluation in tasks:
+                evaluation.cancel()
             pending: list[asyncio.Future[Any]] = [library, *tasks]
             await asyncio.wait(pending)
             self.lanes.done(ticket)
@@ -173,18 +183,21 @@ class SandboxRunner:
         lane), and its URL calls (`publication`: as data, and as JSON text)."""
         data, pub = publication
         hosted = [(s, s.function) for s in subs if s.function and s.function.kind == "url"]
-        pooled, called = await asyncio.gather(
-            self._quarantined(owner, pub, subs, ticket)
-            if library is None
-            else self._trusted(owner, pub, subs, library, ticket),
-            asyncio.gather(
-                *(
-                    self.urls.call(f.source, data, dict(f.params), owner,
-                                   partial(self.lanes.cancelled, s.id, ticket))
-                    for s, f in hosted
-                )
-            ),
-        )  # fmt: skip
+        calls = [
+            self.urls.call(f.source, data, dict(f.params), owner,
+                           partial(self.lanes.cancelled, s.id, ticket))
+            for s, f in hosted
+        ]  # fmt: skip
+        pooled: dict[str, Result] = {}
+        if len(hosted) == len(subs):  # URL functions alone: no worker's part to wait for
+            called = [await calls[0]] if len(calls) == 1 else await _all(calls)
+        else:
+            pooled, called = await asyncio.gather(
+                self._quarantined(owner, pub, subs, ticket)
+                if library is None
+                else self._trusted(owner, pub, subs, library, ticket),
+                _all(calls),
+            )
         # a URL call of a subscription cancelled while it waited has no outcome
         results = pooled | {
             s.id: r for (s, _), r in zip(hosted, called, strict=True) if r is not None
@@ -332,6 +345,10 @@ async def _cut_short(running: asyncio.Future[Any]) -> None:
     short leaves a worker out of step (pool.py), and nothing of it may outlive its caller."""
     running.cancel()
     await asyncio.wait({running})
+
+
+async def _all(calls: list[Coroutine[Any, Any, Answer | None]]) -> list[Answer | None]:
+    return list(await asyncio.gather(*calls))
 
 
 async def _nothing() -> dict[str, Result]:

@@ -3,8 +3,9 @@ most `per_subscriber` of them one subscriber's, and at most `queue` of a subscri
 waiting (more are shed at once, as failures of that subscriber alone).
 
 The shared slots are taken in turns (`sandbox/fair.py`): a subscriber holds at most
-`per_subscriber` of them, and a free slot goes to the waiting subscriber served longest
-ago. So a subscriber with 1,000 calls waiting takes one turn before one with a single call
+`per_subscriber` of them, and a free slot goes to the waiting subscriber that has held
+slots least, in time (a slow endpoint's calls cost their subscriber the time they took).
+So a subscriber with 1,000 calls waiting takes one turn before one with a single call
 waiting gets its own, and the endpoint of the first never sees more than `per_subscriber`
 of its calls at once.
 """
