@@ -1,16 +1,23 @@
-"""A memory cgroup per code worker where the kernel grants one (skipped, with the reason,
-where it does not); the address-space limit is tested everywhere (test_tenants, test_escapes)."""
+"""A memory cgroup per code worker where the kernel grants one, in the unified hierarchy or a
+v1 memory hierarchy (skipped, with the reason, where neither is granted); the address-space
+limit is tested everywhere (test_tenants, test_escapes)."""
 
 from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from tidings.config import FunctionSettings
 from tidings.model import FunctionSpec, Publication, Subscription
-from tidings.sandbox.cgroup import find
+from tidings.sandbox.cgroup import BASE_MIB, MemoryCgroups, locate, release, release_busy
 from tidings.sandbox.runner import create_runner
 
-BASE, WHY_NOT = find()
+BASE, LAYOUT, WHY_NOT = locate()
 HOG = (
     "def match(publication):\n    held = []\n    while True:\n        held.append(' ' * 1000000)\n"
 )
@@ -33,14 +40,47 @@ async def test_each_code_worker_runs_in_a_memory_cgroup_of_its_own() -> None:
             if worker is None:  # ended by the cgroup's OOM killer: its next call binds another
                 continue
             assert worker.cgroup is not None
-            assert int((worker.cgroup / "memory.max").read_text()) == runner.cgroups.max_bytes
+            limit = (worker.cgroup / LAYOUT.limit).read_text()
+            assert int(limit) == runner.cgroups.max_bytes
             cgroups.append(worker.cgroup)
         assert len(set(cgroups)) == len(cgroups)  # one each
     finally:
         await runner.aclose()
-    assert not any(BASE.glob("tidings-worker-*"))  # removed with their workers
+    await asyncio.sleep(0.5)  # a worker's own process, under bubblewrap, may still be exiting
+    release_busy()
+    assert not any(BASE.glob(f"tidings-worker-{os.getpid()}-*"))  # removed with their workers
 
 
 def test_where_no_cgroup_is_granted_the_reason_is_said() -> None:
-    base, why_not = find()
+    base, _, why_not = locate()
     assert (base is None) == bool(why_not)
+
+
+@pytest.mark.skipif(BASE is None, reason=f"no memory cgroup granted here: {WHY_NOT}")
+def test_a_process_in_a_workers_cgroup_is_ended_past_its_limit_whatever_its_address_space() -> None:
+    """The cgroup's own wall, with no RLIMIT_AS: 200 MB past the limit, touched, is killed
+    by the kernel; the same process under the limit is not."""
+    cgroups = MemoryCgroups(memory_mib=0)  # the limit: BASE_MIB alone
+    touch = "b = bytearray({n} * 1024 * 1024); b[::4096] = b'x' * len(b[::4096])"
+    for mib, killed in ((BASE_MIB + 200, True), (BASE_MIB // 4, False)):
+        argv, path = cgroups.wrap([sys.executable, "-c", touch.format(n=mib)])
+        assert path is not None
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=120, check=False)
+        finally:
+            release(path)
+        assert (done.returncode == -signal.SIGKILL) is killed, done.stderr[-300:]
+
+
+@pytest.mark.skipif(BASE is None, reason=f"no memory cgroup granted here: {WHY_NOT}")
+def test_a_dead_brokers_empty_worker_cgroups_are_removed_at_the_next_start() -> None:
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, check=True)  # fmt: skip
+    assert BASE is not None
+    stale = BASE / f"tidings-worker-{int(ended.stdout)}-0000-0"
+    stale.mkdir()
+    try:
+        MemoryCgroups(memory_mib=64)
+        assert not stale.exists()
+    finally:
+        release(stale)

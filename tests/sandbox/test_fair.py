@@ -12,8 +12,13 @@ from hypothesis import strategies as st
 from tidings.sandbox.fair import FairShare
 
 
+def stopped() -> float:
+    """A clock that does not move: every turn costs the least (the order alone is tested)."""
+    return 0.0
+
+
 async def test_turns_go_round_robin_by_subscriber() -> None:
-    share, order = FairShare(1), []
+    share, order = FairShare(1, clock=stopped), []
 
     async def one(owner: str) -> None:
         async with share.turn(owner):
@@ -68,7 +73,7 @@ async def test_a_turn_costs_its_owner_the_time_it_held_the_slot() -> None:
 async def test_of_owners_waiting_alike_the_one_whose_turn_is_expected_shortest_goes_first() -> None:
     """Two never served: one needs a worker started (a second expected), the other's is warm
     (nothing expected): the warm one goes first, though it came later."""
-    share, order = FairShare(1), []
+    share, order = FairShare(1, clock=stopped), []
 
     async def one(owner: str, expected_s: float) -> None:
         async with share.turn(owner, expected_s):
@@ -101,12 +106,12 @@ async def _order(share: FairShare, owners: list[str]) -> list[str]:
 
 
 async def test_a_turn_passes_to_its_owners_next_evaluation_up_to_the_burst() -> None:
-    order = await _order(FairShare(1, burst=3), ["hog"] * 5 + ["b"])
+    order = await _order(FairShare(1, burst=3, clock=stopped), ["hog"] * 5 + ["b"])
     assert order == ["hog", "hog", "hog", "b", "hog", "hog"]
 
 
 async def test_a_turn_is_not_kept_by_an_owner_that_may_not_keep_it() -> None:
-    share = FairShare(1, burst=3, may_keep=lambda owner: owner != "suspect")
+    share = FairShare(1, burst=3, may_keep=lambda owner: owner != "suspect", clock=stopped)
     order = await _order(share, ["suspect"] * 3 + ["b", "c"])
     assert order == ["suspect", "b", "c", "suspect", "suspect"]
 
@@ -132,4 +137,6 @@ def round_robin(requests: list[str]) -> list[str]:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from("abcdefgh"), max_size=40))
 def test_turns_follow_the_round_robin_reference(requests: list[str]) -> None:
-    assert asyncio.run(_order(FairShare(1), requests)) == round_robin(requests)
+    """Turns of equal cost (a stopped clock: each the least, one quantum)."""
+    share = FairShare(1, clock=stopped)
+    assert asyncio.run(_order(share, requests)) == round_robin(requests)

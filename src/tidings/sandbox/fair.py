@@ -43,8 +43,10 @@ class FairShare:
         burst: int = 1,
         may_keep: Callable[[str], bool] = lambda _: True,
         per_owner: int = 1,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.free = max(1, slots)
+        self.clock = clock  # what a turn's slot time is read from
         self.per_owner = max(1, per_owner)  # turns one owner may hold at once
         self.burst, self.may_keep = max(1, burst), may_keep
         self._streak: dict[str, int] = {}  # running owner -> its turns in a row
@@ -108,14 +110,14 @@ class FairShare:
     def _charge(self, owner: str) -> None:
         """The ending turn's slot time onto its owner's tag (from the clock at least: time
         not asked for is not banked)."""
-        held = time.monotonic() - self._since[owner].popleft()
+        held = self.clock() - self._since[owner].popleft()
         cost = max(1, math.ceil(held / QUANTUM_S))
         self._tag[owner] = max(self._tag.get(owner, 0), self._clock) + cost
 
     def _begin(self, owner: str) -> None:
         self._tick += 1
         self._last[owner] = self._tick
-        self._since.setdefault(owner, deque()).append(time.monotonic())
+        self._since.setdefault(owner, deque()).append(self.clock())
 
     def _enqueue(self, owner: str) -> None:
         """Put an owner with waiters and a turn to spare among the ready ones, once."""
