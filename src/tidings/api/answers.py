@@ -42,7 +42,12 @@ def depth(found: Counts) -> w.Depth:
 
 def published(p: Published) -> w.Published:
     return w.Published(
-        p.publication.id, p.publication.published_at, p.deliveries, p.duplicate, p.evaluations
+        p.publication.id,
+        p.publication.published_at,
+        p.deliveries,
+        p.duplicate,
+        p.evaluations,
+        p.progress_token,
     )
 
 

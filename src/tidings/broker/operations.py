@@ -9,10 +9,12 @@ collaborators that hold each policy and has none of its own (`tidings.broker`'s 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from tidings.addresses import Own
@@ -25,6 +27,7 @@ from tidings.broker.functions import FunctionMatching
 from tidings.broker.housekeeping import Housekeeping
 from tidings.broker.index import SubscriptionIndex
 from tidings.broker.overview import Overview
+from tidings.broker.progress import PURPOSE, ProgressTokens
 from tidings.broker.publishing import Deliveries, PublicationInput, Published, Publishing
 from tidings.broker.quotas import Held, Quotas
 from tidings.broker.routing import routing_for
@@ -357,7 +360,15 @@ class Broker:
     async def publish_batch(
         self, items: Sequence[PublicationInput], key: str | None = None
     ) -> list[Published]:
-        return await self.publishing.batch(items, key, self._spawn)
+        """Each answer with its progress token: the publisher's alone to read its progress."""
+        published = await self.publishing.batch(items, key, self._spawn)
+        token = self.progress_tokens.token
+        return [dataclasses.replace(p, progress_token=token(p.publication.id)) for p in published]
+
+    @cached_property
+    def progress_tokens(self) -> ProgressTokens:
+        """Keyed by the secrets key (read or made at the first publish, not at start)."""
+        return ProgressTokens(sealer(self.settings).derived(PURPOSE))
 
     async def publish_per_topic(
         self,
@@ -368,10 +379,15 @@ class Broker:
     ) -> Published:
         return await self.publishing.per_topic(data, topics, dedup_id, key, self._spawn)
 
-    async def progress(self, publication_id: str, key: str | None = None) -> tuple[bool, int]:
+    async def progress(
+        self, publication_id: str, token: str | None, bearer: str | None = None
+    ) -> tuple[bool, int]:
         """Whether function evaluations of a publication are still owed, and its deliveries
-        so far; for whoever may publish (a publisher key, where the operator requires them)."""
-        self.access.check_publish(key, [])
+        so far; for its publisher (the `token` its publish answer gave) or the admin. Any other
+        caller hears what an unknown id answers (no store read either way: no timing tells a
+        known id from an unknown one)."""
+        if not (self.progress_tokens.valid(publication_id, token) or self.auth.is_admin(bearer)):
+            return False, 0
         return await self.store.publication_progress(publication_id)
 
     # ---------------------------------------------------------------- receiving

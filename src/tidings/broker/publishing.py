@@ -32,6 +32,7 @@ class Published:
     deliveries: int
     duplicate: bool = False  # its dedup_id was taken: the first publication's answer
     evaluations: int = 0  # function subscriptions that evaluate it after the answer
+    progress_token: str = ""  # reads its progress (tidings.broker.progress); the publisher's
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,6 +159,11 @@ class AsyncClient:
             return await self._retried(calls.publish_batch([named(p) for p in publications]))
         return await self.run(calls.publish_batch(publications))
 
+    async def progress(self, published: t.Published) -> t.Progress:
+        """Whether function subscriptions still owe `published` (this client's publish
+        answer) an evaluation, and its deliveries so far of every kind."""
+        return await self.run(calls.progress(published))
+
     async def health(self) -> bool:
         return await self.run(calls.health())
 

@@ -80,6 +80,13 @@ def publish_batch(publications: list[dict[str, Any]]) -> Call[list[t.Published]]
     return Call("POST", "/v1/publications/batch", _publications, json=body, auth=False)
 
 
+def progress(published: t.Published) -> Call[t.Progress]:
+    """Its function evaluations owed and deliveries so far, read with its progress token."""
+    params = {"token": published.progress_token}
+    path = f"/v1/publications/{published.id}"
+    return Call("GET", path, decoded(w.Progress), params=params, auth=False)
+
+
 def limits() -> Call[w.Limits]:
     """What the broker takes and sends (the largest answer a client must read)."""
     return Call("GET", "/v1/limits", decoded(w.Limits), auth=False)

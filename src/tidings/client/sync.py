@@ -118,6 +118,11 @@ class Client:
             attempt += 1
             time.sleep(backoff.next())
 
+    def progress(self, published: t.Published) -> t.Progress:
+        """Whether function subscriptions still owe `published` (this client's publish
+        answer) an evaluation, and its deliveries so far of every kind."""
+        return self.run(calls.progress(published))
+
     def health(self) -> bool:
         return self.run(calls.health())
 

@@ -26,6 +26,7 @@ class TidingsClientError(Exception):
 # names the client has always given them.
 Registration = v1.Registered
 Published = v1.Published
+Progress = v1.Progress  # a publication's evaluations owed and deliveries so far
 AckResult = Settled
 Depth = v1.Depth
 SubscriberInfo = v1.SubscriberInfo

@@ -17,6 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
+import hmac
 import os
 from functools import cached_property
 from pathlib import Path
@@ -95,6 +97,11 @@ class Sealer:
         from cryptography.fernet import Fernet
 
         return Fernet(self._key)
+
+    def derived(self, purpose: bytes) -> bytes:
+        """A key for `purpose` alone (HMAC-SHA256 of it under this key): brokers given one
+        secrets key derive the same, and it reveals nothing of this key or another purpose's."""
+        return hmac.new(self._key, purpose, hashlib.sha256).digest()
 
     def seal(self, secret: str) -> str:
         return PREFIX + self._fernet.encrypt(secret.encode()).decode("ascii")

@@ -243,6 +243,20 @@ def batch_query(q: QueueSettings) -> type[BatchQuery]:
     return BatchQuery
 
 
+class ProgressQuery(Struct):
+    token: Annotated[
+        str,
+        Meta(
+            max_length=64,
+            description="the publish answer's progress_token (or none, with the admin token)",
+        ),
+    ] = ""
+
+
+def progress_query(q: QueueSettings) -> type[ProgressQuery]:
+    return ProgressQuery
+
+
 # ---------------------------------------------------------------- answers
 
 
@@ -327,20 +341,22 @@ class Published(Struct, omit_defaults=True):
     answer is the first publication's (its id, time and deliveries), and nothing more is
     delivered. `evaluations`: the function subscriptions that evaluate it after this answer
     (their matches are not in `deliveries`; `GET /v1/publications/{id}` follows them); left
-    out when none."""
+    out when none. `progress_token`: what that route needs to read this publication's
+    progress, given to its publisher alone (its subscribers learn the id, not the token)."""
 
     id: str
     published_at: float
     deliveries: int
     duplicate: bool = False
     evaluations: int = 0
+    progress_token: str = ""
 
 
 class Progress(Struct):
     """A publication's progress: `evaluating` while function subscriptions still owe it an
     evaluation; `deliveries` so far, of every kind (as long as the queues remember them,
     their retention). The broker keeps no record of publications as such: an unknown id
-    answers false and 0."""
+    answers false and 0, as does a known one asked without its progress token."""
 
     id: str
     evaluating: bool

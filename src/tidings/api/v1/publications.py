@@ -155,13 +155,15 @@ async def publish_batch(request: Request) -> Response:
     return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
 
 
-@described(Operation(answer=w.Progress))
+@described(Operation(query=w.progress_query, answer=w.Progress))
 async def progress(request: Request) -> Response:
     """A publication's progress: whether function subscriptions still owe it an evaluation
-    (they run after the publish is answered), and its deliveries so far, of every kind. Needs
-    a publisher key where the operator requires them; an unknown id answers false and 0."""
+    (they run after the publish is answered), and its deliveries so far, of every kind. For
+    its publisher, who gives the publish answer's `progress_token` (or the admin, with the
+    admin token): any other caller, and an unknown id, hear false and 0."""
     pid = request.path_params["publication_id"]
-    evaluating, deliveries = await broker_of(request).progress(pid, bearer(request))
+    token = query_as(request, w.ProgressQuery).token
+    evaluating, deliveries = await broker_of(request).progress(pid, token, bearer(request))
     return answer(w.Progress(pid, evaluating, deliveries))
 
 

@@ -82,8 +82,9 @@ export function render(root) {
 }
 
 // Function subscriptions evaluate a publication after its publish is answered: say so, then
-// follow its progress (GET /v1/publications/{id}) until no evaluation is owed, and show the
-// deliveries it made in all. The answer's `deliveries` counts topic and content ones alone.
+// follow its progress (GET /v1/publications/{id}, with the progress token the answer gave
+// this publisher alone) until no evaluation is owed, and show the deliveries it made in all.
+// The answer's `deliveries` counts topic and content ones alone.
 async function follow(answer, shown) {
   const say = (text, className) => shown.forEach((el) => { el.textContent = text; el.className = className; });
   const owed = answer.evaluations;
@@ -93,7 +94,9 @@ async function follow(answer, shown) {
   while (Date.now() - started < 120_000) {
     await new Promise((resolve) => setTimeout(resolve, 400));
     let seen;
-    try { seen = await call("GET", `/v1/publications/${answer.id}`); } catch (error) {
+    const path = `/v1/publications/${encodeURIComponent(answer.id)}`
+      + `?token=${encodeURIComponent(answer.progress_token)}`;
+    try { seen = await call("GET", path); } catch (error) {
       say(`function evaluation: ${describe(error)}`, "error");
       return;
     }
