@@ -130,3 +130,14 @@ def test_a_function_setting_out_of_range_is_refused(name: str, value: float) -> 
         load_settings({f"functions__{name}": value}, env={})
     assert caught.value.code is ErrorCode.CONFIG_INVALID
     assert caught.value.field == f"functions__{name}"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("max_connections_per_address", -1), ("body_min_rate", -1), ("body_rate_grace_s", -0.5)],
+)
+def test_a_connection_bound_out_of_range_is_refused(name: str, value: float) -> None:
+    with pytest.raises(TidingsError) as caught:
+        load_settings({f"http__{name}": value}, env={})
+    assert caught.value.code is ErrorCode.CONFIG_INVALID
+    assert caught.value.field == f"http__{name}"

@@ -109,6 +109,63 @@ def test_a_body_that_trickles_in_is_cut_off_at_its_deadline(server: EmbeddedServ
     assert healthy(server)
 
 
+# ---- a body's least rate: a body trickled in is cut off long before its deadline
+
+RATED = HTTPSettings(body_timeout_s=60, body_min_rate=1000, body_rate_grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def rated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("rated")}, env={})
+    with EmbeddedServer(dataclasses.replace(settings, http=RATED)) as srv:
+        yield srv
+
+
+def send_body(sock: socket.socket, body: bytes, chunk: int, pause_s: float) -> bytes:
+    """`body` after a publish's head, `chunk` bytes every `pause_s`; then what the server
+    says (the first of it, if it answers before the body is all sent)."""
+    head = b"POST /v1/publications HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    head += b"Content-Type: application/json\r\n"
+    sock.sendall(head + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    for start in range(0, len(body), chunk):
+        try:
+            sock.sendall(body[start : start + chunk])
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sock.settimeout(pause_s)
+        try:
+            if said := sock.recv(65536):
+                return said
+            break  # closed
+        except TimeoutError:
+            continue
+    sock.settimeout(10)
+    try:
+        return answer_of(sock)
+    except ConnectionResetError:
+        return b""
+
+
+def test_a_body_slower_than_the_least_rate_is_answered_408_and_closed(
+    rated: EmbeddedServer,
+) -> None:
+    body = b'{"topics": ["a"], "data": "' + b"x" * 100_000 + b'"}'
+    with connect(rated) as sock:
+        said = send_body(sock, body, chunk=20, pause_s=0.1)  # 200 bytes/s, for up to 500 s
+    assert said.startswith(b"HTTP/1.1 408")
+    assert b'"code":"request_timeout"' in said
+    assert healthy(rated)
+
+
+def test_a_body_that_keeps_the_least_rate_past_the_grace_is_taken(
+    rated: EmbeddedServer,
+) -> None:
+    body = b'{"topics": ["a"], "data": "' + b"x" * 30_000 + b'"}'
+    with connect(rated) as sock:
+        said = send_body(sock, body, chunk=2000, pause_s=0.1)  # 20 KB/s, for 1.5 s
+    assert said.startswith(b"HTTP/1.1 201")
+
+
 def test_ordinary_requests_pass_the_guards(server: EmbeddedServer) -> None:
     with httpx.Client(base_url=server.url) as client:
         for _ in range(3):  # kept alive across requests

@@ -162,6 +162,11 @@ class HTTPSettings:
     max_headers: int = 100
     header_timeout_s: float = 10.0  # from a connection's opening or a request's first byte
     body_timeout_s: float = 60.0  # from a request's headers to its body's last byte
+    # a body's least rate (bytes/s), as mod_reqtimeout's MinRate: after `body_rate_grace_s`
+    # each second must be paid for by that many bytes, else 408 and the connection closes
+    # (a trickled body holds no read for body_timeout_s); 0: off
+    body_min_rate: int = 1024
+    body_rate_grace_s: float = 5.0
     max_connections: int = 2048  # connections and requests at once; past it: 503
     # open connections (WebSockets included) one client address may hold (an IPv6 client's
     # /64); past it a new one is answered 503 and closed, as nginx's limit_conn. 0: no bound.
@@ -442,12 +447,19 @@ def _check_networks(name: str, text: str) -> None:
 
 
 def _check_http(http: HTTPSettings) -> None:
-    if http.max_connections_per_address < 0:
-        raise TidingsError(
-            ErrorCode.CONFIG_INVALID,
-            field="http__max_connections_per_address",
-            detail="http.max_connections_per_address is at least 0 (0: no bound)",
-        )
+    rules = {
+        "max_connections_per_address": (
+            http.max_connections_per_address >= 0,
+            "at least 0 (0: no bound)",
+        ),
+        "body_min_rate": (http.body_min_rate >= 0, "at least 0 (0: off)"),
+        "body_rate_grace_s": (http.body_rate_grace_s >= 0, "at least 0"),
+    }
+    for name, (ok, rule) in rules.items():
+        if not ok:
+            raise TidingsError(
+                ErrorCode.CONFIG_INVALID, field=f"http__{name}", detail=f"http.{name} is {rule}"
+            )
 
 
 def _check_queues(q: QueueSettings) -> None:

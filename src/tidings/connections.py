@@ -8,6 +8,11 @@ complete and answers 431 past `max_header_bytes` (buffering at most that plus on
 refuses more than `max_headers` headers, and closes a connection whose headers are not
 complete `header_timeout_s` after it opened or its request began, or whose body is not
 complete `body_timeout_s` after its headers (the application then sees the client leave).
+A body must also keep a least rate, as Apache's mod_reqtimeout MinRate: after
+`body_rate_grace_s` each second has to be paid for by `body_min_rate` bytes, else the request
+is answered 408 `request_timeout` (while nothing is answered yet) and the connection closes,
+so a body trickled in holds a read for seconds, not for the whole body deadline. The check
+wakes at the earliest moment the body could fall behind, not at each read.
 
 uvicorn's `limit_concurrency` is one bound for every client: one address holding 2,050 idle
 connections made every other one get 503. So each server keeps `Seats`: a client address
@@ -34,6 +39,7 @@ from tidings.metrics import Metrics
 from tidings.networks import address_key
 
 TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+TOO_SLOW = b"HTTP/1.1 408 Request Timeout\r\n"
 RETRY_AFTER_S = 1
 LINGER_S = 1.0  # a refused connection's client has this long to read the answer and leave
 
@@ -113,6 +119,8 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._seat: str | None = None  # the address key this connection counts against
         self._turned_away = False
+        self._body_began = 0.0  # loop time of the request's headers' end
+        self._body_bytes = 0  # of its body so far
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -195,7 +203,50 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.seats.make_room(len(self.connections))  # before uvicorn's check of its bound
         super().on_headers_complete()
         if not (self.parser.should_upgrade() and self._should_upgrade()):
-            self._arm(self.limits.body_timeout_s)
+            self._body_began, self._body_bytes = self.loop.time(), 0
+            self._deadline = self.loop.call_at(self._body_due(), self._body_check)
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def _body_due(self) -> float:
+        """When the body's time is up: its deadline, or sooner where it lags the least rate
+        (the grace, then a second per `body_min_rate` bytes received)."""
+        limits = self.limits
+        last = self._body_began + limits.body_timeout_s
+        if limits.body_min_rate <= 0:
+            return last
+        paid = limits.body_rate_grace_s + self._body_bytes / limits.body_min_rate
+        return min(last, self._body_began + paid)
+
+    def _body_check(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        due = self._body_due()
+        if due > self.loop.time():  # it kept up: look again when it next could lag
+            self._deadline = self.loop.call_at(due, self._body_check)
+        elif due < self._body_began + self.limits.body_timeout_s:
+            self._too_slow()
+        else:
+            self._expired()
+
+    def _too_slow(self) -> None:
+        """408 with the house's error body, unless the application already answers; then the
+        connection closes (the application sees its client leave)."""
+        cycle = self.cycle
+        if cycle is None or not cycle.response_started:
+            rate = self.limits.body_min_rate
+            detail = f"the body came slower than {rate} bytes/s (http.body_min_rate)"
+            body = orjson.dumps(TidingsError(ErrorCode.REQUEST_TIMEOUT, detail=detail).to_dict())
+            head = (
+                "content-type: application/json\r\nconnection: close\r\n"
+                f"content-length: {len(body)}\r\n\r\n"
+            )
+            self.transport.write(TOO_SLOW + head.encode("ascii") + body)
+        self.seats.count("bodies_too_slow")
+        self.transport.close()
 
     def on_message_complete(self) -> None:
         self._disarm()

@@ -30,6 +30,7 @@ class ErrorCode(StrEnum):
     MISDIRECTED = "misdirected"
     INSUFFICIENT_STORAGE = "insufficient_storage"
     RATE_LIMITED = "rate_limited"
+    REQUEST_TIMEOUT = "request_timeout"
     SUBSCRIBER_NOT_FOUND = "subscriber_not_found"
     SUBSCRIPTION_NOT_FOUND = "subscription_not_found"
     NOT_FOUND = "not_found"
@@ -71,6 +72,7 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
         "http.allowed_origins are accepted",
     ),
     ErrorCode.RATE_LIMITED: (429, "{detail}; try again in {retry_s} s"),
+    ErrorCode.REQUEST_TIMEOUT: (408, "{detail}"),  # a body sent too slowly
     ErrorCode.INSUFFICIENT_STORAGE: (
         507,
         "the broker's disk is nearly full ({free} bytes free, below limits.min_free_disk_bytes):"

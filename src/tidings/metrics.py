@@ -58,6 +58,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                             "address held http.max_connections_per_address already.", ()),
     "connections_reclaimed": ("Idle kept-alive connections closed to make room for a new one "
                               "at http.max_connections.", ()),
+    "bodies_too_slow": ("Requests answered 408 and closed: their body came slower than "
+                        "http.body_min_rate.", ()),
     "queue_ops_waited": ("Queue operations (a pull's lease, ack, nack, dead letters) that "
                          "waited for one of their subscriber's turns "
                          "(queues.max_concurrent_ops_per_subscriber).", ()),
