@@ -107,6 +107,28 @@ def embedded_forms(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[IP
     return forms
 
 
+# The networks an IPv6 client's /64 sits in, each rate-limited as a whole with this many times
+# its /64's rate and burst: a site's usual allocation (/48) holds 65,536 /64s, an ISP's (/32)
+# 65,536 /48s, and a client walks its own at will.
+WIDER_PREFIXES = ((48, 4), (32, 16))
+
+
+def wider_keys(host: str) -> list[tuple[str, int]]:
+    """The wider networks an IPv6 client's address counts against besides its /64 (its /48 and
+    /32, by `WIDER_PREFIXES`), each with its factor; none for IPv4 (an address is one client)
+    or what is not an address."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return []
+    if not isinstance(ip, ipaddress.IPv6Address) or ip.ipv4_mapped is not None:
+        return []
+    return [
+        (str(ipaddress.IPv6Network((ip, prefix), strict=False)), factor)
+        for prefix, factor in WIDER_PREFIXES
+    ]
+
+
 def address_key(host: str) -> tuple[str, bool]:
     """Who a connection from `host` counts against, and whether it is loopback: the address
     itself, or an IPv6 client's /64 (one subscriber line's usual allocation, which a client

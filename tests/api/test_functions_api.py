@@ -130,6 +130,30 @@ def test_this_machine_s_clients_are_not_rate_limited_unless_told(tmp_path: Path)
     assert [a.status_code for a in answers] == [200] * 4
 
 
+def test_the_64s_of_one_ipv6_48_share_its_rate(tmp_path: Path) -> None:
+    """Callers named by a trusted proxy: this machine reaches the server from loopback alone.
+    Each /64 may make 2 calls at once; their /48, 8."""
+    overrides = {"data_dir": tmp_path, "http__trusted_proxies": "127.0.0.1"}
+    settings = load_settings(overrides, env={})
+    functions = FunctionSettings(detect_rate_per_s=0.01, detect_burst=2)
+    body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
+    with (
+        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
+        httpx.Client(base_url=srv.url, timeout=30) as client,
+    ):
+
+        def call(address: str) -> int:
+            sent = client.post(
+                "/api/DetectLanguages", json=body, headers={"X-Forwarded-For": address}
+            )
+            return sent.status_code
+
+        walked = [call(f"2001:db8:1:{n:x}::1") for n in range(5) for _ in range(2)]
+        elsewhere = call("2001:db8:2::1")
+    assert walked == [200] * 8 + [429] * 2
+    assert elsewhere == 200
+
+
 def post_from(address: str, url: str, body: bytes) -> httpx.Response:
     """A library call from another address of this machine (127.0.0.0/8 is all loopback)."""
     transport = httpx.HTTPTransport(local_address=address)

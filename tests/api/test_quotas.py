@@ -240,3 +240,26 @@ def test_x_forwarded_for_names_the_client_only_from_a_trusted_proxy(
             for n in range(3)
         ]
     assert [r.status_code for r in got] == answers
+
+
+def test_the_64s_of_one_ipv6_48_share_its_registrations(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Clients named by a trusted proxy (X-Forwarded-For): this machine reaches the server
+    from ::1 and 127.0.0.1 alone, and an address of another /64 needs a real interface."""
+    limits = Limits(registrations_per_minute=1)
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("v6")}, env={})
+    http = dataclasses.replace(settings.http, trusted_proxies="127.0.0.1")
+    with EmbeddedServer(dataclasses.replace(settings, limits=limits, http=http)) as srv:
+
+        def register(address: str) -> httpx.Response:
+            return httpx.post(f"{srv.url}/v1/subscribers", headers={"X-Forwarded-For": address})
+
+        walked = [register(f"2001:db8:1:{n:x}::1") for n in range(5)]  # five /64s, one /48
+        again = register("2001:db8:1:ff::1")
+        elsewhere = register("2001:db8:2::1")  # another /48
+    assert [r.status_code for r in walked] == [201] * 4 + [429]
+    refused = walked[4].json()["error"]
+    assert refused["code"] == "rate_limited" and "/48" in refused["message"]
+    assert int(walked[4].headers["Retry-After"]) >= 1
+    assert (again.status_code, elsewhere.status_code) == (429, 201)

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tidings.broker.alarms import DiskAlarm
-from tidings.broker.rates import TokenBuckets
+from tidings.broker.rates import AddressBuckets
 from tidings.config import Limits
 from tidings.delivery.signals import Revocations
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
 from tidings.model import Predicate, Subscription, needle_chars
-from tidings.networks import address_key
+from tidings.networks import wider_keys
 from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import Fanout, subscription_bytes
 
@@ -46,17 +46,20 @@ class Quotas:
         self._unmeasured: set[str] = set()
         self.full: set[str] = set()  # queues refusing new deliveries (refuse-new)
         per_s = limits.registrations_per_minute / 60
-        self.registrations = TokenBuckets(per_s, limits.registrations_per_minute, clock)
+        self.registrations = AddressBuckets(per_s, limits.registrations_per_minute, clock)
 
     def check_register(self, client: str) -> None:
         """RATE_LIMITED past `registrations_per_minute` from one client address, an IPv6
-        client's /64 as one, as its connections are counted (a client walks its /64 at will);
-        a loopback address only with `rate_limit_loopback`."""
+        client's /64 as one, as its connections are counted (a client walks its /64 at will),
+        and past 4 and 16 times that from its /48 and /32 (`AddressBuckets`); a loopback
+        address only with `rate_limit_loopback`."""
         if loopback(client) and not self.limits.rate_limit_loopback:
             return
-        wait = self.registrations.take(address_key(client)[0])  # an IPv6 client's /64
+        wait = self.registrations.take(client)
         if wait:
             detail = f"at most {self.limits.registrations_per_minute} registrations a minute"
+            if wider_keys(client):
+                detail += " (an IPv6 /64; its /48 4 times that, its /32 16 times)"
             raise TidingsError(ErrorCode.RATE_LIMITED, detail=detail, retry_s=wait)
 
     def check_stream(self, subscriber_id: str) -> None:

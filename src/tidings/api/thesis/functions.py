@@ -30,14 +30,14 @@ from tidings.api.answers import answer, error
 from tidings.api.io import parse_json, read_body
 from tidings.api.operations import Operation, described
 from tidings.broker.quotas import loopback
-from tidings.broker.rates import TokenBuckets
+from tidings.broker.rates import AddressBuckets
 from tidings.config import FunctionSettings, Limits
 from tidings.delivery.admission import Admission
 from tidings.errors import ErrorCode, TidingsError
 from tidings.functions import SERVED, check_builtin
 from tidings.functions.caps import PREFIX
 from tidings.model import check_depth, convert
-from tidings.networks import address_key
+from tidings.networks import address_key, wider_keys
 from tidings.sandbox.runner import SandboxRunner
 from tidings.wire import thesis as w
 
@@ -45,11 +45,11 @@ LIMIT = 8 * 1024 * 1024
 CLIENTS = 10_000  # addresses remembered by the rate limit; past it, the longest idle are forgotten
 
 
-def buckets(request: Request, settings: FunctionSettings) -> TokenBuckets:
+def buckets(request: Request, settings: FunctionSettings) -> AddressBuckets:
     found = getattr(request.app.state, "detect_buckets", None)
-    if not isinstance(found, TokenBuckets):
+    if not isinstance(found, AddressBuckets):
         rate, burst = settings.detect_rate_per_s, max(1, settings.detect_burst)
-        found = TokenBuckets(rate, burst, time.monotonic, max_keys=CLIENTS)
+        found = AddressBuckets(rate, burst, time.monotonic, max_keys=CLIENTS)
         request.app.state.detect_buckets = found
     return found
 
@@ -96,10 +96,12 @@ def limited(request: Request, settings: FunctionSettings, limits: Limits) -> Res
     address = request.client.host if request.client else ""
     if loopback(address) and not limits.rate_limit_loopback:
         return None
-    wait = buckets(request, settings).take(address_key(address)[0])  # an IPv6 client's /64
+    wait = buckets(request, settings).take(address)  # an IPv6 client's /64, /48 and /32
     if not wait:
         return None
     detail = f"at most {settings.detect_rate_per_s:g} calls a second from one address"
+    if wider_keys(address):
+        detail += " (an IPv6 /64; its /48 4 times that, its /32 16 times)"
     refused = TidingsError(ErrorCode.RATE_LIMITED, detail=detail, retry_s=math.ceil(wait))
     return answer(error(refused), refused.status, {"Retry-After": str(math.ceil(wait))})
 
