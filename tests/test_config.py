@@ -123,6 +123,8 @@ def test_an_elastic_unreachable_time_out_of_range_is_refused(value: float) -> No
         ("url_concurrency", 0),
         ("url_concurrency_per_subscriber", 0),
         ("url_queue_per_subscriber", 0),
+        ("builtin_cpu_s", 0),
+        ("builtin_wall_s", 15),  # below twice the CPU budget (10 s)
     ],
 )
 def test_a_function_setting_out_of_range_is_refused(name: str, value: float) -> None:

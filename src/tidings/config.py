@@ -99,6 +99,11 @@ class FunctionSettings:
     workers: int = 2
     cpu_ms: int = 100
     memory_mib: int = 256
+    # one call of the library (builtins, /api/Detect*): CPU seconds, its worker's and the
+    # OCR's tesseract child's together, read by the parent (a busy machine slows a call, it
+    # does not end it); the wall clock only as the last resort, far past it
+    builtin_cpu_s: float = 10.0
+    builtin_wall_s: float = 120.0
     # a URL call's whole time, retries included, from its first connection to its answer's
     # last byte
     url_timeout_s: float = 2.0
@@ -571,6 +576,11 @@ def _check_webhooks(w: WebhookSettings) -> None:
 def _check_functions(f: FunctionSettings) -> None:
     rules = {
         "max_workers": (f.max_workers >= 1, "at least 1 worker"),
+        "builtin_cpu_s": (f.builtin_cpu_s > 0, "above 0 seconds"),
+        "builtin_wall_s": (
+            f.builtin_wall_s >= f.builtin_cpu_s * 2,
+            "at least twice functions.builtin_cpu_s",
+        ),
         "turn_burst": (f.turn_burst >= 1, "at least 1 turn"),
         "url_timeout_s": (f.url_timeout_s > 0, "above 0 seconds"),
         "url_concurrency": (f.url_concurrency >= 1, "at least 1 call"),

@@ -61,6 +61,7 @@ def worker_argv(settings: FunctionSettings, profile: Profile, *extra: str) -> li
         profile,
         f"--max-pixels={settings.max_image_pixels}",
         f"--max-text={settings.max_text_bytes}",
+        f"--builtin-cpu-ms={round(settings.builtin_cpu_s * 1000)}",
         *extra,
     ]
 

@@ -2,9 +2,11 @@
 the library's (trusted) workers.
 
 A request (one publication, many functions) goes to one worker, which answers call by
-call. When the kernel ends a worker (its RLIMIT_CPU, or memory), a code call's CPU time read
-from here passes its cap, or a call overruns the parent's wall-clock watchdog, that call is
-recorded as a failure. The library's pool then
+call. When the kernel ends a worker (its RLIMIT_CPU, or memory), a call's CPU time read from
+here passes its cap (a code call's `cpu_ms`, a library call's `builtin_cpu_s`, the worker's
+children counted: the OCR's tesseract), or a call overruns the parent's wall-clock watchdog
+(the last resort: a busy machine slows a call down, it is not the call's fault), that call
+is recorded as a failure. The library's pool then
 replaces the worker and sends the calls it had not reached to a fresh one; subscribers'
 code runs in workers of its own (`sandbox/tenants.py`), never in this pool.
 """
@@ -52,12 +54,14 @@ class WorkerCall:
 
 Result = tuple[bool, str | None]  # matched, error
 Keep = Callable[[WorkerCall], bool]
-BUILTIN_BUDGET_S = 15.0  # wall clock for one of the library's functions (vision is slow)
+BUILTIN_CPU_S = 10.0  # CPU for one of the library's functions (functions.builtin_cpu_s)
+BUILTIN_WALL_S = 120.0  # ... and its last-resort wall clock (functions.builtin_wall_s)
 START_BUDGET_S = 60.0  # a new worker loads the library and its models first
 KILLED_BY_KERNEL = "killed: cpu time or memory limit exceeded (the worker was ended)"
 KILLED_BY_WATCHDOG = "killed: wall-clock limit exceeded"
 KILLED_BY_CPU = "killed: cpu time limit exceeded (ended from outside the worker)"
 CPU_POLL_S = 0.02  # how often the parent reads a running code call's CPU time
+BUILTIN_POLL_S = 0.1  # ... and a library call's (its budget is seconds)
 
 
 Spawned = set[asyncio.subprocess.Process]  # started, not yet reaped
@@ -166,29 +170,34 @@ class WorkerProcess:
         results: dict[str, Result],
         ms: dict[str, float] | None = None,
         cpu_s: float | None = None,
+        builtin: tuple[float, float] = (BUILTIN_CPU_S, BUILTIN_WALL_S),
     ) -> None:
         """Fill `results` in call order (`publication`: its JSON text); raise WorkerDied
         when the worker ends or a call overruns (the worker is then dead). With `cpu_s`,
         each code call's CPU time is watched from here and the worker ended once it passes
-        `cpu_cap_s(cpu_s)`, whatever the call did to its own time limit."""
+        `cpu_cap_s(cpu_s)`, whatever the call did to its own time limit. A library call is
+        watched so against `builtin`'s CPU seconds, its wall seconds the last resort."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         request = {"publication": publication, "calls": [c.wire(self.known) for c in calls]}
         try:
             self.proc.stdin.write(orjson.dumps(request) + b"\n")
             await self.proc.stdin.drain()
             self.known.update(c.key for c in calls if c.kind == "code")
+            builtin_cpu_s, builtin_wall_s = builtin
             for call in calls:
-                code = call.kind == "code"
-                wait = budget_s if code else BUILTIN_BUDGET_S
-                cap = cpu_cap_s(cpu_s) if code and cpu_s is not None else None
-                line = await self._answer(wait, cap)
+                if call.kind == "code":
+                    wait, poll = budget_s, CPU_POLL_S
+                    cap = cpu_cap_s(cpu_s) if cpu_s is not None else None
+                else:
+                    wait, cap, poll = builtin_wall_s, cpu_cap_s(builtin_cpu_s), BUILTIN_POLL_S
+                line = await self._answer(wait, cap, poll)
                 if not line:
                     raise WorkerDied(KILLED_BY_KERNEL)
                 answer = orjson.loads(line)
                 results[call.sid] = (bool(answer["match"]), answer["error"])
                 if ms is not None:
                     ms[call.sid] = float(answer.get("ms") or 0.0)
-            await asyncio.wait_for(self.proc.stdout.readline(), BUILTIN_BUDGET_S)  # done
+            await asyncio.wait_for(self.proc.stdout.readline(), builtin_wall_s)  # done
         except TimeoutError:
             await self.kill()
             raise WorkerDied(KILLED_BY_WATCHDOG) from None
@@ -204,9 +213,12 @@ class WorkerProcess:
             self.dead = True
             raise
 
-    async def _answer(self, wait_s: float, cap_s: float | None) -> bytes:
+    async def _answer(
+        self, wait_s: float, cap_s: float | None, poll_s: float = CPU_POLL_S
+    ) -> bytes:
         """The worker's next line within `wait_s` (else TimeoutError); with `cap_s`,
-        WorkerDied as soon as the worker has used that much CPU since this was asked."""
+        WorkerDied as soon as the worker has used that much CPU since this was asked (read
+        every `poll_s`)."""
         assert self.proc.stdout is not None
         if cap_s is None:
             return await asyncio.wait_for(self.proc.stdout.readline(), wait_s)
@@ -216,7 +228,7 @@ class WorkerProcess:
         try:
             while True:
                 left = deadline - loop.time()
-                done, _ = await asyncio.wait({reading}, timeout=max(0.0, min(CPU_POLL_S, left)))
+                done, _ = await asyncio.wait({reading}, timeout=max(0.0, min(poll_s, left)))
                 if done:
                     return reading.result()
                 if left <= 0:
@@ -245,6 +257,7 @@ class WorkerPool:
         self.argv = list(argv or command(settings, "library", bounded=True))
         self.size = size or settings.workers
         self.budget_s = watchdog_s(settings)
+        self.builtin = (settings.builtin_cpu_s, settings.builtin_wall_s)
         self._idle: asyncio.Queue[WorkerProcess] | None = None
         self._workers: list[WorkerProcess] = []
         self.spawned: Spawned = set()
@@ -282,7 +295,9 @@ class WorkerPool:
                 self._idle.put_nowait(worker)  # type: ignore[union-attr]
                 break
             try:
-                await worker.run(publication, pending, self.budget_s, results, self.ms)
+                await worker.run(
+                    publication, pending, self.budget_s, results, self.ms, builtin=self.builtin
+                )
                 self._idle.put_nowait(worker)  # type: ignore[union-attr]
                 return results
             except WorkerDied as died:

@@ -8,10 +8,12 @@ one subscriber for its whole life (`sandbox/tenants.py`).
 
 Limits: each call's CPU time twice, a profiling timer (a gentle `TimeLimit` the code may
 catch) and the kernel's RLIMIT_CPU raised before each call to a second past the parent's
-cap on a code call's CPU, whole seconds up (`cpu.kernel_limit_s`; SIGXCPU, whose default
+cap on the call's CPU, whole seconds up (`cpu.kernel_limit_s`; SIGXCPU, whose default
 action ends the process: no `except` catches it); the address space, recursion depth, and
-what the code can reach (restricted builtins, allow-listed imports). The parent's
-wall-clock watchdog is the last resort.
+what the code can reach (restricted builtins, allow-listed imports). A library call's
+budget is `--builtin-cpu-ms` (`functions.builtin_cpu_s`), its parent watching the CPU of
+the worker and its children (the OCR's tesseract) alike. The parent's wall-clock watchdog
+is the last resort.
 
 PROFILE is `code` or `library` (the seccomp filter, `sandbox/boundary.py`). Flags:
 `--seccomp` loads the filter after the library's preload and before the first request;
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import builtins
 import importlib
-import math
 import os
 import resource
 import signal
@@ -49,7 +50,7 @@ SAFE_BUILTINS = (
 )  # fmt: skip
 
 
-BUILTIN_CPU_S = 10.0
+BUILTIN_CPU_S = 10.0  # without --builtin-cpu-ms (functions.builtin_cpu_s's default)
 
 
 class TimeLimit(BaseException):
@@ -125,8 +126,14 @@ def audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 class Worker:
-    def __init__(self, cpu_s: float, walls: bool = True, code: bool = True) -> None:
-        self.cpu_s = cpu_s
+    def __init__(
+        self,
+        cpu_s: float,
+        walls: bool = True,
+        code: bool = True,
+        builtin_cpu_s: float = BUILTIN_CPU_S,
+    ) -> None:
+        self.cpu_s, self.builtin_cpu_s = cpu_s, builtin_cpu_s
         self.code = code  # False in the library's workers: they run only the library
         self.compiled: dict[str, Callable[[Any], Any]] = {}
         self.sources: dict[str, str] = {}  # by hash: sent once, kept for a load that failed
@@ -160,8 +167,8 @@ class Worker:
 
     def _run(self, call: dict[str, Any], publication: dict[str, Any]) -> dict[str, Any]:
         # the library's own functions (vision takes seconds) are not held to the code limit
-        limit = BUILTIN_CPU_S if call["kind"] == "builtin" else self.cpu_s
-        kernel_cpu_limit(limit, watched=call["kind"] != "builtin")
+        limit = self.builtin_cpu_s if call["kind"] == "builtin" else self.cpu_s
+        kernel_cpu_limit(limit)
         signal.setitimer(signal.ITIMER_PROF, limit)
         try:
             if call["kind"] == "builtin":
@@ -200,15 +207,14 @@ class Worker:
             signal.setitimer(signal.ITIMER_PROF, 0)
 
 
-def kernel_cpu_limit(budget_s: float, watched: bool) -> None:
-    """Let the kernel end this process once the call has used its budget, whole seconds up;
-    a code call, which its parent `watched`, a second past the parent's cap, so the parent,
-    which says why, comes first (`cpu.kernel_limit_s`). SIGXCPU's default action is out of
-    the interpreter's reach; the hard limit stays open so the next call can raise the soft
-    one again."""
+def kernel_cpu_limit(budget_s: float) -> None:
+    """Let the kernel end this process once the call has used its budget, whole seconds up,
+    a second past the parent's cap, so the parent, which watches every call and says why,
+    comes first (`cpu.kernel_limit_s`). SIGXCPU's default action is out of the interpreter's
+    reach; the hard limit stays open so the next call can raise the soft one again."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     used = usage.ru_utime + usage.ru_stime
-    soft = kernel_limit_s(used, budget_s) if watched else math.ceil(used + budget_s)
+    soft = kernel_limit_s(used, budget_s)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
@@ -288,7 +294,9 @@ def main() -> None:
     walls = "--walls-off" not in flags
     if walls:
         sys.addaudithook(audit)
-    worker = Worker(cpu_ms / 1000, walls, code=profile != "library")
+    builtin_ms = next((f.split("=", 1)[1] for f in flags if f.startswith("--builtin-cpu-ms=")), "")
+    builtin_cpu_s = int(builtin_ms) / 1000 if builtin_ms else BUILTIN_CPU_S
+    worker = Worker(cpu_ms / 1000, walls, code=profile != "library", builtin_cpu_s=builtin_cpu_s)
     out = sys.stdout.buffer
     out.write(orjson.dumps({"ready": True, "seccomp": seccomp_status()}) + b"\n")
     out.flush()
