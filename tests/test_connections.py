@@ -166,6 +166,30 @@ def test_a_body_that_keeps_the_least_rate_past_the_grace_is_taken(
     assert said.startswith(b"HTTP/1.1 201")
 
 
+def test_a_body_the_server_holds_behind_a_pipelined_request_is_not_counted_slow(
+    rated: EmbeddedServer,
+) -> None:
+    """The first request (a 2 s long poll) keeps the server from reading the second's body:
+    those seconds are the server's, not the client's."""
+    registered = httpx.post(rated.url + "/v1/subscribers").json()
+    poll = (
+        f"GET /v1/subscribers/{registered['id']}/messages?wait=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {registered['token']}\r\n\r\n"
+    ).encode()
+    body = b'{"topics": ["a"], "data": "' + b"x" * 2000 + b'"}'
+    publish = (
+        b"POST /v1/publications HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    with connect(rated) as sock:
+        sock.sendall(poll + publish + body[:10])
+        time.sleep(0.2)  # the rest comes later, while the server reads nothing
+        sock.sendall(body[10:])
+        said = answer_of(sock)
+    first, _, second = said.partition(b"HTTP/1.1 ")[2].partition(b"HTTP/1.1 ")
+    assert first.startswith(b"200") and second.startswith(b"201"), said
+
+
 def test_ordinary_requests_pass_the_guards(server: EmbeddedServer) -> None:
     with httpx.Client(base_url=server.url) as client:
         for _ in range(3):  # kept alive across requests

@@ -12,7 +12,9 @@ A body must also keep a least rate, as Apache's mod_reqtimeout MinRate: after
 `body_rate_grace_s` each second has to be paid for by `body_min_rate` bytes, else the request
 is answered 408 `request_timeout` (while nothing is answered yet) and the connection closes,
 so a body trickled in holds a read for seconds, not for the whole body deadline. The check
-wakes at the earliest moment the body could fall behind, not at each read.
+wakes at the earliest moment the body could fall behind, not at each read, and the time the
+server itself stopped reading (a body waiting for the application, or behind a pipelined
+request) is not the client's.
 
 uvicorn's `limit_concurrency` is one bound for every client: one address holding 2,050 idle
 connections made every other one get 503. So each server keeps `Seats`: a client address
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -105,6 +108,28 @@ class Full(Exception):
     """A client address holds all the connections it may."""
 
 
+class HeldFlow(FlowControl):
+    """uvicorn's flow control, counting how long the server held reading paused."""
+
+    def __init__(self, transport: asyncio.Transport, clock: Callable[[], float]) -> None:
+        super().__init__(transport)
+        self.clock, self._held_s, self._since = clock, 0.0, 0.0
+
+    def held_s(self) -> float:
+        """Seconds reading was paused in all, until now."""
+        return self._held_s + (self.clock() - self._since if self.read_paused else 0.0)
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self._since = self.clock()
+        super().pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self._held_s += self.clock() - self._since
+        super().resume_reading()
+
+
 class GuardedHttpTools(HttpToolsProtocol):
     """httptools' protocol with the limits of `HTTPSettings` (set by `guarded`)."""
 
@@ -121,9 +146,11 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._turned_away = False
         self._body_began = 0.0  # loop time of the request's headers' end
         self._body_bytes = 0  # of its body so far
+        self._body_held = 0.0  # the flow's held_s then
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.flow = HeldFlow(transport, self.loop.time)
         try:
             self._seat = self.seats.take(self.client[0]) if self.client else None
         except Full:
@@ -204,6 +231,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         super().on_headers_complete()
         if not (self.parser.should_upgrade() and self._should_upgrade()):
             self._body_began, self._body_bytes = self.loop.time(), 0
+            self._body_held = self._held_s()
             self._deadline = self.loop.call_at(self._body_due(), self._body_check)
 
     def on_body(self, body: bytes) -> None:
@@ -218,7 +246,11 @@ class GuardedHttpTools(HttpToolsProtocol):
         if limits.body_min_rate <= 0:
             return last
         paid = limits.body_rate_grace_s + self._body_bytes / limits.body_min_rate
-        return min(last, self._body_began + paid)
+        held = self._held_s() - self._body_held  # the server's pauses: not the client's
+        return min(last, self._body_began + paid + held)
+
+    def _held_s(self) -> float:
+        return self.flow.held_s() if isinstance(self.flow, HeldFlow) else 0.0
 
     def _body_check(self) -> None:
         self._deadline = None
