@@ -9,7 +9,6 @@ collaborators that hold each policy and has none of its own (`tidings.broker`'s 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -363,7 +362,12 @@ class Broker:
         """Each answer with its progress token: the publisher's alone to read its progress."""
         published = await self.publishing.batch(items, key, self._spawn)
         token = self.progress_tokens.token
-        return [dataclasses.replace(p, progress_token=token(p.publication.id)) for p in published]
+        return [
+            Published(
+                p.publication, p.deliveries, p.duplicate, p.evaluations, token(p.publication.id)
+            )
+            for p in published
+        ]
 
     @cached_property
     def progress_tokens(self) -> ProgressTokens:
