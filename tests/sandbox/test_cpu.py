@@ -30,6 +30,23 @@ def test_a_grandchild_s_cpu_time_is_counted_under_the_process_that_started_it() 
         shell.wait()
 
 
+def test_a_child_that_ended_and_was_waited_for_is_still_counted() -> None:
+    # as a library worker runs tesseract and waits for it: the child is gone at the next look
+    burst = SPIN.replace("+ 5", "+ 0.5")
+    waiter = subprocess.Popen(
+        ["sh", "-c", f'{sys.executable} -c "$0"; echo done; sleep 30', burst],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert waiter.stdout is not None
+        assert waiter.stdout.readline() == b"done\n"  # the child has ended, and was waited for
+        assert (tree_cpu_s(waiter.pid) or 0.0) >= 0.45
+    finally:
+        os.killpg(waiter.pid, signal.SIGKILL)
+        waiter.wait()
+
+
 def test_a_process_that_is_gone_has_no_cpu_time() -> None:
     done = subprocess.run([sys.executable, "-c", "pass"], check=True)
     assert done.returncode == 0

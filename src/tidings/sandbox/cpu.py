@@ -1,5 +1,7 @@
 """The CPU time a worker has used, read by its parent from /proc: the worker, and every
-process under it (bubblewrap starts the Python worker as its child), user and system.
+process under it (bubblewrap starts the Python worker as its child), user and system, those
+that ended and were waited for included (a library call's tesseract, run and reaped between
+two looks, is counted in the process that waited for it).
 
 The parent's look is what no code in the worker can catch or slow: a call that swallows its
 in-interpreter time limit and spins is ended once this says it has used its budget with room
@@ -53,9 +55,10 @@ def _own_cpu_s(pid: int) -> float | None:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    # after the command's closing parenthesis: state is field 3; utime, stime are 14 and 15
+    # after the command's closing parenthesis: state is field 3; utime, stime are 14 and 15,
+    # cutime, cstime (its children that ended and were waited for) 16 and 17
     fields = stat[stat.rindex(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_S
+    return sum(int(f) for f in fields[11:15]) * TICK_S
 
 
 def _children(pid: int) -> list[int]:
