@@ -97,6 +97,17 @@ def test_dead_letters_are_listed_and_redriven_through_the_client(url: str) -> No
         assert me.redrive() == 1 and len(me.pull()) == 1
 
 
+async def test_both_clients_read_their_own_publications_progress(url: str) -> None:
+    with Client(url) as sync:
+        me = sync.register()
+        me.subscribe(topics=["progress/#"])
+        published = sync.publish(1, topics=["progress/a"])
+        assert (sync.progress(published).deliveries, published.progress_token != "") == (1, True)
+    async with AsyncClient(url) as client:
+        batch = await client.publish_batch([{"topics": ["progress/b"]}, {"topics": ["none"]}])
+        assert [(await client.progress(p)).deliveries for p in batch] == [1, 0]
+
+
 async def test_the_async_client_streams_and_acknowledges(url: str) -> None:
     async with AsyncClient(url) as client:
         me = await client.register()
