@@ -265,10 +265,11 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._expired()
 
     def _too_slow(self) -> None:
-        """408 with the house's error body, unless the application already answers; then the
-        connection closes (the application sees its client leave)."""
+        """408 with the house's error body, unless an answer is under way (this request's, or
+        one before it in the pipeline); then the connection closes (the application sees its
+        client leave)."""
         cycle = self.cycle
-        if cycle is None or not cycle.response_started:
+        if not self.pipeline and (cycle is None or not cycle.response_started):
             rate = self.limits.body_min_rate
             detail = f"the body came slower than {rate} bytes/s (http.body_min_rate)"
             body = orjson.dumps(TidingsError(ErrorCode.REQUEST_TIMEOUT, detail=detail).to_dict())
