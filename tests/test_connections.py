@@ -313,15 +313,29 @@ def test_idle_kept_alive_connections_yield_their_place_to_a_new_client(
 
 def test_seats_count_an_ipv6_client_by_its_slash_64_and_loopback_only_when_asked() -> None:
     seats = Seats(HTTPSettings(max_connections_per_address=1))
-    assert seats.take("2001:db8::1") == "2001:db8::/64"
+    assert seats.take("2001:db8::1") == ("2001:db8::/64", "2001:db8::/48", "2001:db8::/32")
     with pytest.raises(Full):
         seats.take("2001:db8::ffff")  # the same /64
-    assert seats.take("::ffff:192.0.2.1") == "192.0.2.1"  # IPv4 through a dual-stack socket
+    assert seats.take("::ffff:192.0.2.1") == ("192.0.2.1",)  # IPv4 through a dual-stack socket
     assert seats.take("127.0.0.1") is None and seats.take("::1") is None
     counted = Seats(HTTPSettings(max_connections_per_address=1, limit_loopback=True))
-    assert counted.take("127.0.0.1") == "127.0.0.1"
+    assert counted.take("127.0.0.1") == ("127.0.0.1",)
     with pytest.raises(Full):
         counted.take("127.0.0.1")
+
+
+def test_an_ipv6_clients_slash_48_holds_four_times_the_bound_whatever_its_slash_64s() -> None:
+    """A client holding a /48 walks 65,536 /64s: a bound per /64 alone let 8 of them fill a
+    server of 2,048 connections."""
+    seats = Seats(HTTPSettings(max_connections_per_address=2))
+    held = [seats.take(f"2001:db8:0:{n:x}::1") for n in range(4) for _ in range(2)]
+    with pytest.raises(Full):
+        seats.take("2001:db8:0:ff::1")  # a fifth /64 of the same /48
+    assert seats.take("2001:db8:1::1") is not None  # another /48 of the /32
+    for seat in held:
+        assert seat is not None
+        seats.give(seat)
+    assert seats.take("2001:db8:0:ff::1") is not None
 
 
 def test_a_negative_bound_per_address_is_refused() -> None:

@@ -18,8 +18,9 @@ request) is not the client's.
 
 uvicorn's `limit_concurrency` is one bound for every client: one address holding 2,050 idle
 connections made every other one get 503. So each server keeps `Seats`: a client address
-holds at most `max_connections_per_address` open connections (its WebSockets included) and
-the next one is answered 503 at once, as nginx's limit_conn, and closed; and a kept-alive
+holds at most `max_connections_per_address` open connections (its WebSockets included; an
+IPv6 client counted by its /64, and by its /48 and /32 at 4 and 16 times the bound) and the
+next one is answered 503 at once, as nginx's limit_conn, and closed; and a kept-alive
 connection idle between requests yields its place when the server is full (the longest idle
 is closed first, as nginx reuses its idle keep-alive connections), so idle ones cost little.
 """
@@ -39,7 +40,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from tidings.config import HTTPSettings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
-from tidings.networks import address_key
+from tidings.networks import address_key, wider_keys
 
 TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
 TOO_SLOW = b"HTTP/1.1 408 Request Timeout\r\n"
@@ -70,26 +71,29 @@ class Seats:
         self.idle: dict[GuardedHttpTools, None] = {}  # insertion order: longest idle first
         self.refusal = refusal(limits)
 
-    def take(self, host: str) -> str | None:
-        """The key a new connection from `host` holds a seat under; None when it is not
-        counted. Raises `Full` past the address's bound."""
+    def take(self, host: str) -> tuple[str, ...] | None:
+        """The keys a new connection from `host` holds a seat under (its address or /64, and
+        an IPv6 client's /48 and /32 with `WIDER_PREFIXES`' multiples of the bound); None
+        when it is not counted. Raises `Full` past any of their bounds."""
         key, local = address_key(host)
         bound = self.limits.max_connections_per_address
         if not bound or (local and not self.limits.limit_loopback):
             return None
-        held = self.held.get(key, 0)
-        if held >= bound:
+        keys = [(key, bound), *((k, bound * factor) for k, factor in wider_keys(host))]
+        if any(self.held.get(k, 0) >= most for k, most in keys):
             self.count("connections_refused")
             raise Full
-        self.held[key] = held + 1
-        return key
+        for k, _ in keys:
+            self.held[k] = self.held.get(k, 0) + 1
+        return tuple(k for k, _ in keys)
 
-    def give(self, key: str) -> None:
-        left = self.held[key] - 1
-        if left:
-            self.held[key] = left
-        else:
-            del self.held[key]
+    def give(self, seat: tuple[str, ...]) -> None:
+        for key in seat:
+            left = self.held[key] - 1
+            if left:
+                self.held[key] = left
+            else:
+                del self.held[key]
 
     def make_room(self, open_now: int) -> None:
         """At the server's bound, close the connection idle longest (its client reconnects
@@ -142,7 +146,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._headers = 0
         self._in_head = True
         self._deadline: asyncio.TimerHandle | None = None
-        self._seat: str | None = None  # the address key this connection counts against
+        self._seat: tuple[str, ...] | None = None  # the keys this connection counts against
         self._turned_away = False
         self._body_began = 0.0  # loop time of the request's headers' end
         self._body_bytes = 0  # of its body so far
