@@ -88,6 +88,29 @@ async def test_of_owners_waiting_alike_the_one_whose_turn_is_expected_shortest_g
     assert order == ["warm", "starting"]
 
 
+async def test_turns_expected_to_cost_leave_a_turn_free_for_the_short_ones() -> None:
+    """Two slots, at most one turn expected to cost (a worker's start) at once: the second
+    owner that must start a worker waits, and the free slot goes to a warm one at once."""
+    share, order = FairShare(2, clock=stopped, costly=1), []
+    first_done = asyncio.Event()
+
+    async def one(owner: str, expected_s: float, until: asyncio.Event | None = None) -> None:
+        async with share.turn(owner, expected_s):
+            order.append(owner)
+            if until is not None:
+                await until.wait()
+
+    starting = asyncio.ensure_future(one("start-a", 1.0, first_done))
+    second = asyncio.ensure_future(one("start-b", 1.0))
+    await asyncio.sleep(0)
+    assert order == ["start-a"] and share.free == 1  # held back, its slot kept
+    await one("warm", 0.0)
+    assert order == ["start-a", "warm"]
+    first_done.set()
+    await asyncio.gather(starting, second)
+    assert order == ["start-a", "warm", "start-b"]
+
+
 async def _enter(share: FairShare, owner: str) -> str:
     async with share.turn(owner):
         return owner

@@ -34,6 +34,7 @@ from contextlib import asynccontextmanager
 
 REMEMBERED = 4096  # owners whose last turn is remembered, past those waiting or running
 QUANTUM_S = 0.01  # a turn's cost in these units, at least one: cheap turns cost alike
+Entry = tuple[int, int, int, int, str]  # ends, tag, last served, arrival, owner
 
 
 class FairShare:
@@ -44,8 +45,13 @@ class FairShare:
         may_keep: Callable[[str], bool] = lambda _: True,
         per_owner: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        costly: int | None = None,
     ) -> None:
         self.free = max(1, slots)
+        # turns expected to cost (a worker's start) running at once, at most: the others'
+        # slots stay for owners whose turns are expected to be short
+        self.costly = self.free if costly is None else max(1, min(costly, self.free))
+        self._costly_running = 0
         self.clock = clock  # what a turn's slot time is read from
         self.per_owner = max(1, per_owner)  # turns one owner may hold at once
         self.burst, self.may_keep = max(1, burst), may_keep
@@ -53,15 +59,18 @@ class FairShare:
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # owner -> its waiters
         self._last: dict[str, int] = {}  # owner -> when it last got a turn
         self._running: dict[str, int] = {}
-        self._since: dict[str, deque[float]] = {}  # owner -> when each running turn began
+        # owner -> when each running turn began, and whether it was expected to cost
+        self._since: dict[str, deque[tuple[float, bool]]] = {}
         self._tick = 0
         self._tag: dict[str, int] = {}  # owner -> the slot time its turns have held (quanta)
         self._expected: dict[str, int] = {}  # owner -> its next turn's expected cost (quanta)
         self._clock = 0  # the tag of the last owner granted a turn
         # owners waiting and not running, by when their next turn would end, their tag, when
-        # they were last served (-1: never), arrival: a heap, so a grant costs O(log owners)
-        self._ready: list[tuple[int, int, int, int, str]] = []
-        self._queued: set[str] = set()  # the owners with an entry in `_ready`
+        # they were last served (-1: never), arrival: heaps, so a grant costs O(log owners);
+        # the ones whose next turn is expected to cost apart, held back past `costly`
+        self._cheap: list[Entry] = []
+        self._dear: list[Entry] = []
+        self._queued: set[str] = set()  # the owners with an entry in a heap
         self._arrivals = 0
         self._forget_at = REMEMBERED
 
@@ -110,14 +119,16 @@ class FairShare:
     def _charge(self, owner: str) -> None:
         """The ending turn's slot time onto its owner's tag (from the clock at least: time
         not asked for is not banked)."""
-        held = self.clock() - self._since[owner].popleft()
-        cost = max(1, math.ceil(held / QUANTUM_S))
+        began, dear = self._since[owner].popleft()
+        self._costly_running -= dear
+        cost = max(1, math.ceil((self.clock() - began) / QUANTUM_S))
         self._tag[owner] = max(self._tag.get(owner, 0), self._clock) + cost
 
-    def _begin(self, owner: str) -> None:
+    def _begin(self, owner: str, dear: bool = False) -> None:
         self._tick += 1
         self._last[owner] = self._tick
-        self._since.setdefault(owner, deque()).append(self.clock())
+        self._since.setdefault(owner, deque()).append((self.clock(), dear))
+        self._costly_running += dear
 
     def _enqueue(self, owner: str) -> None:
         """Put an owner with waiters and a turn to spare among the ready ones, once."""
@@ -125,9 +136,9 @@ class FairShare:
         if owner in self._waiting and spare and owner not in self._queued:
             self._arrivals += 1
             tag = max(self._tag.get(owner, 0), self._clock)
-            ends = tag + self._expected.get(owner, 0)
-            entry = (ends, tag, self._last.get(owner, -1), self._arrivals, owner)
-            heapq.heappush(self._ready, entry)
+            expected = self._expected.get(owner, 0)
+            entry = (tag + expected, tag, self._last.get(owner, -1), self._arrivals, owner)
+            heapq.heappush(self._dear if expected else self._cheap, entry)
             self._queued.add(owner)
 
     def _pass_on(self, owner: str) -> bool:
@@ -149,8 +160,8 @@ class FairShare:
 
     def _dispatch(self) -> None:
         """Free turns to the waiting owners not running, the least slot time held first."""
-        while self.free > 0 and self._ready:
-            _, tag, _, _, owner = heapq.heappop(self._ready)
+        while self.free > 0 and (ready := self._next()) is not None:
+            _, tag, _, _, owner = heapq.heappop(ready)
             self._queued.discard(owner)
             queue = self._waiting.get(owner)
             if not queue or self._running.get(owner, 0) >= self.per_owner:
@@ -163,8 +174,18 @@ class FairShare:
                 continue
             self.free -= 1
             self._clock = max(self._clock, tag)
-            self._begin(owner)
+            self._begin(owner, dear=ready is self._dear)
             self._running[owner] = self._running.get(owner, 0) + 1
             self._streak[owner] = 1
             granted.set_result(None)
             self._enqueue(owner)  # more waiting and a turn to spare: behind the others
+
+    def _next(self) -> list[Entry] | None:
+        """The heap whose head goes next: the earlier end of the two, the costly ones only
+        while fewer than `costly` such turns run."""
+        dear = self._dear if self._dear and self._costly_running < self.costly else None
+        if not self._cheap:
+            return dear
+        if dear is None or self._cheap[0] <= dear[0]:
+            return self._cheap
+        return dear

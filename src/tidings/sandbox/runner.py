@@ -75,8 +75,10 @@ class SandboxRunner:
         if self.cgroups.problem and settings.code_functions:
             log.warning(NO_CGROUP, self.cgroups.problem)
         workers = max(settings.max_workers, settings.workers + settings.spare_workers)
+        starts = settings.workers - 1
         self.main = Lane(
-            FairShare(settings.workers, settings.turn_burst, self._trusted_owner),
+            # a worker's start holds a turn: one turn at least stays for warm workers' calls
+            FairShare(settings.workers, settings.turn_burst, self._trusted_owner, costly=starts),
             TenantWorkers(code, budget_s, workers, settings.spare_workers, self.cgroups, cpu_s),
         )
         slots = settings.quarantine_workers
