@@ -1,6 +1,7 @@
 """Store throughput: enqueue and lease+ack, per call and group-committed, on each backend.
 
     python benchmarks/store.py [--backends memory,sqlite,postgres] [--messages N] [--quick]
+    python benchmarks/store.py --bakeoff [--backlog N] [--quick]   (issue #30: bakeoff.py)
 
 Workload: one subscriber; N messages of a 150-byte JSON body (`{"data": "x" * 120, ...}`)
 enqueued in batches of 100 (the broker's `fresh` bulk path and the checked path), then leased
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import bakeoff
 from common import emit, machine, versions
 
 from tidings.delivery.committer import Committer
@@ -192,15 +194,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--lease-max", type=int, nargs="+", default=[100, 10])
     parser.add_argument("--quick", action="store_true", help="10,000 messages")
+    bakeoff.add_arguments(parser)
     args = parser.parse_args()
     if args.quick:
         args.messages = 10_000
+        if args.backlog == 100_000:
+            args.backlog, args.fanout_publications = 20_000, 200
     emit(
         {
             "bench": "store",
             "header": True,
             "machine": machine(),
-            "versions": versions("psycopg", "orjson"),
+            "versions": versions("psycopg", "orjson", "lmdb"),
             "sqlite": __import__("sqlite3").sqlite_version,
             "command": " ".join(["python", *sys.argv]),
             "messages": args.messages,
@@ -210,6 +215,10 @@ def main() -> None:
         }
     )
     header = {"bench": "store", "messages": args.messages, "threads": args.threads}
+    if args.bakeoff:
+        bakeoff.run(args, {"bench": "store-bakeoff", "messages": args.messages,
+                           "backlog": args.backlog})  # fmt: skip
+        return
     for backend in args.backends.split(","):
         run_enqueue(backend, args, header)
         run_lease_ack(backend, args, header)
