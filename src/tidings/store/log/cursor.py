@@ -44,6 +44,16 @@ class Cursor:
             self.bodies.append(body)
         self.last_seq = max(self.last_seq, seq)
 
+    def extend(self, seqs: array[int], bodies: array[int]) -> None:
+        """References in sequence order, appended at once when none is acknowledged."""
+        if seqs and seqs[0] > self.floor and not self.acked:
+            self.seqs.extend(seqs)
+            self.bodies.extend(bodies)
+            self.last_seq = max(self.last_seq, seqs[-1])
+        else:
+            for seq, body in zip(seqs, bodies, strict=True):
+                self.append(seq, body)
+
     def depth(self) -> int:
         """References not acknowledged."""
         return len(self.seqs) - self.head - len(self.acked)

@@ -203,7 +203,10 @@ class QueueLog:
         ]
 
     def _place(self, refs: Refs) -> None:
-        cursors = self._cursors
+        cursors, subscribers = self._cursors, refs.subscribers
+        if subscribers and subscribers.count(subscribers[0]) == len(subscribers):
+            cursors[subscribers[0]].extend(refs.seqs, refs.bodies)  # a batch to one queue
+            return
         for number, seq, body in zip(refs.subscribers, refs.seqs, refs.bodies, strict=True):
             cursors[number].append(seq, body)
 
