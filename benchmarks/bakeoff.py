@@ -10,7 +10,9 @@ Cases, each target fresh, every step its own transaction (the log's `commit` aft
   time and acknowledged, messages/s;
 - `disk`: the engine's bytes (files after a WAL checkpoint; PostgreSQL's tables with their
   indexes after VACUUM) per delivery, with the backlog queued and after the fan-out.
-Every line carries `ratio_vs_rows_sqlite`, the same case's figure over today's SQLite rows in
+With `--runs R`, each (case, target) runs R times, interleaved (run 1 of every target, then
+run 2...), and a line gives the medians (`runs` lists every run's figures). Every line
+carries `ratio_vs_rows_sqlite`, the same case's figure over today's SQLite rows in
 this run (for seconds and bytes, lower is better: the ratio is theirs over ours).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sqlite3
+import statistics
 import tempfile
 import time
 import uuid
@@ -237,10 +240,17 @@ def run(args: argparse.Namespace, header: dict[str, Any]) -> None:
         "one_to_one": lambda t: one_to_one(t, args.messages),
         "backlog": lambda t: backlog(t, args.backlog),
     }
+    targets = args.targets.split(",")
     for case, work in cases.items():
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+        for _ in range(args.runs):
+            for name in targets:
+                runs[name].append(with_target(name, work))
         base: dict[str, Any] = {}
-        for name in args.targets.split(","):
-            figures = with_target(name, work)
+        for name in targets:
+            figures = {
+                k: round(statistics.median(r[k] for r in runs[name]), 4) for k in runs[name][0]
+            }
             base = base or figures
             ratios = {
                 k: round(v / base[k] if k in HIGHER_IS_BETTER else base[k] / v, 2)
@@ -248,7 +258,7 @@ def run(args: argparse.Namespace, header: dict[str, Any]) -> None:
                 if v and base.get(k)
             }
             emit({**header, "case": case, "target": name, **figures,
-                  "ratio_vs_rows_sqlite": ratios})  # fmt: skip
+                  "ratio_vs_rows_sqlite": ratios, "runs": runs[name]})  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -258,3 +268,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--backlog", type=int, default=100_000, help="queued, then drained")
     parser.add_argument("--fanout-publications", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=1, help="medians of this many runs")
