@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from tests.store.log.conftest import OpenEngine
 
-from tidings.store.log import QueueLog
+from tidings.store.log import LogEngine, QueueLog, WriteBatch
 from tidings.store.log.codec import decode_refs
 
 
@@ -138,3 +141,54 @@ def test_a_segment_goes_once_every_subscriber_acknowledged_past_it(
     again = QueueLog(open_engine(), segment_bodies=4)
     publish_each(again, 1, ["a", "b"], start=9)
     assert drain(again, "a") == [body(9)] and drain(again, "b") == [body(9)]
+
+
+def test_a_segment_filled_within_one_commit_goes_whole(open_engine: OpenEngine) -> None:
+    engine = open_engine()
+    log = QueueLog(engine, segment_bodies=2)
+    publish_each(log, 1, ["a"])
+    assert drain(log, "a") == [body(0)]
+    log.publish([(body(1), ["a"])])  # fills segment 1, whose first body a is past
+    log.publish([(body(2), ["a"])])  # opens segment 2 in the same commit
+    log.commit()
+    publish_each(log, 2, ["a"], start=3)  # fills segment 2, opens segment 3
+    assert drain(log, "a") == [body(i) for i in range(1, 5)]
+    log.commit()
+    assert engine.count_bodies() == 1  # segment 3's one body: 1 and 2 went whole
+    assert engine.count_records() == 1
+
+
+class FailingOnce:
+    """An engine whose next write fails (a full disk, a lost connection)."""
+
+    def __init__(self, engine: LogEngine) -> None:
+        self.engine, self.fail = engine, False
+
+    def write(self, batch: WriteBatch) -> None:
+        if self.fail:
+            self.fail = False
+            raise OSError("disk full")
+        self.engine.write(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+def test_a_failed_commit_loses_nothing_committed_and_the_log_goes_on(
+    open_engine: OpenEngine,
+) -> None:
+    engine = FailingOnce(open_engine())
+    log = QueueLog(engine, segment_bodies=100)
+    publish_each(log, 1, ["a"])
+    leased = log.lease("a", 1, 30.0, 0.0)
+    log.ack("a", [leased[0].receipt])
+    log.publish([(body(1), ["a", "b"])])  # b's first publication: its number is new
+    engine.fail = True
+    with pytest.raises(OSError):
+        log.commit()
+    publish_each(log, 3, ["b", "a"], start=2)
+    again = QueueLog(open_engine(), segment_bodies=100)
+    assert drain(again, "a") == [body(i) for i in range(2, 5)]  # the ack was committed late
+    assert drain(again, "b") == [body(i) for i in range(2, 5)]
+    again.commit()
+    assert again.segments() == 1

@@ -32,7 +32,6 @@ class Cursor:
         self.timeouts: list[tuple[float, int]] = []  # (leased until, seq), a heap
         self.waiting: list[tuple[float, int]] = []  # (ready at, seq), a heap
         self.ready: list[int] = []  # seqs ready again, a heap
-        self.dirty = False
 
     def state(self) -> ConsumerState:
         return ConsumerState(self.floor, tuple(self.acked), dict(self.attempts))
@@ -81,7 +80,6 @@ class Cursor:
         del self.attempts[seq]
         self.acked.add(seq)
         self._advance()
-        self.dirty = True
         return True
 
     def hand_back(self, seq: int, attempt: int, ready_at: float) -> bool:
@@ -96,7 +94,6 @@ class Cursor:
         self.attempts[seq] = attempt
         self.leases[seq] = until
         heapq.heappush(self.timeouts, (until, seq))
-        self.dirty = True
         return seq, body, attempt
 
     def _expire(self, now: float) -> None:

@@ -58,6 +58,13 @@ class Segment:
     def span(self) -> Span:
         return Span(self.first_body, self.last_body, self.first_record, self.last_record)
 
+    def add(self, record: int, refs: Refs) -> None:
+        """A record committed (or recovered) into this segment."""
+        self.last_record = max(self.last_record, record)
+        self.last_body = max(self.last_body, refs.last_body)
+        for subscriber, seq in zip(refs.subscribers, refs.seqs, strict=True):
+            self.tops[subscriber] = seq
+
 
 class QueueLog:
     def __init__(
@@ -71,9 +78,10 @@ class QueueLog:
         self._numbers: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._cursors: dict[int, Cursor] = {}
+        self._dirty: set[int] = set()  # subscribers whose state changed since the last commit
         self._segments: list[Segment] = []
         self._staged = WriteBatch()
-        self._staged_refs: list[Refs] = []
+        self._staged_refs: list[tuple[int, Segment, Refs]] = []
         self._next_body = self._next_record = 1
         self._recover()
 
@@ -90,18 +98,14 @@ class QueueLog:
                 self._next_body += 1
                 self._staged.bodies.append((body_id, body))
                 for name in subscribers:
-                    number = self._number(name)
-                    cursor = self._cursors[number]
-                    cursor.last_seq += 1
+                    cursor = self._cursors[number := self._number(name)]
+                    cursor.last_seq += 1  # a failed commit leaves a gap: floors step over it
                     refs.add(number, cursor.last_seq, body_id)
-                    segment.tops[number] = cursor.last_seq
-                segment.last_body = body_id
-                segment.bodies += 1
+            segment.bodies += len(batch)
             record = self._next_record
             self._next_record += 1
-            segment.last_record = record
             self._staged.records.append((record, segment.number, encode_refs(refs)))
-            self._staged_refs.append(refs)
+            self._staged_refs.append((record, segment, refs))
             return len(refs)
 
     def lease(self, subscriber: str, n: int, visibility_s: float, now: float) -> list[LogMessage]:
@@ -112,6 +116,8 @@ class QueueLog:
             if number is None:
                 return []
             taken = self._cursors[number].take(n, now + visibility_s, now)
+            if taken:
+                self._dirty.add(number)
             bodies = self._bodies({body for _, body, _ in taken})
             return [
                 LogMessage(subscriber, seq, bodies[body], attempt, f"{seq}.{attempt}")
@@ -122,10 +128,13 @@ class QueueLog:
         """Acknowledge by receipts; answers how many were current (stale ones do nothing).
         Durable from the next `commit` on."""
         with self._lock:
-            cursor = self._cursor_of(subscriber)
-            if cursor is None:
+            number = self._numbers.get(subscriber)
+            if number is None:
                 return 0
-            return sum(cursor.ack(*_parse(r)) for r in receipts)
+            acked = sum(self._cursors[number].ack(*_parse(r)) for r in receipts)
+            if acked:
+                self._dirty.add(number)
+            return acked
 
     def nack(self, subscriber: str, receipts: Sequence[str], now: float, delay_s: float) -> int:
         """Hand leased deliveries back, ready at `now + delay_s` (in memory)."""
@@ -136,24 +145,29 @@ class QueueLog:
             return sum(cursor.hand_back(*_parse(r), now + delay_s) for r in receipts)
 
     def commit(self) -> None:
-        """The group commit: everything staged and every changed state in one transaction."""
+        """The group commit: everything staged and every changed state in one transaction.
+        If it fails, what it held is not committed (its publications and acks are to be
+        answered as failed) and the log goes on from its last commit."""
         with self._lock:
             batch, self._staged = self._staged, WriteBatch()
-            refs, self._staged_refs = self._staged_refs, []
-            for number, cursor in self._cursors.items():
-                if cursor.dirty:
-                    batch.states.append((number, encode_state(cursor.state())))
-            batch.drops = self._droppable()
+            staged, self._staged_refs = self._staged_refs, []
+            dirty, self._dirty = self._dirty, set()
+            batch.states = [(n, encode_state(self._cursors[n].state())) for n in sorted(dirty)]
+            batch.drops = self._droppable(staged)
             if not batch:
                 return
-            self.engine.write(batch)
-            for number, _ in batch.states:
-                self._cursors[number].dirty = False
+            try:
+                self.engine.write(batch)
+            except BaseException:
+                self._staged.names[:0] = batch.names  # numbers given stay given
+                self._dirty |= dirty
+                raise
             dropped = set(batch.drops)
             self._segments = [s for s in self._segments if s.span() not in dropped]
             self._remember(batch.bodies)
-            for record in refs:
-                self._place(record)
+            for record, segment, refs in staged:
+                self._place(refs)
+                segment.add(record, refs)
 
     # ------------------------------------------------------------------ reads
 
@@ -193,13 +207,15 @@ class QueueLog:
             self._segments.append(last)
         return last
 
-    def _droppable(self) -> list[Span]:
-        """The closed segments every subscriber is past (a few, oldest first)."""
-        closed = self._segments[:-1]
+    def _droppable(self, staged: list[tuple[int, Segment, Refs]]) -> list[Span]:
+        """The closed segments every subscriber is past (a few, oldest first); never one
+        that this commit writes into (its staged references are not in its `tops` yet)."""
+        writing = {segment.number for _, segment, _ in staged}
+        closed = [s for s in self._segments[:-1] if s.number not in writing]
         return [
             s.span()
             for s in closed[:_CHECKED_SEGMENTS]
-            if s.last_record and all(self._cursors[n].floor >= top for n, top in s.tops.items())
+            if all(self._cursors[n].floor >= top for n, top in s.tops.items())
         ]
 
     def _place(self, refs: Refs) -> None:
@@ -244,11 +260,8 @@ class QueueLog:
         if not self._segments or self._segments[-1].number != number:
             self._segments.append(Segment(number, refs.first_body, record))
         segment = self._segments[-1]
-        segment.last_record = record
-        segment.last_body = max(segment.last_body, refs.last_body)
+        segment.add(record, refs)
         segment.bodies = segment.last_body - segment.first_body + 1
-        for subscriber, seq in zip(refs.subscribers, refs.seqs, strict=True):
-            segment.tops[subscriber] = seq
 
 
 def _parse(receipt: str) -> tuple[int, int]:
