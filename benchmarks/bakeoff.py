@@ -35,7 +35,6 @@ from tidings.model import Subscriber
 from tidings.store import open_store
 from tidings.store.base import Enqueue, Fanout, NewMessage, Store, encode_body
 from tidings.store.log import QueueLog
-from tidings.store.log.lmdb import LMDBLog
 from tidings.store.log.postgres import PostgresLog
 from tidings.store.log.sqlite import SQLiteLog
 
@@ -162,11 +161,17 @@ def schema_bytes(schema: str) -> int:
     return int(row[0]) if row and row[0] else 0
 
 
+def lmdb_log(path: str) -> Any:
+    from tidings.store.log.lmdb import LMDBLog  # the optional extra `log`: only when measured
+
+    return LMDBLog(path)
+
+
 def opener(name: str, tmp: str, schema: str) -> Callable[[], Target]:
     openers: dict[str, Callable[[], Target]] = {
         "rows/sqlite": lambda: Rows(f"sqlite:///{tmp}/rows.db"),
         "log/sqlite": lambda: Log(lambda: SQLiteLog(f"{tmp}/log.db")),
-        "log/lmdb": lambda: Log(lambda: LMDBLog(f"{tmp}/log.lmdb")),
+        "log/lmdb": lambda: Log(lambda: lmdb_log(f"{tmp}/log.lmdb")),
         "rows/postgres": lambda: Rows(f"{PG}?schema={schema}", schema),
         "log/postgres": lambda: Log(lambda: PostgresLog(PG, schema)),
     }
