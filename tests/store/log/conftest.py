@@ -1,4 +1,5 @@
-"""One behaviour suite for the queue log, every engine: SQLite, LMDB, PostgreSQL."""
+"""One behaviour suite for the queue log, every engine: SQLite, LMDB, segment files,
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from tests.conftest import require_service
 
 from tidings.store.log import LogEngine, QueueLog
+from tidings.store.log.files import FilesLog
 from tidings.store.log.lmdb import LMDBLog
 from tidings.store.log.postgres import PostgresLog
 from tidings.store.log.sqlite import SQLiteLog
@@ -19,7 +21,7 @@ PG = "postgresql://postgres@127.0.0.1:5432/test"
 OpenEngine = Callable[[], LogEngine]
 
 
-@pytest.fixture(params=["sqlite", "lmdb", "postgres"])
+@pytest.fixture(params=["sqlite", "lmdb", "files", "postgres"])
 def open_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenEngine]:
     """Opens the same engine's storage again each call (a restart), closing the one before
     (LMDB opens an environment once per process)."""
@@ -37,6 +39,8 @@ def open_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open
             engine = SQLiteLog(str(tmp_path / "log.db"))
         elif request.param == "lmdb":
             engine = LMDBLog(str(tmp_path / "log.lmdb"), map_size=1 << 26)
+        elif request.param == "files":
+            engine = FilesLog(str(tmp_path / "segments"))
         else:
             engine = PostgresLog(PG, schema)
         opened.append(engine)

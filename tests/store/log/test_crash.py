@@ -13,17 +13,20 @@ from pathlib import Path
 import pytest
 
 from tidings.store.log import LogEngine, QueueLog
+from tidings.store.log.files import FilesLog
 from tidings.store.log.lmdb import LMDBLog
 from tidings.store.log.sqlite import SQLiteLog
 
 WRITER = """
 import sys
 from tidings.store.log import QueueLog
+from tidings.store.log.files import FilesLog
 from tidings.store.log.lmdb import LMDBLog
 from tidings.store.log.sqlite import SQLiteLog
 
 kind, path = sys.argv[1], sys.argv[2]
-engine = SQLiteLog(path) if kind == "sqlite" else LMDBLog(path, map_size=1 << 28)
+engines = {"sqlite": SQLiteLog, "lmdb": LMDBLog, "files": FilesLog}
+engine = engines[kind](path)
 log = QueueLog(engine, segment_bodies=16)
 i = 0
 while True:
@@ -43,10 +46,12 @@ while True:
 
 
 def open_engine(kind: str, path: Path) -> LogEngine:
-    return SQLiteLog(str(path)) if kind == "sqlite" else LMDBLog(str(path), map_size=1 << 28)
+    engines = {"sqlite": SQLiteLog, "lmdb": LMDBLog, "files": FilesLog}
+    engine: LogEngine = engines[kind](str(path))
+    return engine
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "lmdb"])
+@pytest.mark.parametrize("kind", ["sqlite", "lmdb", "files"])
 def test_kill_9_loses_no_publication_and_undoes_no_ack(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "log"
     env = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
