@@ -1,6 +1,6 @@
 """The engines' bake-off of issue #30 (`python benchmarks/store.py --bakeoff`), in one run:
 today's rows on SQLite and on PostgreSQL (the `Store`) beside the queue log
-(`tidings.store.log`) on SQLite, LMDB and PostgreSQL.
+(`tidings.store.log`) on SQLite, LMDB, segment files of its own and PostgreSQL.
 
 Cases, each target fresh, every step its own transaction (the log's `commit` after each):
 - `fanout`: publications one at a time, each to 100 subscribers; deliveries/s;
@@ -35,6 +35,7 @@ from tidings.model import Subscriber
 from tidings.store import open_store
 from tidings.store.base import Enqueue, Fanout, NewMessage, Store, encode_body
 from tidings.store.log import QueueLog
+from tidings.store.log.files import FilesLog
 from tidings.store.log.postgres import PostgresLog
 from tidings.store.log.sqlite import SQLiteLog
 
@@ -172,6 +173,7 @@ def opener(name: str, tmp: str, schema: str) -> Callable[[], Target]:
         "rows/sqlite": lambda: Rows(f"sqlite:///{tmp}/rows.db"),
         "log/sqlite": lambda: Log(lambda: SQLiteLog(f"{tmp}/log.db")),
         "log/lmdb": lambda: Log(lambda: lmdb_log(f"{tmp}/log.lmdb")),
+        "log/files": lambda: Log(lambda: FilesLog(f"{tmp}/segments")),
         "rows/postgres": lambda: Rows(f"{PG}?schema={schema}", schema),
         "log/postgres": lambda: Log(lambda: PostgresLog(PG, schema)),
     }
@@ -269,7 +271,8 @@ def run(args: argparse.Namespace, header: dict[str, Any]) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bakeoff", action="store_true", help="the engines' bake-off")
     parser.add_argument(
-        "--targets", default="rows/sqlite,log/sqlite,log/lmdb,rows/postgres,log/postgres"
+        "--targets",
+        default="rows/sqlite,log/sqlite,log/lmdb,log/files,rows/postgres,log/postgres",
     )
     parser.add_argument("--backlog", type=int, default=100_000, help="queued, then drained")
     parser.add_argument("--fanout-publications", type=int, default=1000)
