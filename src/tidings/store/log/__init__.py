@@ -3,8 +3,9 @@ consumer state as an ack floor and a sparse set, in group commits over a small e
 interface. A leaf: it imports nothing of Tidings, and the broker does not use it yet.
 
 `QueueLog` (queuelog.py) is the log; `LogEngine` (engine.py) what an engine does; the engines
-are `SQLiteLog` (sqlite.py), `PostgresLog` (postgres.py) and `LMDBLog` (lmdb.py, needs the
-`lmdb` package: the optional extra `log`), imported from their modules.
+are `SQLiteLog` (sqlite.py), `PostgresLog` (postgres.py), `FilesLog` (files.py: segment
+files of its own) and `LMDBLog` (lmdb.py, needs the `lmdb` package: the optional extra
+`log`), imported from their modules.
 """
 
 from tidings.store.log.engine import LogEngine, Span, Stored, WriteBatch
