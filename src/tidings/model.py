@@ -223,7 +223,7 @@ class Subscriber:
 
 # ---------------------------------------------------------------- validation helpers
 
-_SEGMENT = re.compile(r"^[^\s/*#+\x00-\x1f]+$")
+_SEGMENT = re.compile(r"[^\s/*#+\x00-\x1f]+")
 
 
 def _object(raw: JSON, field_name: str) -> Mapping[str, JSON]:
@@ -406,7 +406,7 @@ def _check_segment(segment: str, last: bool, field_name: str, pattern: bool) -> 
         detail = "wildcards are only allowed in subscriptions"
     elif not segment:
         detail = "empty segment (leading, trailing or doubled '/')"
-    elif not _SEGMENT.match(segment):
+    elif not _SEGMENT.fullmatch(segment):
         detail = f"segment {segment!r} has whitespace, a control character or a wildcard inside"
     else:
         return

@@ -31,6 +31,8 @@ def test_malformed_publication_bodies_are_client_errors(
     [
         ({"topics": "a"}, "invalid_field", "topics"),
         ({"topics": ["a//b"]}, "invalid_topic", "topics[0]"),
+        ({"topics": ["forged\n/b"]}, "invalid_topic", "topics[0]"),  # a line break ends no segment
+        ({"topics": ["a", "a/b\n"]}, "invalid_topic", "topics[1]"),
         ({"attributes": {"x": {"y": 1}}}, "invalid_field", "attributes.x"),
         ({"function_types": [1]}, "invalid_field", "function_types[0]"),
         ({"extra": 1}, "invalid_field", "extra"),
@@ -49,6 +51,7 @@ def test_invalid_publications_name_their_field(
         ({}, "invalid_field", "$"),
         ({"topics": []}, "invalid_field", "topics"),
         ({"topics": ["a/#/b"]}, "invalid_topic", "topics[0]"),
+        ({"topics": ["forged\n/#"]}, "invalid_topic", "topics[0]"),
         (
             {"predicates": [{"key": "k", "op": "~", "value": 1}]},
             "unknown_operator",
