@@ -204,3 +204,11 @@ def test_exact_filters_and_topics_may_be_deeper_than_a_pattern() -> None:
     deep = "/".join("abcdefghijkl")
     assert parse_topic_filters([deep, "a/b/c/d/e/f/g/*"], Limits()) == (deep, "a/b/c/d/e/f/g/*")
     assert validate_topic(deep, "topics[0]", Limits(), pattern=False) == deep
+
+
+def test_a_topic_has_at_most_max_topic_segments() -> None:
+    limits = Limits(max_topic_segments=4)
+    assert validate_topic("a/b/c/d", "topics[0]", limits, pattern=False) == "a/b/c/d"
+    with pytest.raises(TidingsError) as caught:
+        validate_topic("a/b/c/d/e", "topics[0]", limits, pattern=False)
+    assert caught.value.code is ErrorCode.INVALID_TOPIC and "at most 4" in str(caught.value)

@@ -224,6 +224,7 @@ class Subscriber:
 # ---------------------------------------------------------------- validation helpers
 
 _SEGMENT = re.compile(r"[^\s/*#+\x00-\x1f]+")
+_TOPIC = re.compile(r"[^\s/*#+\x00-\x1f]+(?:/[^\s/*#+\x00-\x1f]+)*")
 
 
 def _object(raw: JSON, field_name: str) -> Mapping[str, JSON]:
@@ -376,13 +377,15 @@ def validate_topic(topic: JSON, field_name: str, limits: Limits, *, pattern: boo
             field=field_name,
             detail=f"a topic is at most {limits.max_topic_length} characters",
         )
-    segments = topic.split("/")
-    if len(segments) > limits.max_topic_segments:
+    if topic.count("/") >= limits.max_topic_segments:
         raise TidingsError(
             ErrorCode.INVALID_TOPIC,
             field=field_name,
             detail=f"a topic has at most {limits.max_topic_segments} segments",
         )
+    if _TOPIC.fullmatch(topic):  # no wildcard, no bad segment: one C pass, not one per segment
+        return topic
+    segments = topic.split("/")
     for i, segment in enumerate(segments):
         _check_segment(segment, i == len(segments) - 1, field_name, pattern)
     if pattern and len(segments) > limits.max_pattern_segments and is_pattern(topic):
