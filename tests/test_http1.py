@@ -21,6 +21,12 @@ CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r
 CLOSING = b"HTTP/1.1 503 Busy\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbusy"
 UNSIZED = b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"match": true}'
 HUGE = b"HTTP/1.1 200 OK\r\nContent-Length: 3000000\r\n\r\n" + b"x" * 3_000_000
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+ENDLESS = {
+    "/endless-header": b"HTTP/1.1 200 OK\r\nX-Big: ",
+    "/endless-trailer": CHUNKED_HEAD + b"2\r\nok\r\n0\r\nX-Trailer: ",
+    "/endless-extension": CHUNKED_HEAD + b"2;e=",
+}
 
 
 @dataclass
@@ -34,6 +40,7 @@ class Server:
     open_now: int = 0
     most_open: int = 0
     bodies: list[bytes] = field(default_factory=list)
+    endless_sent: int = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -58,6 +65,12 @@ class Server:
         self.bodies.append(await reader.readexactly(length))
         if path == "/slow":
             await asyncio.sleep(10)
+        if path in ENDLESS:  # a header line, a trailer or chunk extensions without end
+            writer.write(ENDLESS[path])
+            while True:
+                writer.write(b"a" * 65536)
+                self.endless_sent += 65536
+                await writer.drain()
         if path == "/trickle":  # a chunked answer that never ends, a byte every 50 ms
             writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
             while True:
@@ -169,6 +182,17 @@ async def test_an_answer_longer_than_the_client_reads_is_refused_and_its_connect
         client.close()
     assert answer.status == 200
     assert server.connections == 2  # the huge answer's connection was not reused
+
+
+@pytest.mark.parametrize("path", sorted(ENDLESS))
+async def test_an_answer_framed_without_end_is_refused_after_a_bounded_read(path: str) -> None:
+    async with serving() as server:
+        client = Client(per_origin=1, timeout_s=10, max_answer=100_000)
+        with pytest.raises(AnswerTooLarge):
+            await client.post(f"http://127.0.0.1:{server.port}{path}", b"")
+        client.close()
+    # read until the timeout, an endless header took 110 MB of the broker a connection
+    assert server.endless_sent < 4 * 1024 * 1024
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])

@@ -24,6 +24,7 @@ from tidings.addresses import Network, Own, denied
 
 READ_CHUNK = 64 * 1024
 MAX_ANSWER = 1024 * 1024  # bytes of an answer's body read at most (a webhook's, a URL function's)
+MAX_HEAD = 64 * 1024  # bytes of an answer's status line and headers read at most
 
 
 class AnswerTooLarge(ValueError):
@@ -82,15 +83,22 @@ class Connection:
         whose body passes `max_answer` bytes raises AnswerTooLarge."""
         answer = _Answer()
         self.writer.write(request)
+        read = 0  # bytes on the wire: headers, chunk framing and trailers are not the body
         while not answer.complete:
             data = await self.reader.read(READ_CHUNK)
             if not data:
                 if answer.headed and not answer.sized:  # HTTP/1.0 style: the close ends it
                     return Response(answer.status, b"".join(answer.pieces)), False
                 raise ConnectionResetError("the server closed the connection mid-answer")
+            read += len(data)
             answer.parser.feed_data(data)
             if answer.size > max_answer:
                 raise AnswerTooLarge(f"the answer is longer than {max_answer} bytes")
+            # the parser keeps a header or trailer whole: an endless one held the broker's memory
+            if not answer.headed and read > MAX_HEAD:
+                raise AnswerTooLarge(f"the answer's headers are longer than {MAX_HEAD} bytes")
+            if read > 2 * max_answer + MAX_HEAD:
+                raise AnswerTooLarge(f"the answer is longer than {max_answer} bytes, framed")
         self.used = True
         return Response(answer.status, b"".join(answer.pieces)), answer.keep_alive
 
