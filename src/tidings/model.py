@@ -293,7 +293,7 @@ def check_depth(value: JSON, field_name: str, limits: Limits) -> JSON:
 def receipt_seq(receipt: str) -> int | None:
     """The message sequence number in a receipt `seq.attempt.nonce`, or None when the
     receipt is malformed: ASCII digits only, within 64 bits."""
-    if not _RECEIPT.match(receipt):
+    if not _RECEIPT.fullmatch(receipt):  # not match: `$` passes a final line break
         return None
     seq = int(receipt.split(".", 1)[0])
     return seq if seq <= ID_MAX else None

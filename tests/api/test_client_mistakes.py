@@ -23,6 +23,7 @@ BAD_RECEIPTS = [
     "9223372036854775808.1.abcdef012345",  # 2**63: past the store's 64-bit sequence
     "١.1.abc",  # an Arabic-Indic digit
     "nope",
+    "1.1.abc\n",  # `$` also matches before a final line break
 ]
 
 
