@@ -8,9 +8,10 @@ object or raise `TidingsError` naming the field (as a JSON path such as
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -270,15 +271,18 @@ def required(raw: Mapping[str, JSON], key: str, prefix: str = "") -> JSON:
 def json_depth(value: JSON, stop: int = JSON_DEPTH_CEILING) -> int:
     """How deep containers nest in a JSON value (a scalar 0, `[]` 1, `[[1]]` 2), counted
     without recursion and only up to the first level past `stop`."""
-    deepest, stack = 0, [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        deepest = max(deepest, depth)
+    level, depth = ([value] if isinstance(value, dict | list) else []), 0
+    while level:  # a level at a time, in comprehensions: a step per container cost ~1 µs
+        depth += 1
         if depth > stop:
             return depth
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return deepest
+        level = [c for c in children(level) if isinstance(c, dict | list)]
+    return depth
+
+
+def children(level: list[Any]) -> Iterator[Any]:
+    """The values held by a level's containers (dicts and lists)."""
+    return chain.from_iterable(x.values() if isinstance(x, dict) else x for x in level)
 
 
 def check_depth(value: JSON, field_name: str, limits: Limits) -> JSON:

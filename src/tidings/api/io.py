@@ -15,7 +15,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope
 
 from tidings.errors import ErrorCode, TidingsError
-from tidings.model import convert
+from tidings.model import children, convert
 from tidings.networks import address_key
 
 T = TypeVar("T")
@@ -112,14 +112,10 @@ def _keys_written(body: bytes) -> int:
 
 def _keys_kept(value: Any) -> int:
     """Keys of every object in the decoded value (orjson keeps the last of duplicates)."""
-    count, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            count += len(item)
-            stack.extend(v for v in item.values() if isinstance(v, dict | list))
-        elif isinstance(item, list):
-            stack.extend(v for v in item if isinstance(v, dict | list))
+    count, level = 0, [value] if isinstance(value, dict | list) else []
+    while level:  # a level at a time, as `model.json_depth`
+        count += sum(len(x) for x in level if isinstance(x, dict))
+        level = [c for c in children(level) if isinstance(c, dict | list)]
     return count
 
 
