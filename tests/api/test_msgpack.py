@@ -120,6 +120,11 @@ def test_a_msgpack_string_that_is_not_utf8_is_refused_as_in_json(
             b"\x81\xa4data\x92" + packed_map(("k", 1)) + packed_map(("q", b"\x00"), ("q", 2)),
             "q",
         ),
+        (  # one-byte items are passed over in runs, each within its own array
+            "/v1/publications",
+            b"\x81\xa4data\x93\x92\x01\x02\x03" + packed_map(("q", 1), ("q", 2)),
+            "q",
+        ),
     ],
 )
 def test_a_msgpack_key_written_twice_is_refused_as_in_json(
