@@ -14,6 +14,7 @@ import orjson
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope
 
+from tidings.api.beside import beside, decoded
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import children, convert
 from tidings.networks import address_key
@@ -66,7 +67,7 @@ def parse_json(body: bytes, *, allow_empty: bool = False) -> Any:
     except UnicodeDecodeError:
         raise TidingsError(ErrorCode.INVALID_UTF8) from None
     try:
-        value = orjson.loads(body)
+        value = decoded(orjson.loads, body)
     except orjson.JSONDecodeError as exc:
         raise TidingsError(ErrorCode.INVALID_JSON, detail=str(exc)) from None
     if _keys_written(body) != _keys_kept(value):
@@ -151,7 +152,7 @@ def parse_msgpack(body: bytes) -> Any:
     `MAX_DEPTH`, NaN and infinities, integers past 64 bits; and what JSON cannot say:
     extension types, the timestamp extension included."""
     try:
-        value = msgspec.msgpack.decode(body)
+        value = decoded(msgspec.msgpack.decode, body)
     except msgspec.DecodeError as exc:
         raise TidingsError(ErrorCode.INVALID_MSGPACK, detail=str(exc)) from None
     except UnicodeDecodeError:  # a string that is not UTF-8: refused as in a JSON body
@@ -272,13 +273,9 @@ def parse_body(body: bytes, content_type: str, *, allow_empty: bool = False) -> 
 
 
 async def json_body(request: Request, limit: int, *, allow_empty: bool = False) -> Any:
-    return parse_json(await read_body(request, limit), allow_empty=allow_empty)
-
-
-async def publication_body(request: Request, limit: int) -> Any:
-    """A publishing call's body: JSON or MessagePack (binary `data`)."""
-    content_type = request.headers.get("content-type", "")
-    return parse_body(await read_body(request, limit), content_type)
+    """The body as JSON (read beside the event loop when it is large, `tidings.api.beside`)."""
+    body = await read_body(request, limit)
+    return await beside(len(body), lambda: parse_json(body, allow_empty=allow_empty))
 
 
 def bearer(request: HTTPConnection) -> str | None:
@@ -322,8 +319,13 @@ async def body_as(
     request: Request, into: type[T], limit: int, *, allow_empty: bool = False
 ) -> tuple[Any, T]:
     """The body, as decoded JSON and as the type that validates it."""
-    raw = await json_body(request, limit, allow_empty=allow_empty)
-    return raw, convert(raw, into)
+    body = await read_body(request, limit)
+
+    def read() -> tuple[Any, T]:
+        raw = parse_json(body, allow_empty=allow_empty)
+        return raw, convert(raw, into)
+
+    return await beside(len(body), read)
 
 
 def query_as(request: Request, into: type[T]) -> T:

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tidings.api.answers import answer, error
+from tidings.api.beside import beside
 from tidings.api.io import parse_json, read_body
 from tidings.api.operations import Operation, described
 from tidings.broker.quotas import loopback
@@ -129,7 +130,7 @@ def endpoint(name: str) -> Any:
 
 async def call(body: bytes, broker: Any, name: str) -> Response:
     """Check and run one call, in the library's workers."""
-    raw = parse_json(body)
+    raw = await beside(len(body), lambda: parse_json(body))
     call = convert(raw, w.FunctionCallBody)
     limits = broker.settings.limits
     check_depth(raw["publication"], "publication", limits)

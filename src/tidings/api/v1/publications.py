@@ -20,14 +20,15 @@ from starlette.types import Receive, Scope, Send
 
 from tidings.api import answers
 from tidings.api.answers import answer
+from tidings.api.beside import beside
 from tidings.api.common import broker_of, settings_of
 from tidings.api.io import (
     SIMULATION_HEADER,
     bearer,
     header,
     parse_body,
-    publication_body,
     query_as,
+    read_body,
     receive_body,
     scope_bearer,
     scope_simulation,
@@ -93,10 +94,17 @@ class Publish:
     async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
         settings = broker.settings
         body = await receive_body(scope, receive, settings.limits.max_publication_bytes)
-        raw = parse_body(body, header(scope, b"content-type"))
-        convert(raw, w.PublicationBody)
-        simulated = scope_simulation(scope) is not None
-        item = publication_input(raw, settings, simulated)
+        content_type, simulated = (
+            header(scope, b"content-type"),
+            scope_simulation(scope) is not None,
+        )
+
+        def read() -> PublicationInput:
+            raw = parse_body(body, content_type)
+            convert(raw, w.PublicationBody)
+            return publication_input(raw, settings, simulated)
+
+        item = await beside(len(body), read)
         published = await broker.publish(item, scope_bearer(scope))
         return msgspec.json.encode(answers.published(published))
 
@@ -127,9 +135,24 @@ async def publish_batch(request: Request) -> Response:
     settings = settings_of(request)
     kind = query_as(request, w.BatchQuery).answer
     limits = settings.limits
-    raw = await publication_body(request, limits.max_publication_bytes * 16)
+    body = await read_body(request, limits.max_publication_bytes * 16)
+    content_type = request.headers.get("content-type", "")
+    simulated = scope_simulation(request.scope) is not None
+    inputs = await beside(
+        len(body), lambda: batch_inputs(parse_body(body, content_type), settings, simulated)
+    )
+    results = await request.app.state.broker.publish_batch(inputs, bearer(request))
+    if kind == "count":
+        deliveries = sum(r.deliveries for r in results)
+        return answer(w.BatchCounts(published=len(results), deliveries=deliveries), 201)
+    return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
+
+
+def batch_inputs(raw: Any, settings: Settings, simulated: bool) -> list[PublicationInput]:
+    """A batch's publications from its decoded body, each checked; an error names which."""
     convert(raw, w.BatchBody)
     items = raw["publications"]
+    limits = settings.limits
     if len(items) > limits.max_batch:
         raise TidingsError(
             ErrorCode.LIMIT_EXCEEDED,
@@ -137,7 +160,6 @@ async def publish_batch(request: Request) -> Response:
             detail=f"at most {limits.max_batch} publications per batch",
         )
     inputs = []
-    simulated = scope_simulation(request.scope) is not None
     for i, item in enumerate(items):
         try:
             inputs.append(publication_input(item, settings, simulated))
@@ -148,11 +170,7 @@ async def publish_batch(request: Request) -> Response:
                 else f"publications[{i}]"
             )
             raise
-    results = await request.app.state.broker.publish_batch(inputs, bearer(request))
-    if kind == "count":
-        deliveries = sum(r.deliveries for r in results)
-        return answer(w.BatchCounts(published=len(results), deliveries=deliveries), 201)
-    return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
+    return inputs
 
 
 @described(Operation(query=w.progress_query, answer=w.Progress))

@@ -18,6 +18,7 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tidings.api import answers
+from tidings.api.beside import beside
 from tidings.api.io import parse_json, parse_msgpack
 from tidings.delivery.frames import ENCODINGS, FORMS, Encoding, Form, messages_frame, msgpack_frame
 from tidings.delivery.stream import PushStream
@@ -163,9 +164,13 @@ async def _receive(ws: WebSocket, push: PushStream, framing: Framing) -> None:
 async def _parsed(ws: WebSocket, framing: Framing, raw: Any) -> tuple[Any, list[str]] | None:
     """An ack or nack frame's kind and receipts; a malformed one gets an error frame (None)
     and the stream goes on."""
-    try:
+
+    def read() -> tuple[Any, list[str]]:
         frame = convert(framing.read(raw), StreamFrame)
         return frame.type, check_receipts(frame.receipts)
+
+    try:
+        return await beside(len(raw), read)  # a large frame is read beside the event loop
     except TidingsError as exc:
         await ws.send_bytes(framing.error(exc))
         return None
