@@ -88,3 +88,17 @@ async def test_a_nack_hands_messages_back_and_frees_their_room(broker: Broker) -
     again = await asyncio.wait_for(push.next_batch(), 10)
     assert sorted(m.publication_id for m in again) == sorted(m.publication_id for m in batch)
     await push.close()
+
+
+async def test_an_ack_of_more_receipts_than_a_stream_may_commit_at_once_goes_alone(
+    broker: Broker,
+) -> None:
+    sid = await subscribed(broker, 3)
+    push = PushStream(broker.queues, sid, prefetch=3)
+    batch = await push.next_batch()
+    unknown = [f"9.{i}.ab" for i in range(1_500)]  # past the 1,000 a stream commits at once
+    await push.settle("ack", unknown)  # nothing else committing: started at once
+    waiting = asyncio.create_task(push.settle("ack", [m.receipt for m in batch]))
+    await asyncio.wait_for(waiting, 10)  # started once the large one was committed
+    await push.close()
+    assert (await broker.queues.ack(sid, [m.receipt for m in batch])).acked == []  # acked once

@@ -30,6 +30,7 @@ from tidings.delivery.queue import Queue, SizedQueue
 from tidings.store.base import Message
 
 SETTLING = 64  # acknowledgement commits of one stream running at once, at most
+SETTLING_RECEIPTS = 1_000  # and the receipts they hold (or the stream's prefetch, if more)
 SETTLE_WAIT_S = 10.0  # at close, for the acknowledgements already read
 BATCH = 500  # messages leased at once, at most
 POLL_S = 5.0  # a lease waits this long for messages before asking again
@@ -50,6 +51,7 @@ class PushStream:
         self._held = 0  # their bytes
         self._room = asyncio.Event()
         self._settling: set[asyncio.Task[None]] = set()
+        self._committing = 0  # receipts in those commits
 
     @classmethod
     def sized_by(
@@ -106,12 +108,25 @@ class PushStream:
 
     async def settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
         """Start committing an ack or nack and return; waits only while `SETTLING` commits
-        of this stream are already running."""
-        while len(self._settling) >= SETTLING:
+        of this stream are already running, or they and this one would hold more than
+        `max(prefetch, SETTLING_RECEIPTS)` receipts (a larger one goes alone). A client
+        settling what it was handed never waits: it holds at most `prefetch`. One acking
+        thousands of receipts it does not hold a frame waits for its commits, as an HTTP
+        client waits for its answer: 64 commits of 36,000 receipts at once from one stream
+        held /healthz 0.7 s (issue #28)."""
+        most = max(self.prefetch, SETTLING_RECEIPTS)
+        while self._settling and (
+            len(self._settling) >= SETTLING or self._committing + len(receipts) > most
+        ):
             await asyncio.wait(self._settling, return_when=asyncio.FIRST_COMPLETED)
         task = asyncio.create_task(self._settle(kind, receipts))
         self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
+        self._committing += len(receipts)
+        task.add_done_callback(lambda done: self._settled(done, len(receipts)))
+
+    def _settled(self, task: asyncio.Task[None], receipts: int) -> None:
+        self._settling.discard(task)
+        self._committing -= receipts
 
     async def _settle(self, kind: Literal["ack", "nack"], receipts: list[str]) -> None:
         if kind == "ack":
