@@ -9,15 +9,16 @@ each segment was checked by its own regular-expression call. Prints JSON lines: 
 publications for that topic-heavy batch and for one whose bytes are data (1,000
 publications of a 4,000-character string and one topic), each per MB of JSON, and their
 ratio, measured in the same run. A second line does the same for a body's whole reading
-(`parse_json`, then each publication's checks, nesting depth included) of a batch of
-600,000 tiny arrays (`[[[]]]` x 60,000, 10 publications, 3 MB): 2.6 s on the loop when the
-depth and duplicate-key walks took a Python step per container. A third line reads
+(`parse_json`, then each publication's checks, nesting depth included) of a batch of tiny
+arrays, as many as a body may hold (`[[[]]]` x 13,000, 10 publications, 0.65 MB; 600,000 in
+3 MB took 2.6 s on the loop when the depth and duplicate-key walks took a Python step per
+container). A third line reads
 MessagePack bodies (`parse_msgpack`): a batch of 4.18 MB of one-byte integers (11 x 380,000)
 against one of the same data batch: 5.1 s when its checks took a Python step per item.
-A fourth line reads the worst MessagePack batch for its bytes (1.9 M `[[0]]`, 3.8 MB: it
-held `/healthz` 5.5 s) on an event loop, in place and then as the API does
-(`tidings.api.beside`): the longest the loop went without running a ticking task, each way,
-and their ratio.
+A fourth line reads the worst MessagePack batch for its bytes (260,000 `[[0]]`, the most a
+body may hold, 0.5 MB; 1.9 M in 3.8 MB held `/healthz` 5.5 s) on an event loop, in place
+and then as the API does (`tidings.api.beside`): the longest the loop went without running a
+ticking task, each way, and their ratio.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def main() -> None:
             "topics_over_data": round(topics / data, 1),
         }
     )
-    arrays = read_seconds_per_mb([{"data": [[[]]] * 60_000} for _ in range(10)], rounds)
+    arrays = read_seconds_per_mb([{"data": [[[]]] * 13_000} for _ in range(10)], rounds)
     data = read_seconds_per_mb([{"data": d, "topics": t} for d, t in DATA], rounds)
     emit(
         {
@@ -145,7 +146,7 @@ def main() -> None:
             "one_byte_items_over_data": round(ints / data, 1),
         }
     )
-    tiny = msgspec.msgpack.encode({"publications": [{"data": [[0]] * 190_000}] * 10})
+    tiny = msgspec.msgpack.encode({"publications": [{"data": [[0]] * 26_000}] * 10})
     in_place, aside = loop_held(tiny)
     emit(
         {
