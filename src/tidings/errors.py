@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"
     FORBIDDEN_ORIGIN = "forbidden_origin"
     MISDIRECTED = "misdirected"
+    INVALID_HEADER = "invalid_header"
     INSUFFICIENT_STORAGE = "insufficient_storage"
     RATE_LIMITED = "rate_limited"
     REQUEST_TIMEOUT = "request_timeout"
@@ -78,6 +79,7 @@ CATALOGUE: dict[ErrorCode, tuple[int, str]] = {
         "the broker's disk is nearly full ({free} bytes free, below limits.min_free_disk_bytes):"
         " publishing resumes once there is room",
     ),
+    ErrorCode.INVALID_HEADER: (400, "{detail}"),
     ErrorCode.MISDIRECTED: (
         421,
         "this broker does not answer to the name {host!r}: an address, localhost, public_url's "

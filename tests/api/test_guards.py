@@ -5,6 +5,8 @@ framed."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -63,6 +65,18 @@ def test_a_foreign_name_is_answered_421_for_reads_too(raw: httpx.Client, host: s
 @pytest.mark.parametrize("host", ["localhost:1234", "127.0.0.1", "[::1]:8080", "LOCALHOST"])
 def test_addresses_and_localhost_are_answered(raw: httpx.Client, host: str) -> None:
     assert raw.get("/healthz", headers={"Host": host}).status_code == 200
+
+
+def test_two_host_headers_are_answered_400_naming_the_header(server: EmbeddedServer) -> None:
+    """RFC 9112 3.2: a proxy in front may have routed by the other one."""
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"
+        sock.sendall(request)
+        head, _, body = sock.recv(65536).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400")
+    assert json.loads(body)["error"]["code"] == "invalid_header"
+    assert json.loads(body)["error"]["field"] == "Host"
 
 
 def test_a_configured_name_is_answered(tmp_path_factory: pytest.TempPathFactory) -> None:

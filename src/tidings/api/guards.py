@@ -5,8 +5,9 @@ preflight, and with DNS rebinding (its own name pointed at 127.0.0.1) it can rea
 answers. So, before any route runs (the publish lane included):
 - a request that carries a body must declare it as JSON or MessagePack (415 otherwise): no
   browser sends those cross-site without a CORS preflight, which the broker never grants;
-- the `Host` must be an address literal, `localhost`, or a name the operator configured
-  (`http.allowed_hosts`, `public_url`'s host): a rebound name is answered 421;
+- the `Host` must be one, and an address literal, `localhost`, or a name the operator
+  configured (`http.allowed_hosts`, `public_url`'s host): a rebound name is answered 421,
+  two `Host` headers 400 (RFC 9112: a proxy in front may have read the other);
 - a state-changing request or a WebSocket handshake that says where it comes from (`Origin`)
   must come from the broker's own origin or one configured (`http.allowed_origins`): 403.
 Clients that are not browsers (the CLI, the Python client, curl) send no `Origin`.
@@ -45,6 +46,10 @@ class WebGuard:
         await self.app(scope, receive, send)
 
     def _problem(self, scope: Scope) -> TidingsError | None:
+        if sum(1 for name, _ in scope["headers"] if name == b"host") > 1:
+            # RFC 9112 3.2: a server must answer 400; proxies before it may read another one
+            said = "a request carries one Host header"
+            return TidingsError(ErrorCode.INVALID_HEADER, field="Host", detail=said)
         host = header(scope, b"host")
         if not self._host_allowed(host):
             return TidingsError(ErrorCode.MISDIRECTED, field="Host", host=host[:100])
