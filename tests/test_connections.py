@@ -46,6 +46,10 @@ def healthy(server: EmbeddedServer) -> bool:
     return httpx.get(server.url + "/healthz", timeout=5).status_code == 200
 
 
+def metric(server: EmbeddedServer, name: str) -> float:
+    return server.broker.metrics.value(name)
+
+
 def test_a_header_line_past_the_limit_is_refused_with_431_and_closed(
     server: EmbeddedServer,
 ) -> None:
@@ -61,11 +65,21 @@ def test_a_header_line_past_the_limit_is_refused_with_431_and_closed(
     assert healthy(server)
 
 
-def test_a_request_with_too_many_headers_is_refused(server: EmbeddedServer) -> None:
+@pytest.mark.parametrize(
+    "rest",
+    [
+        pytest.param(b"GET /healthz HTTP/1.1\r\n", id="alone"),
+        pytest.param(b"POST /v1/publications HTTP/1.1\r\nContent-Length: 5\r\n", id="a body"),
+    ],
+)
+def test_a_request_with_too_many_headers_is_refused(server: EmbeddedServer, rest: bytes) -> None:
+    """Its body in the same read is left unparsed: the answer is said once."""
     with connect(server) as sock:
+        line, _, length = rest.partition(b"\r\n")
         headers = b"".join(b"X-%d: 1\r\n" % i for i in range(30))
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
-        assert answer_of(sock).startswith(b"HTTP/1.1 431")
+        sock.sendall(line + b"\r\nHost: 127.0.0.1\r\n" + headers + length + b"\r\nhello")
+        said = answer_of(sock)
+    assert said.startswith(b"HTTP/1.1 431") and said.count(b"HTTP/1.1") == 1, said
 
 
 def test_headers_that_trickle_in_are_cut_off_at_their_deadline(server: EmbeddedServer) -> None:
@@ -107,6 +121,57 @@ def test_a_body_that_trickles_in_is_cut_off_at_its_deadline(server: EmbeddedServ
                 if not said:
                     raise ConnectionResetError  # closed: recv answered b""
     assert healthy(server)
+
+
+CHUNKED = (
+    b"POST /v1/publications HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
+BODY = b'{"topics": ["a"], "data": 1}'
+
+
+def chunked(body: bytes, size: int) -> bytes:
+    """`body` in chunks of `size` bytes, without the last chunk."""
+    parts = (body[i : i + size] for i in range(0, len(body), size))
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts)
+
+
+@pytest.mark.parametrize(
+    "endless",
+    [
+        pytest.param(b"0\r\nX-Trailer: " + b"a" * 128 * 1024, id="a trailer line"),
+        pytest.param(b"0\r\n" + b"X-T: a\r\n" * 16 * 1024, id="many trailers"),
+        pytest.param(b"1;ext=" + b"a" * 128 * 1024, id="a chunk extension"),
+        pytest.param(b"0" * 128 * 1024, id="a chunk size's leading zeros"),
+    ],
+)
+def test_chunk_framing_and_trailers_past_the_header_limit_are_refused_with_431(
+    server: EmbeddedServer, endless: bytes
+) -> None:
+    """Past the headers only the body is free: 128 KiB more than the body is refused, not
+    read on until the body's deadline (one connection read 154 MiB that way)."""
+    before = metric(server, "framing_refused")
+    with connect(server) as sock:
+        sock.sendall(CHUNKED + chunked(BODY, 8) + endless)
+        said = answer_of(sock)
+    assert said.startswith(b"HTTP/1.1 431"), said
+    assert b"chunk framing and trailers" in said
+    assert metric(server, "framing_refused") == before + 1
+    assert healthy(server)
+
+
+def test_a_body_of_one_byte_chunks_with_extensions_and_a_trailer_is_taken(
+    server: EmbeddedServer,
+) -> None:
+    """A chunk's own framing is paid for by the chunk: one-byte chunks take five times their
+    body in framing, and that is no reason to refuse them."""
+    body = b'{"topics": ["a"], "data": "' + b"x" * 20_000 + b'"}'
+    parts = (body[i : i + 1] for i in range(len(body)))
+    framed = b"".join(b"1;n=v\r\n%s\r\n" % part for part in parts)
+    with connect(server) as sock:
+        sock.sendall(CHUNKED.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+        sock.sendall(framed + b"0\r\nX-Checksum: " + b"f" * 1000 + b"\r\n\r\n")
+        assert answer_of(sock).startswith(b"HTTP/1.1 201")
 
 
 # ---- a body's least rate: a body trickled in is cut off long before its deadline
@@ -247,10 +312,6 @@ def keep_alive_request(sock: socket.socket) -> None:
     length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
     while len(body) < length:
         body += sock.recv(65536)
-
-
-def metric(server: EmbeddedServer, name: str) -> float:
-    return server.broker.metrics.value(name)
 
 
 def test_an_address_past_its_connections_is_answered_503_while_another_is_served(

@@ -8,6 +8,11 @@ complete and answers 431 past `max_header_bytes` (buffering at most that plus on
 refuses more than `max_headers` headers, and closes a connection whose headers are not
 complete `header_timeout_s` after it opened or its request began, or whose body is not
 complete `body_timeout_s` after its headers (the application then sees the client leave).
+After the headers only the body is free: what a request sends beside its body (its head,
+chunk framing and extensions, trailers) is bounded by twice `max_header_bytes` and
+`CHUNK_ALLOWANCE` a chunk, else 431 (with an answer under way, the connection just closes):
+an endless trailer was read until the body's deadline (154 MiB, +170 MB resident, for one
+connection).
 A body must also keep a least rate, as Apache's mod_reqtimeout MinRate: after
 `body_rate_grace_s` each second has to be paid for by `body_min_rate` bytes, else the request
 is answered 408 `request_timeout` (while nothing is answered yet) and the connection closes,
@@ -46,6 +51,8 @@ TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
 TOO_SLOW = b"HTTP/1.1 408 Request Timeout\r\n"
 RETRY_AFTER_S = 1
 LINGER_S = 1.0  # a refused connection's client has this long to read the answer and leave
+LINGER_BYTES = 1024 * 1024  # what it sends meanwhile is dropped up to this, then not read
+CHUNK_ALLOWANCE = 64  # framing bytes a chunk may take: its size line, short extensions, CRLFs
 
 
 def refusal(limits: HTTPSettings) -> bytes:
@@ -112,6 +119,10 @@ class Full(Exception):
     """A client address holds all the connections it may."""
 
 
+class Refused(Exception):
+    """A request refused while the parser reads it: it reads no further."""
+
+
 class HeldFlow(FlowControl):
     """uvicorn's flow control, counting how long the server held reading paused."""
 
@@ -142,15 +153,17 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._head_bytes = 0
+        self._loose = 0  # bytes of this request read that are not its body (a read at a time)
         self._headers = 0
         self._in_head = True
         self._deadline: asyncio.TimerHandle | None = None
         self._seat: tuple[str, ...] | None = None  # the keys this connection counts against
         self._turned_away = False
+        self._dropped = 0  # bytes read and dropped since it was turned away
         self._body_began = 0.0  # loop time of the request's headers' end
         self._body_bytes = 0  # of its body so far
         self._body_held = 0.0  # the flow's held_s then
+        self._chunks = 0  # of its body so far: each earns CHUNK_ALLOWANCE bytes of framing
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -177,9 +190,16 @@ class GuardedHttpTools(HttpToolsProtocol):
         """Answer 503 before reading anything (the answer costs a write), half-close, and
         close once the client leaves or `LINGER_S` later; meanwhile what it sends is
         dropped unread. Not among uvicorn's connections: it takes no place in theirs."""
-        self._turned_away = True
         self.connections.discard(self)
-        self.transport.write(self.seats.refusal)
+        self._linger(self.seats.refusal)
+
+    def _linger(self, answer: bytes) -> None:
+        """Say `answer`, half-close, and close once the client leaves or `LINGER_S` later,
+        dropping what it sends meanwhile, up to `LINGER_BYTES` (closing at once with its bytes
+        unread would reset the connection, and the client could lose the answer)."""
+        self._disarm()
+        self._turned_away = True
+        self.transport.write(answer)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._deadline = self.loop.call_later(LINGER_S, self._expired)
@@ -204,16 +224,22 @@ class GuardedHttpTools(HttpToolsProtocol):
             taker.release = functools.partial(self.seats.give, seat)
 
     def data_received(self, data: bytes) -> None:
-        if self._turned_away:
-            return  # dropped: the answer is already said
-        self.seats.idle.pop(self, None)
-        if self._in_head:
-            self._head_bytes += len(data)
-        super().data_received(data)
-        if self.transport.is_closing():
+        if self._turned_away:  # dropped: the answer is already said
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES:
+                self.flow.pause_reading()  # a flood: no more reads until the close
             return
-        if self._in_head and self._head_bytes > self.limits.max_header_bytes:
+        self.seats.idle.pop(self, None)
+        self._loose += len(data)  # on_body takes the body's bytes back off
+        super().data_received(data)
+        if self._turned_away or self.transport.is_closing():
+            return  # refused, or closed
+        if self.transport.get_protocol() is not self:
+            return  # a WebSocket's now
+        if self._in_head and self._loose > self.limits.max_header_bytes:
             self._refuse(f"a request's headers are at most {self.limits.max_header_bytes} bytes")
+        elif not self._in_head and self._loose > self._loose_bound():
+            self._refuse_framing()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -226,10 +252,10 @@ class GuardedHttpTools(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._head_bytes = False, 0
+        self._in_head, self._chunks = False, 0
         if self._headers > self.limits.max_headers:
             self._refuse(f"a request has at most {self.limits.max_headers} headers")
-            return
+            raise Refused  # the parser stops here: the rest of this read is not a request's
         self._disarm()
         self.seats.make_room(len(self.connections))  # before uvicorn's check of its bound
         super().on_headers_complete()
@@ -240,7 +266,39 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
+        self._loose = max(0, self._loose - len(body))  # the read it came in was counted
         super().on_body(body)
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
+
+    def _loose_bound(self) -> int:
+        """A request's head, chunk framing and trailers: the head's bound and as much again
+        (a read that ends the head may also hold framing), and the allowance of its chunks."""
+        return 2 * self.limits.max_header_bytes + CHUNK_ALLOWANCE * self._chunks
+
+    def _refuse_framing(self) -> None:
+        """431 unless an answer is under way, then the connection closes: a request's chunk
+        framing or trailers took more than their bound."""
+        self._disarm()
+        self.seats.count("framing_refused")
+        if self._may_answer():
+            if self.cycle is not None:  # the application reading the body sees its client go
+                self.cycle.disconnected = True
+                self.cycle.message_event.set()
+            bound = self.limits.max_header_bytes
+            self._refuse(
+                f"a request's head, chunk framing and trailers are at most {2 * bound} bytes"
+                f" and {CHUNK_ALLOWANCE} a chunk"
+            )
+        else:
+            self.transport.close()
+
+    def _may_answer(self) -> bool:
+        """Whether nothing is answered yet on this connection for this request or one before
+        it in the pipeline."""
+        cycle = self.cycle
+        return not self.pipeline and (cycle is None or not cycle.response_started)
 
     def _body_due(self) -> float:
         """When the body's time is up: its deadline, or sooner where it lags the least rate
@@ -272,8 +330,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         """408 with the house's error body, unless an answer is under way (this request's, or
         one before it in the pipeline); then the connection closes (the application sees its
         client leave)."""
-        cycle = self.cycle
-        if not self.pipeline and (cycle is None or not cycle.response_started):
+        if self._may_answer():
             rate = self.limits.body_min_rate
             detail = f"the body came slower than {rate} bytes/s (http.body_min_rate)"
             body = orjson.dumps(TidingsError(ErrorCode.REQUEST_TIMEOUT, detail=detail).to_dict())
@@ -287,15 +344,18 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()
+        self._loose = 0  # the next request counts from the next read (this one is paid for)
         super().on_message_complete()
 
+    def send_400_response(self, msg: str) -> None:
+        if not self._turned_away:  # else the answer is said: the connection only lingers
+            super().send_400_response(msg)
+
     def _refuse(self, why: str) -> None:
-        self._disarm()
         body = why.encode("ascii")
         head = b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
         length = b"content-length: " + str(len(body)).encode() + b"\r\n\r\n"
-        self.transport.write(TOO_LARGE + head + length + body)
-        self.transport.close()
+        self._linger(TOO_LARGE + head + length + body)
 
     def _arm(self, seconds: float) -> None:
         self._disarm()

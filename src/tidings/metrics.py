@@ -60,6 +60,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
                               "at http.max_connections.", ()),
     "bodies_too_slow": ("Requests answered 408 and closed: their body came slower than "
                         "http.body_min_rate.", ()),
+    "framing_refused": ("Requests answered 431 (or closed, an answer under way): their "
+                        "chunk framing or trailers took more than http.max_header_bytes.", ()),
     "queue_ops_waited": ("Queue operations (a pull's lease, ack, nack, dead letters) that "
                          "waited for one of their subscriber's turns "
                          "(queues.max_concurrent_ops_per_subscriber).", ()),
