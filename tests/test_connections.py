@@ -3,7 +3,9 @@ deadlines for a request's headers and body, on a real server over real sockets."
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -12,7 +14,7 @@ import httpx
 import pytest
 
 from tidings.config import HTTPSettings, load_settings
-from tidings.connections import Full, Seats
+from tidings.connections import WS_WRITE_HOLD, Full, SeatedWebSockets, Seats
 from tidings.errors import ErrorCode, TidingsError
 from tidings.server import EmbeddedServer
 
@@ -403,3 +405,80 @@ def test_a_negative_bound_per_address_is_refused() -> None:
     with pytest.raises(TidingsError) as refused:
         load_settings({"http__max_connections_per_address": -1}, env={})
     assert refused.value.code == ErrorCode.CONFIG_INVALID
+
+
+# ---- a WebSocket client that sends and never reads: the broker stops reading it
+
+
+def stream_of(server: EmbeddedServer, buffer_bytes: int) -> socket.socket:
+    """A subscriber's WebSocket stream on a raw socket receiving into `buffer_bytes` of the
+    kernel's, past its handshake."""
+    sub = httpx.post(server.url + "/v1/subscribers").json()
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
+    sock.settimeout(10)
+    sock.connect((host, int(port)))
+    sock.sendall(
+        f"GET /v1/subscribers/{sub['id']}/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Authorization: Bearer {sub['token']}\r\n\r\n".encode()
+    )
+    said = b""
+    while b"\r\n\r\n" not in said:
+        said += sock.recv(1)  # byte by byte: nothing past the handshake's answer
+    assert said.startswith(b"HTTP/1.1 101")
+    return sock
+
+
+def ping(payload: bytes) -> bytes:
+    """A client's ping frame (masked with a zero key, so the payload reads as itself)."""
+    return bytes([0x89, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
+
+
+def streams_of(server: EmbeddedServer) -> list[SeatedWebSockets]:
+    state = server._server.server_state  # the served connections, as uvicorn keeps them
+    return [c for c in state.connections if isinstance(c, SeatedWebSockets)]
+
+
+def on_loop(server: EmbeddedServer, stream: SeatedWebSockets) -> tuple[bool, int]:
+    """Whether the broker reads `stream`, and the bytes it holds unsent for it, as seen on
+    the broker's own event loop."""
+
+    async def look() -> tuple[bool, int]:
+        transport = stream.transport
+        return transport.is_reading(), transport.get_write_buffer_size()
+
+    return asyncio.run_coroutine_threadsafe(look(), stream.loop).result(timeout=10)
+
+
+def test_a_stream_that_pings_and_never_reads_is_not_read_past_a_bounded_write_buffer(
+    server: EmbeddedServer,
+) -> None:
+    """uvicorn answers each ping at once: 2,000,000 pings from one client that never read
+    grew the broker by 234 MB of pongs. Past WS_WRITE_HOLD unsent the broker stops reading
+    the client, and it goes on once the client reads."""
+    pings = memoryview(ping(b"p" * 125) * 128 * 1024)  # 17 MB of pings, as many of pongs
+    before = set(streams_of(server))
+    with stream_of(server, buffer_bytes=32 * 1024) as sock:
+        [stream] = set(streams_of(server)) - before
+        sock.setblocking(False)
+        sent, reading = 0, True
+        while reading and sent < len(pings):
+            if select.select([], [sock], [], 1)[1]:
+                sent += sock.send(pings[sent : sent + 65536])
+            else:  # the kernel's buffers are full a second: is the broker still reading?
+                reading, unsent = on_loop(server, stream)
+        assert not reading, f"the broker read all {sent} bytes of pings"
+        assert WS_WRITE_HOLD < unsent < WS_WRITE_HOLD + 512 * 1024
+        rest = memoryview(pings[sent:].tobytes() + ping(b"last"))
+        tail = b""
+        while b"\x8a\x04last" not in tail:  # the client reads: the broker goes on
+            readable, writable, _ = select.select([sock], [sock] if rest else [], [], 10)
+            assert readable or writable, "the stream stalled"
+            if readable:
+                tail = (tail + sock.recv(1024 * 1024))[-64:]
+            if writable and rest:
+                rest = rest[sock.send(rest[:65536]) :]
+    assert healthy(server)

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+from uvicorn._types import ASGIReceiveEvent
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -52,6 +53,7 @@ TOO_SLOW = b"HTTP/1.1 408 Request Timeout\r\n"
 RETRY_AFTER_S = 1
 LINGER_S = 1.0  # a refused connection's client has this long to read the answer and leave
 LINGER_BYTES = 1024 * 1024  # what it sends meanwhile is dropped up to this, then not read
+WS_WRITE_HOLD = 1024 * 1024  # a WebSocket's unsent bytes past which its reading pauses
 CHUNK_ALLOWANCE = 64  # framing bytes a chunk may take: its size line, short extensions, CRLFs
 
 
@@ -376,15 +378,44 @@ class GuardedHttpTools(HttpToolsProtocol):
 
 class SeatedWebSockets(WebSocketsSansIOProtocol):
     """uvicorn's WebSocket protocol (`ws=`), which gives back the seat of the HTTP connection
-    it took over when it ends."""
+    it took over when it ends, and stops reading from a client that does not read.
+
+    uvicorn answers every ping at once, whatever its write buffer holds: one client sending
+    pings and never reading grew the broker by 234 MB of pongs. Once the buffer is past
+    `WS_WRITE_HOLD` after a read, reading pauses until the transport says it has drained
+    (below its low-water mark): whatever a client's frames make the broker say, pongs and
+    error frames alike, is then bounded by that and one read."""
 
     release: Callable[[], None] | None = None
+    held_for_writes = False  # reading paused until the write buffer drains
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.release is not None:
             self.release()
             self.release = None
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        transport = self.transport
+        if transport.is_closing() or self.held_for_writes:
+            return
+        if transport.get_write_buffer_size() > WS_WRITE_HOLD:
+            self.held_for_writes = True
+            transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.held_for_writes:
+            self.held_for_writes = False
+            if not self.read_paused and not self.transport.is_closing():
+                self.transport.resume_reading()  # unless uvicorn holds it for its own queue
+
+    async def receive(self) -> ASGIReceiveEvent:
+        message = await super().receive()
+        if self.held_for_writes and not self.transport.is_closing():
+            self.transport.pause_reading()  # uvicorn resumed it as its queue emptied
+        return message
 
 
 def guarded(limits: HTTPSettings, metrics: Metrics | None = None) -> type[GuardedHttpTools]:
