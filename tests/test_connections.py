@@ -453,23 +453,31 @@ def on_loop(server: EmbeddedServer, stream: SeatedWebSockets) -> tuple[bool, int
     return asyncio.run_coroutine_threadsafe(look(), stream.loop).result(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def unbounded_pings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("pings")}, env={})
+    limits = HTTPSettings(ws_max_pings_per_s=0)
+    with EmbeddedServer(dataclasses.replace(settings, http=limits)) as srv:
+        yield srv
+
+
 def test_a_stream_that_pings_and_never_reads_is_not_read_past_a_bounded_write_buffer(
-    server: EmbeddedServer,
+    unbounded_pings: EmbeddedServer,
 ) -> None:
     """uvicorn answers each ping at once: 2,000,000 pings from one client that never read
     grew the broker by 234 MB of pongs. Past WS_WRITE_HOLD unsent the broker stops reading
     the client, and it goes on once the client reads."""
     pings = memoryview(ping(b"p" * 125) * 128 * 1024)  # 17 MB of pings, as many of pongs
-    before = set(streams_of(server))
-    with stream_of(server, buffer_bytes=32 * 1024) as sock:
-        [stream] = set(streams_of(server)) - before
+    before = set(streams_of(unbounded_pings))
+    with stream_of(unbounded_pings, buffer_bytes=32 * 1024) as sock:
+        [stream] = set(streams_of(unbounded_pings)) - before
         sock.setblocking(False)
         sent, reading = 0, True
         while reading and sent < len(pings):
             if select.select([], [sock], [], 1)[1]:
                 sent += sock.send(pings[sent : sent + 65536])
             else:  # the kernel's buffers are full a second: is the broker still reading?
-                reading, unsent = on_loop(server, stream)
+                reading, unsent = on_loop(unbounded_pings, stream)
         assert not reading, f"the broker read all {sent} bytes of pings"
         assert WS_WRITE_HOLD < unsent < WS_WRITE_HOLD + 512 * 1024
         rest = memoryview(pings[sent:].tobytes() + ping(b"last"))
@@ -481,4 +489,33 @@ def test_a_stream_that_pings_and_never_reads_is_not_read_past_a_bounded_write_bu
                 tail = (tail + sock.recv(1024 * 1024))[-64:]
             if writable and rest:
                 rest = rest[sock.send(rest[:65536]) :]
-    assert healthy(server)
+    assert healthy(unbounded_pings)
+
+
+def frames_until_closed(sock: socket.socket) -> list[tuple[int, bytes]]:
+    """The server's frames (opcode, payload; each under 126 bytes) until it closes."""
+    said = answer_of(sock)
+    frames = []
+    while said:
+        length = said[1] & 0x7F
+        frames.append((said[0] & 0x0F, said[2 : 2 + length]))
+        said = said[2 + length :]
+    return frames
+
+
+def test_a_stream_pinging_past_its_bound_a_second_is_closed_1008(server: EmbeddedServer) -> None:
+    """Even a client that reads its pongs costs the loop its pings' parsing and answers: one
+    doing so held a bystander's pull 5 s. Pings within the bound are answered."""
+    with stream_of(server, buffer_bytes=1024 * 1024) as sock:
+        sock.sendall(ping(b"early") * 10)
+        said = b""
+        while len(said) < 10 * 7:
+            said += sock.recv(65536)
+        assert said == b"\x8a\x05early" * 10
+        sock.sendall(ping(b"flood") * 300)
+        frames = frames_until_closed(sock)
+    pongs = [payload for opcode, payload in frames if opcode == 0xA]
+    assert set(pongs) == {b"flood"}  # those of the read that crossed the bound went out
+    opcode, payload = frames[-1]
+    assert opcode == 0x8 and int.from_bytes(payload[:2], "big") == 1008
+    assert b"http.ws_max_pings_per_s" in payload

@@ -185,6 +185,9 @@ class HTTPSettings:
     # rate limits count against)
     trusted_proxies: str = ""
     ws_max_frame_bytes: int = 1024 * 1024  # a subscriber's frames are acknowledgements
+    # pings a WebSocket client may send in a second; past it the stream is closed 1008 (each
+    # is answered at once: a client reading its pongs held others' pulls 5 s). 0: no bound
+    ws_max_pings_per_s: int = 100
     # names the broker answers to besides addresses, localhost and public_url's host ("*":
     # any, as behind a proxy that checks them), and web origins allowed to change state
     allowed_hosts: str = ""

@@ -386,8 +386,11 @@ class SeatedWebSockets(WebSocketsSansIOProtocol):
     (below its low-water mark): whatever a client's frames make the broker say, pongs and
     error frames alike, is then bounded by that and one read."""
 
+    limits = HTTPSettings()
     release: Callable[[], None] | None = None
     held_for_writes = False  # reading paused until the write buffer drains
+    pings = 0  # in the second since `pings_since`
+    pings_since = 0.0
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.release is not None:
@@ -411,11 +414,34 @@ class SeatedWebSockets(WebSocketsSansIOProtocol):
             if not self.read_paused and not self.transport.is_closing():
                 self.transport.resume_reading()  # unless uvicorn holds it for its own queue
 
+    def handle_ping(self) -> None:
+        """Answer a ping, unless it is past `ws_max_pings_per_s` in this second: then the
+        stream is closed 1008 (a client that reads its pongs costs the loop all the same).
+        The pongs of the read that crossed the bound are already made and go out first."""
+        if self.close_sent or self.transport.is_closing():
+            return
+        most, now = self.limits.ws_max_pings_per_s, self.loop.time()
+        if now - self.pings_since >= 1.0:
+            self.pings, self.pings_since = 0, now
+        self.pings += 1
+        if most and self.pings > most:
+            self.conn.fail(1008, f"at most {most} pings a second (http.ws_max_pings_per_s)")
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            self.close_sent = True
+            self.transport.close()
+            return
+        super().handle_ping()
+
     async def receive(self) -> ASGIReceiveEvent:
         message = await super().receive()
         if self.held_for_writes and not self.transport.is_closing():
             self.transport.pause_reading()  # uvicorn resumed it as its queue emptied
         return message
+
+
+def seated(limits: HTTPSettings) -> type[SeatedWebSockets]:
+    """The protocol class for uvicorn's `ws=`, with these limits."""
+    return type("Seated", (SeatedWebSockets,), {"limits": limits})
 
 
 def guarded(limits: HTTPSettings, metrics: Metrics | None = None) -> type[GuardedHttpTools]:

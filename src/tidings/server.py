@@ -28,7 +28,7 @@ from tidings.api.lane import PublishLane
 from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
 from tidings.config import Settings
-from tidings.connections import SeatedWebSockets, guarded
+from tidings.connections import guarded, seated
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog, Retention
 from tidings.ids import hash_token
@@ -91,7 +91,7 @@ def _config(settings: Settings, broker: Broker) -> uvicorn.Config:
         log_level=settings.logs.level,
         access_log=settings.logs.access_log,
         http=guarded(settings.http, broker.metrics),
-        ws=SeatedWebSockets,
+        ws=seated(settings.http),
         ws_max_size=settings.http.ws_max_frame_bytes,
         limit_concurrency=settings.http.max_connections,
         lifespan="on",
