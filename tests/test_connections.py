@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tidings.config import HTTPSettings, load_settings
+from tidings.config import AccessSettings, HTTPSettings, load_settings
 from tidings.connections import WS_WRITE_HOLD, Full, SeatedWebSockets, Seats
 from tidings.errors import ErrorCode, TidingsError
 from tidings.server import EmbeddedServer
@@ -174,6 +174,20 @@ def test_a_body_of_one_byte_chunks_with_extensions_and_a_trailer_is_taken(
         sock.sendall(CHUNKED.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
         sock.sendall(framed + b"0\r\nX-Checksum: " + b"f" * 1000 + b"\r\n\r\n")
         assert answer_of(sock).startswith(b"HTTP/1.1 201")
+
+
+def test_a_trailer_is_never_taken_for_a_header(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A publish key sent as a trailer, after the body: uvicorn appended trailers to the
+    request's headers, so a key no check before the body had seen was taken."""
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("keyed")}, env={})
+    keyed = dataclasses.replace(settings, access=AccessSettings(publish_keys="k=*"))
+    with EmbeddedServer(keyed) as srv, connect(srv) as sock:
+        head = CHUNKED.replace(b"/v1/publications", b"/v1/publications/batch")
+        sock.sendall(head.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+        batch = b'{"publications": [' + BODY + b"]}"
+        sock.sendall(chunked(batch, 8) + b"0\r\nAuthorization: Bearer k\r\n\r\n")
+        said = answer_of(sock)
+    assert said.startswith(b"HTTP/1.1 401"), said[:200]
 
 
 # ---- a body's least rate: a body trickled in is cut off long before its deadline

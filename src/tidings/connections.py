@@ -250,6 +250,10 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._arm(self.limits.header_timeout_s)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._in_head:
+            # a trailer: uvicorn would add it to the headers the application already holds,
+            # where a check made before the body (a proxy's, or ours) never saw it
+            return
         self._headers += 1
         super().on_header(name, value)
 
