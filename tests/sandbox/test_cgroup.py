@@ -5,10 +5,10 @@ limit is tested everywhere (test_tenants, test_escapes)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +26,15 @@ HOG = (
 @pytest.mark.skipif(BASE is None, reason=f"no memory cgroup granted here: {WHY_NOT}")
 async def test_each_code_worker_runs_in_a_memory_cgroup_of_its_own() -> None:
     runner = create_runner(FunctionSettings(workers=1, memory_mib=64))
+    made: list[Path] = []  # every cgroup this runner made (others of this process may live)
+    wrap = runner.cgroups.wrap
+
+    def recorded(argv: list[str]) -> tuple[list[str], Path | None]:
+        wrapped, path = wrap(argv)
+        made.extend([path] if path is not None else [])
+        return wrapped, path
+
+    runner.cgroups.wrap = recorded  # type: ignore[method-assign]
     pub = Publication("p", 0.0, data="x", function_types=("t",))
     subs = [
         Subscription(f"s-{o}", o, "function", function=FunctionSpec("t", "code", HOG))
@@ -34,7 +43,7 @@ async def test_each_code_worker_runs_in_a_memory_cgroup_of_its_own() -> None:
     try:
         outcomes = await runner.evaluate(pub, subs)
         assert all(o.error for o in outcomes)  # the hog is stopped, by one wall or the other
-        cgroups = []
+        cgroups: list[Path] = []
         for owner in ("a", "b"):
             worker = runner.main.workers._tenants[owner].worker
             if worker is None:  # ended by the cgroup's OOM killer: its next call binds another
@@ -46,9 +55,12 @@ async def test_each_code_worker_runs_in_a_memory_cgroup_of_its_own() -> None:
         assert len(set(cgroups)) == len(cgroups)  # one each
     finally:
         await runner.aclose()
-    await asyncio.sleep(0.5)  # a worker's own process, under bubblewrap, may still be exiting
-    release_busy()
-    assert not any(BASE.glob(f"tidings-worker-{os.getpid()}-*"))  # removed with their workers
+    for _ in range(100):  # a worker's own process, under bubblewrap, may still be exiting
+        release_busy()
+        if not any(path.exists() for path in made):
+            break
+        await asyncio.sleep(0.1)
+    assert made and not any(path.exists() for path in made)  # removed with their workers
 
 
 def test_where_no_cgroup_is_granted_the_reason_is_said() -> None:
