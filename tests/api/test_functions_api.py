@@ -8,7 +8,9 @@ import dataclasses
 import resource
 import socket
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,19 +101,27 @@ def test_a_text_past_the_cap_is_refused(http: httpx.Client) -> None:
     assert response.json()["error"]["code"] == "input_too_large"
 
 
-def detect_calls(tmp_path: Path, n: int, loopback_limited: bool) -> list[httpx.Response]:
-    """`n` calls in a row to a broker allowing one a 100 seconds, 2 at once, per address (so
-    that however slowly the first call starts the library's workers, no token comes back
-    during the test); and its /healthz, last."""
-    overrides = {"data_dir": tmp_path, "limits__rate_limit_loopback": loopback_limited}
-    settings = load_settings(overrides, env={})
+DETECT_BODY = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
+
+
+@contextmanager
+def detect_limited(tmp_path: Path, **overrides: object) -> Iterator[httpx.Client]:
+    """A client of a broker allowing one Detect call a 100 seconds, 2 at once, per address
+    (so that however slowly the first call starts the library's workers, no token comes
+    back during the test)."""
+    settings = load_settings({"data_dir": tmp_path, **overrides}, env={})
     functions = FunctionSettings(detect_rate_per_s=0.01, detect_burst=2)
-    body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
     with (
         EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
         httpx.Client(base_url=srv.url, timeout=30) as client,
     ):
-        answers = [client.post("/api/DetectLanguages", json=body) for _ in range(n)]
+        yield client
+
+
+def detect_calls(tmp_path: Path, n: int, loopback_limited: bool) -> list[httpx.Response]:
+    """`n` calls in a row (`detect_limited`); and its /healthz, last."""
+    with detect_limited(tmp_path, limits__rate_limit_loopback=loopback_limited) as client:
+        answers = [client.post("/api/DetectLanguages", json=DETECT_BODY) for _ in range(n)]
         return [*answers, client.get("/healthz")]
 
 
@@ -133,20 +143,11 @@ def test_this_machine_s_clients_are_not_rate_limited_unless_told(tmp_path: Path)
 def test_the_64s_of_one_ipv6_48_share_its_rate(tmp_path: Path) -> None:
     """Callers named by a trusted proxy: this machine reaches the server from loopback alone.
     Each /64 may make 2 calls at once; their /48, 8."""
-    overrides = {"data_dir": tmp_path, "http__trusted_proxies": "127.0.0.1"}
-    settings = load_settings(overrides, env={})
-    functions = FunctionSettings(detect_rate_per_s=0.01, detect_burst=2)
-    body = {"publication": {"data": ENGLISH}, "params": {"language": "en"}}
-    with (
-        EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
-        httpx.Client(base_url=srv.url, timeout=30) as client,
-    ):
+    with detect_limited(tmp_path, http__trusted_proxies="127.0.0.1") as client:
 
         def call(address: str) -> int:
-            sent = client.post(
-                "/api/DetectLanguages", json=body, headers={"X-Forwarded-For": address}
-            )
-            return sent.status_code
+            named = {"X-Forwarded-For": address}
+            return client.post("/api/DetectLanguages", json=DETECT_BODY, headers=named).status_code
 
         walked = [call(f"2001:db8:1:{n:x}::1") for n in range(5) for _ in range(2)]
         elsewhere = call("2001:db8:2::1")
@@ -169,7 +170,7 @@ def test_slow_uploads_hold_their_senders_reads_not_anyone_elses(tmp_path: Path) 
     overrides = {"data_dir": tmp_path, "limits__rate_limit_loopback": True}
     settings = load_settings(overrides, env={})
     functions = FunctionSettings(detect_reads_per_client=1)  # detect_concurrency: 4
-    body = orjson.dumps({"publication": {"data": ENGLISH}, "params": {"language": "en"}})
+    body = orjson.dumps(DETECT_BODY)
     with EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv:
         assert post_from("127.0.0.3", srv.url, body).status_code == 200  # the workers are up
         head = (
@@ -197,7 +198,7 @@ def test_bodies_being_read_from_all_clients_are_bounded_too(tmp_path: Path) -> N
     overrides = {"data_dir": tmp_path, "limits__rate_limit_loopback": True}
     settings = load_settings(overrides, env={})
     functions = FunctionSettings(detect_reads=1)
-    body = orjson.dumps({"publication": {"data": ENGLISH}, "params": {"language": "en"}})
+    body = orjson.dumps(DETECT_BODY)
     with (
         EmbeddedServer(dataclasses.replace(settings, functions=functions)) as srv,
         socket.create_connection(("127.0.0.1", srv.settings.port), 60) as slow,
