@@ -64,7 +64,7 @@ class FairShare:
         self._tick = 0
         self._tag: dict[str, int] = {}  # owner -> the slot time its turns have held (quanta)
         self._expected: dict[str, int] = {}  # owner -> its next turn's expected cost (quanta)
-        self._clock = 0  # the tag of the last owner granted a turn
+        self._virtual = 0  # virtual time: the tag of the last owner granted a turn
         # owners waiting and not running, by when their next turn would end, their tag, when
         # they were last served (-1: never), arrival: heaps, so a grant costs O(log owners);
         # the ones whose next turn is expected to cost apart, held back past `costly`
@@ -122,7 +122,7 @@ class FairShare:
         began, dear = self._since[owner].popleft()
         self._costly_running -= dear
         cost = max(1, math.ceil((self.clock() - began) / QUANTUM_S))
-        self._tag[owner] = max(self._tag.get(owner, 0), self._clock) + cost
+        self._tag[owner] = max(self._tag.get(owner, 0), self._virtual) + cost
 
     def _begin(self, owner: str, dear: bool = False) -> None:
         self._tick += 1
@@ -135,7 +135,7 @@ class FairShare:
         spare = self._running.get(owner, 0) < self.per_owner
         if owner in self._waiting and spare and owner not in self._queued:
             self._arrivals += 1
-            tag = max(self._tag.get(owner, 0), self._clock)
+            tag = max(self._tag.get(owner, 0), self._virtual)
             expected = self._expected.get(owner, 0)
             entry = (tag + expected, tag, self._last.get(owner, -1), self._arrivals, owner)
             heapq.heappush(self._dear if expected else self._cheap, entry)
@@ -173,7 +173,7 @@ class FairShare:
                 self._enqueue(owner)
                 continue
             self.free -= 1
-            self._clock = max(self._clock, tag)
+            self._virtual = max(self._virtual, tag)
             self._begin(owner, dear=ready is self._dear)
             self._running[owner] = self._running.get(owner, 0) + 1
             self._streak[owner] = 1

@@ -104,7 +104,7 @@ class TenantWorkers:
         full = need_library(calls)
         tenant = self._tenants.get(owner)
         worker = tenant.worker if tenant is not None else None
-        if worker is not None and not worker.dead and (worker.lean is False or not full):
+        if worker is not None and not worker.dead and not (full and worker.lean):
             return 0.0
         if not full and self._spare:
             return 0.0
