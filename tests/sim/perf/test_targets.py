@@ -50,7 +50,9 @@ def run_briefly(name: str, url: str | None, **overrides: float) -> Summary:
 def test_a_short_fan_out_run_delivers_every_message_to_every_consumer_once(
     name: str, tidings_url: str
 ) -> None:
-    summary = run_briefly(name, url_of(name, tidings_url), topics=1)
+    # 50 messages, however long a busy peer takes to confirm them (a shared JetStream once
+    # took 1.3 s a publish, and a one-second run sent 2)
+    summary = run_briefly(name, url_of(name, tidings_url), topics=1, messages=50, duration=60)
     assert summary.sent >= 50
     assert summary.expected == 3 * summary.sent
     assert (summary.received, summary.lost, summary.duplicates) == (summary.expected, 0, 0)
