@@ -22,26 +22,33 @@ def check_store_url(url: str) -> str:
             field="store_url",
             detail=f"unknown store URL {url!r}: use memory://, sqlite:///PATH or postgresql://...",
         )
-    if scheme == "sqlite":
-        sync = dict(parse_qsl(urlsplit(url).query)).get("synchronous", "normal")
-        if sync.lower() not in ("normal", "full"):
-            raise TidingsError(
-                ErrorCode.CONFIG_INVALID, field="store_url", detail="synchronous is normal or full"
-            )
+    query = dict(parse_qsl(urlsplit(url).query))
+    if scheme == "sqlite" and query.get("synchronous", "normal").lower() not in ("normal", "full"):
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="store_url", detail="synchronous is normal or full"
+        )
+    if scheme in ("memory", "sqlite") and query.get("layout", "rows") not in ("rows", "log"):
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID, field="store_url", detail="layout is rows or log"
+        )
     return scheme
 
 
 def open_store(url: str) -> Store:
     scheme = check_store_url(url)
-    if scheme == "memory":
+    query = dict(parse_qsl(urlsplit(url).query))
+    if scheme in ("memory", "sqlite"):
         from tidings.store.sqlite import SQLiteStore
 
-        return SQLiteStore(":memory:")
-    if scheme == "sqlite":
-        from tidings.store.sqlite import SQLiteStore
+        path = ":memory:"
+        if scheme == "sqlite":
+            path = url[len("sqlite:///") :].split("?", 1)[0] or ":memory:"
+        sync = query.get("synchronous", "normal")
+        if query.get("layout", "rows") == "log":
+            from tidings.store.loglayout import SQLiteLogStore
 
-        sync = dict(parse_qsl(urlsplit(url).query)).get("synchronous", "normal")
-        return SQLiteStore(url[len("sqlite:///") :].split("?", 1)[0] or ":memory:", sync)
+            return SQLiteLogStore(path, sync)
+        return SQLiteStore(path, sync)
     from tidings.store.postgres import PostgresStore
 
     return PostgresStore(url)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tidings.store.base import DedupClaim, DedupKey, PublishOnce
+from tidings.store.base import DedupClaim, DedupKey, Fanout, PublishOnce
 from tidings.store.database import Cursor, Database
 from tidings.store.enqueue import enqueue_step
 
@@ -30,21 +30,27 @@ class DedupIds:
         self._db = db
 
     def publish_once(self, op: PublishOnce) -> Callable[[Cursor], dict[DedupKey, DedupClaim]]:
-        # in key order, so two transactions claiming the same ids wait rather than deadlock
-        # (a stable sort: of one key's claims, the first keeps its place)
-        claims = sorted(op.claims, key=lambda c: c.key)
-
         def step(cur: Cursor) -> dict[DedupKey, DedupClaim]:
-            duplicates: dict[DedupKey, DedupClaim] = {}
-            for start in range(0, len(claims), CHUNK):
-                duplicates.update(self._claim(cur, claims[start : start + CHUNK], op.now))
-            refused = {c.publication_id for c in claims if _refused(c, duplicates)}
-            fresh = [f for f in op.fanouts if f.publication_id not in refused]
+            duplicates, fresh = self.claim(cur, op)
             if fresh:
                 enqueue_step(self._db, [], True, fresh)(cur)
             return duplicates
 
         return step
+
+    def claim(
+        self, cur: Cursor, op: PublishOnce
+    ) -> tuple[dict[DedupKey, DedupClaim], list[Fanout]]:
+        """Claim the operation's dedup ids: the claims refused (by key, the holder), and the
+        fan-outs of the publications whose claims are new, to enqueue."""
+        # in key order, so two transactions claiming the same ids wait rather than deadlock
+        # (a stable sort: of one key's claims, the first keeps its place)
+        claims = sorted(op.claims, key=lambda c: c.key)
+        duplicates: dict[DedupKey, DedupClaim] = {}
+        for start in range(0, len(claims), CHUNK):
+            duplicates.update(self._claim(cur, claims[start : start + CHUNK], op.now))
+        refused = {c.publication_id for c in claims if _refused(c, duplicates)}
+        return duplicates, [f for f in op.fanouts if f.publication_id not in refused]
 
     def _claim(
         self, cur: Cursor, claims: Sequence[DedupClaim], now: float

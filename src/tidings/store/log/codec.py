@@ -1,9 +1,12 @@
 """The bytes of a reference record and of a consumer's state (machine byte order, arrays).
 
-A reference record is a batch's fan-out: three arrays of one length, subscriber numbers
-(int32), their sequence numbers and the body ids (int64): 20 bytes a delivery, whatever the
-body. A consumer's state is its ack floor, the sparse set of acknowledged sequence numbers
-above it and the attempts of the deliveries leased and not acknowledged.
+A reference record is a batch's fan-out: four arrays of one length, subscriber numbers
+(int32), their sequence numbers and the body ids (int64) and a tag each (int32: what the
+log's user says of a delivery, the broker's subscription ids): 24 bytes a delivery,
+whatever the body; then each body's time (float64) and length (int32), so that recovery
+knows them without reading a body. A consumer's state is its ack floor, the sparse set of
+acknowledged sequence numbers above it and the attempts of the deliveries leased and not
+acknowledged.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ class Refs:
     subscribers: array[int] = field(default_factory=lambda: array("i"))
     seqs: array[int] = field(default_factory=lambda: array("q"))
     bodies: array[int] = field(default_factory=lambda: array("q"))
+    tags: array[int] = field(default_factory=lambda: array("i"))
+    times: array[float] = field(default_factory=lambda: array("d"))  # a body each
+    lengths: array[int] = field(default_factory=lambda: array("i"))  # a body each
 
-    def add(self, subscriber: int, seq: int, body: int) -> None:
+    def add(self, subscriber: int, seq: int, body: int, tag: int = 0) -> None:
         self.subscribers.append(subscriber)
         self.seqs.append(seq)
         self.bodies.append(body)
+        self.tags.append(tag)
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -38,18 +45,27 @@ class Refs:
 
 def encode_refs(refs: Refs) -> bytes:
     header = _HEADER.pack(len(refs), refs.first_body, refs.last_body)
-    arrays = (refs.subscribers, refs.seqs, refs.bodies)
+    arrays = (refs.subscribers, refs.seqs, refs.bodies, refs.tags, refs.times, refs.lengths)
     return header + b"".join(a.tobytes() for a in arrays)
 
 
 def decode_refs(data: bytes) -> Refs:
     n, first_body, last_body = _HEADER.unpack_from(data)
+    m = len(data) - _HEADER.size - 24 * n  # the bodies' times and lengths: 12 bytes each
     view = memoryview(data)[_HEADER.size :]
-    subscribers, seqs, bodies = array("i"), array("q"), array("q")
-    subscribers.frombytes(view[: 4 * n])
-    seqs.frombytes(view[4 * n : 12 * n])
-    bodies.frombytes(view[12 * n : 20 * n])
-    return Refs(first_body, last_body, subscribers, seqs, bodies)
+    refs = Refs(first_body, last_body)
+    at = 0
+    for part, size in (
+        (refs.subscribers, 4 * n),
+        (refs.seqs, 8 * n),
+        (refs.bodies, 8 * n),
+        (refs.tags, 4 * n),
+        (refs.times, 8 * m // 12),
+        (refs.lengths, 4 * m // 12),
+    ):
+        part.frombytes(view[at : at + size])
+        at += size
+    return refs
 
 
 @dataclass(frozen=True, slots=True)

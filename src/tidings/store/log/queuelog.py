@@ -23,16 +23,18 @@ Not here yet (the broker wiring, the next step): dedup keys, dead letters after
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tidings.store.log.codec import Refs, decode_refs, decode_state, encode_refs, encode_state
-from tidings.store.log.cursor import Cursor
+from tidings.store.log.cursor import Cursor, Taken
 from tidings.store.log.engine import LogEngine, Span, WriteBatch
 
 _CHECKED_SEGMENTS = 8  # segments still kept looked at for dropping per commit, oldest first
+_COMPACT_BODIES = 4096  # bodies' times and lengths dropped from the front at once, at least
 
 
 class LogMessage(NamedTuple):
@@ -66,15 +68,48 @@ class Segment:
             self.tops[subscriber] = seq
 
 
+class Post(NamedTuple):
+    """A publication to append: its body once, the subscribers it goes to, a tag each (what
+    the log's user says of that delivery) and its time (the log keeps both, never reads
+    them)."""
+
+    body: bytes
+    subscribers: Sequence[str]
+    tags: Sequence[int] = ()
+    at: float = 0.0
+    size: int = -1  # the length the log keeps for it (-1: the body's)
+
+
+class Prepared(NamedTuple):
+    """A group commit written, not yet applied to memory (`QueueLog.finish`)."""
+
+    batch: WriteBatch
+    staged: list[tuple[int, Segment, Refs]]
+
+
 class QueueLog:
+    """The log. Its methods hold its lock (a re-entrant one: a user running several of
+    them as one step holds `lock` around them)."""
+
     def __init__(
-        self, engine: LogEngine, segment_bodies: int = 4096, cache_bodies: int = 4096
+        self,
+        engine: LogEngine,
+        segment_bodies: int = 4096,
+        cache_bodies: int = 4096,
+        eager: bool = False,
     ) -> None:
         self.engine = engine
+        # eager: what is appended is leasable at once, before its commit (a user whose
+        # engine writes in its own transaction, reading the log again if that fails)
+        self._eager = eager
         self._segment_bodies = segment_bodies
-        self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cache_size = cache_bodies
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()
+        self._reset()
+        self._recover()
+
+    def _reset(self) -> None:
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._numbers: dict[str, int] = {}
         self._names: dict[int, str] = {}
         self._cursors: dict[int, Cursor] = {}
@@ -83,102 +118,198 @@ class QueueLog:
         self._staged = WriteBatch()
         self._staged_refs: list[tuple[int, Segment, Refs]] = []
         self._next_body = self._next_record = 1
-        self._recover()
+        self._base = 1  # the body id of `_times[0]` and `_lengths[0]`
+        self._times: array[float] = array("d")
+        self._lengths: array[int] = array("i")
+
+    def reload(self) -> None:
+        """Forget everything in memory and read the log again (after a failed transaction
+        of the log's user: what memory held may not be what was committed)."""
+        with self.lock:
+            self._reset()
+            self._recover()
 
     # ------------------------------------------------------------------ writes, staged
 
     def publish(self, batch: Sequence[tuple[bytes, Iterable[str]]]) -> int:
         """Stage a batch of publications, each a body and its subscribers, as one record;
         answers the deliveries staged. Committed (and leasable) by the next `commit`."""
-        with self._lock:
+        return self.append([Post(body, list(subscribers)) for body, subscribers in batch])
+
+    def append(self, posts: Sequence[Post]) -> int:
+        """`publish` with each delivery's tag and each body's time."""
+        with self.lock:
             segment = self._open_segment()
-            refs = Refs(first_body=self._next_body, last_body=self._next_body + len(batch) - 1)
-            for body, subscribers in batch:
+            refs = Refs(first_body=self._next_body, last_body=self._next_body + len(posts) - 1)
+            for post in posts:
                 body_id = self._next_body
                 self._next_body += 1
-                self._staged.bodies.append((body_id, body))
-                for name in subscribers:
+                self._staged.bodies.append((body_id, post.body))
+                refs.times.append(post.at)
+                refs.lengths.append(post.size if post.size >= 0 else len(post.body))
+                tags = post.tags or [0] * len(post.subscribers)
+                for name, tag in zip(post.subscribers, tags, strict=True):
                     cursor = self._cursors[number := self._number(name)]
                     cursor.last_seq += 1  # a failed commit leaves a gap: floors step over it
-                    refs.add(number, cursor.last_seq, body_id)
-            segment.bodies += len(batch)
+                    refs.add(number, cursor.last_seq, body_id, tag)
+            segment.bodies += len(posts)
             record = self._next_record
             self._next_record += 1
             self._staged.records.append((record, segment.number, encode_refs(refs)))
             self._staged_refs.append((record, segment, refs))
+            if self._eager:
+                self._remember(self._staged.bodies[-len(posts) :] if posts else [])
+                self._place(refs)
             return len(refs)
 
-    def lease(self, subscriber: str, n: int, visibility_s: float, now: float) -> list[LogMessage]:
-        """Up to n ready deliveries of the subscriber, in sequence order; their attempts are
-        durable from the next `commit` on."""
-        with self._lock:
+    def take(
+        self,
+        subscriber: str,
+        n: int,
+        visibility_s: float,
+        now: float,
+        max_attempts: int = 0,
+        max_bytes: int | None = None,
+    ) -> tuple[list[Taken], list[Taken]]:
+        """Lease up to n ready deliveries (and take out those leased `max_attempts` times:
+        the second list); their attempts are durable from the next `commit` on."""
+        with self.lock:
             number = self._numbers.get(subscriber)
             if number is None:
-                return []
-            taken = self._cursors[number].take(n, now + visibility_s, now)
-            if taken:
+                return [], []
+            taken, dead = self._cursors[number].take(
+                n, now + visibility_s, now, max_attempts, max_bytes, self.body_length
+            )
+            if taken or dead:
                 self._dirty.add(number)
-            bodies = self._bodies({body for _, body, _ in taken})
+            return taken, dead
+
+    def lease(self, subscriber: str, n: int, visibility_s: float, now: float) -> list[LogMessage]:
+        """Up to n ready deliveries of the subscriber, in sequence order, with their bodies."""
+        with self.lock:
+            taken, _ = self.take(subscriber, n, visibility_s, now)
+            bodies = self.read({t.body for t in taken})
             return [
-                LogMessage(subscriber, seq, bodies[body], attempt, f"{seq}.{attempt}")
-                for seq, body, attempt in taken
+                LogMessage(subscriber, t.seq, bodies[t.body], t.attempt, f"{t.seq}.{t.attempt}")
+                for t in taken
             ]
 
     def ack(self, subscriber: str, receipts: Sequence[str]) -> int:
         """Acknowledge by receipts; answers how many were current (stale ones do nothing).
         Durable from the next `commit` on."""
-        with self._lock:
-            number = self._numbers.get(subscriber)
-            if number is None:
+        with self.lock:
+            cursor = self.cursor(subscriber)
+            if cursor is None:
                 return 0
-            acked = sum(self._cursors[number].ack(*_parse(r)) for r in receipts)
+            acked = sum(cursor.ack(*_parse(r)) for r in receipts)
             if acked:
-                self._dirty.add(number)
+                self.touched(subscriber)
             return acked
 
     def nack(self, subscriber: str, receipts: Sequence[str], now: float, delay_s: float) -> int:
         """Hand leased deliveries back, ready at `now + delay_s` (in memory)."""
-        with self._lock:
-            cursor = self._cursor_of(subscriber)
+        with self.lock:
+            cursor = self.cursor(subscriber)
             if cursor is None:
                 return 0
             return sum(cursor.hand_back(*_parse(r), now + delay_s) for r in receipts)
+
+    def number(self, name: str) -> int:
+        """The subscriber's number in records (given now if it has none)."""
+        with self.lock:
+            return self._number(name)
+
+    def touched(self, subscriber: str) -> None:
+        """The subscriber's state changed (through its `cursor`): written at the next commit."""
+        with self.lock:
+            number = self._numbers.get(subscriber)
+            if number is not None:
+                self._dirty.add(number)
+
+    def forget(self, subscriber: str) -> int:
+        """Settle all of a subscriber's queue (a subscriber removed); how many went."""
+        with self.lock:
+            cursor = self.cursor(subscriber)
+            if cursor is None:
+                return 0
+            gone = [seq for seq, _, _ in cursor.entries()]
+            for seq in gone:
+                cursor.settle(seq)
+            self.touched(subscriber)
+            return len(gone)
 
     def commit(self) -> None:
         """The group commit: everything staged and every changed state in one transaction.
         If it fails, what it held is not committed (its publications and acks are to be
         answered as failed) and the log goes on from its last commit."""
-        with self._lock:
+        with self.lock:
+            prepared = self.prepare()
+            if prepared is not None:
+                self.finish(prepared)
+
+    def prepare(self) -> Prepared | None:
+        """Write the group commit through the engine (`commit`'s first half: a user whose
+        engine writes inside a transaction of its own calls `finish` once that committed)."""
+        with self.lock:
             batch, self._staged = self._staged, WriteBatch()
             staged, self._staged_refs = self._staged_refs, []
             dirty, self._dirty = self._dirty, set()
             batch.states = [(n, encode_state(self._cursors[n].state())) for n in sorted(dirty)]
             batch.drops = self._droppable(staged)
             if not batch:
-                return
+                return None
             try:
                 self.engine.write(batch)
             except BaseException:
                 self._staged.names[:0] = batch.names  # numbers given stay given
                 self._dirty |= dirty
                 raise
+            return Prepared(batch, staged)
+
+    def finish(self, prepared: Prepared) -> None:
+        """What a written group commit changes in memory: its references become leasable."""
+        with self.lock:
+            batch, staged = prepared
             dropped = set(batch.drops)
             self._segments = [s for s in self._segments if s.span() not in dropped]
-            self._remember(batch.bodies)
+            if not self._eager:
+                self._remember(batch.bodies)
             for record, segment, refs in staged:
-                self._place(refs)
+                if not self._eager:
+                    self._place(refs)
                 segment.add(record, refs)
+            self._trim_bodies()
 
     # ------------------------------------------------------------------ reads
 
+    def cursor(self, subscriber: str) -> Cursor | None:
+        number = self._numbers.get(subscriber)
+        return None if number is None else self._cursors[number]
+
+    def queues(self) -> list[tuple[str, Cursor]]:
+        """Every subscriber's name and cursor."""
+        with self.lock:
+            return [(self._names[n], c) for n, c in self._cursors.items()]
+
+    def read(self, ids: set[int]) -> dict[int, bytes]:
+        """Bodies by id, the recent ones from memory."""
+        with self.lock:
+            return self._bodies(ids)
+
+    def body_time(self, body: int) -> float:
+        return self._times[body - self._base]
+
+    def body_length(self, body: int) -> int:
+        return self._lengths[body - self._base]
+
     def depth(self, subscriber: str) -> int:
         """Deliveries not acknowledged (committed ones)."""
-        with self._lock:
-            cursor = self._cursor_of(subscriber)
+        with self.lock:
+            cursor = self.cursor(subscriber)
             return 0 if cursor is None else cursor.depth()
 
     def segments(self) -> int:
-        with self._lock:
+        with self.lock:
             return len(self._segments)
 
     def close(self) -> None:
@@ -194,10 +325,6 @@ class QueueLog:
             self._cursors[number] = Cursor()
             self._staged.names.append((number, name))
         return number
-
-    def _cursor_of(self, subscriber: str) -> Cursor | None:
-        number = self._numbers.get(subscriber)
-        return None if number is None else self._cursors[number]
 
     def _open_segment(self) -> Segment:
         last = self._segments[-1] if self._segments else None
@@ -219,12 +346,37 @@ class QueueLog:
         ]
 
     def _place(self, refs: Refs) -> None:
+        self._note_bodies(refs)
         cursors, subscribers = self._cursors, refs.subscribers
         if subscribers and subscribers.count(subscribers[0]) == len(subscribers):
-            cursors[subscribers[0]].extend(refs.seqs, refs.bodies)  # a batch to one queue
+            cursors[subscribers[0]].extend(refs.seqs, refs.bodies, refs.tags)  # one queue's
             return
-        for number, seq, body in zip(refs.subscribers, refs.seqs, refs.bodies, strict=True):
-            cursors[number].append(seq, body)
+        for number, seq, body, tag in zip(
+            refs.subscribers, refs.seqs, refs.bodies, refs.tags, strict=True
+        ):
+            cursors[number].append(seq, body, tag)
+
+    def _note_bodies(self, refs: Refs) -> None:
+        """Keep the record's bodies' times and lengths, by body id from `_base`."""
+        if refs.last_body < refs.first_body:
+            return
+        if not self._times:
+            self._base = refs.first_body
+        gap = refs.first_body - (self._base + len(self._times))
+        if gap > 0:  # bodies of a failed commit: never referred to
+            self._times.extend([0.0] * gap)
+            self._lengths.extend([0] * gap)
+        self._times.extend(refs.times)
+        self._lengths.extend(refs.lengths)
+
+    def _trim_bodies(self) -> None:
+        """Drop the times and lengths of bodies older than every segment kept."""
+        first = self._segments[0].first_body if self._segments else self._next_body
+        drop = first - self._base
+        if drop >= _COMPACT_BODIES or (drop > 0 and drop >= len(self._times)):
+            del self._times[:drop]
+            del self._lengths[:drop]
+            self._base = first
 
     def _bodies(self, ids: set[int]) -> dict[int, bytes]:
         found = {i: self._cache[i] for i in ids if i in self._cache}
@@ -254,6 +406,8 @@ class QueueLog:
         if self._segments:
             self._next_body = self._segments[-1].last_body + 1
             self._next_record = self._segments[-1].last_record + 1
+        if not self._times:
+            self._base = self._next_body
 
     def _note(self, record: int, number: int, refs: Refs) -> None:
         """Rebuild the segment bookkeeping from a recovered record."""

@@ -1,0 +1,276 @@
+"""The store with its queues as a log (`layout=log`): `SQLiteStore`'s rooms for everything
+but the queues, whose operations, counts, browsing and expiry read the log
+(`logqueues.py`) instead of the `messages` rows. Dead letters stay rows (`dead_letters`),
+as they are rare and read by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import islice
+from typing import Any
+
+from tidings.model import ID_MAX
+from tidings.store.base import (
+    Ack,
+    AckResult,
+    Enqueue,
+    Lease,
+    Message,
+    Nack,
+    NewMessage,
+    QueueDepth,
+    QueuedMessage,
+    QueuedPage,
+    QueueOp,
+    QueueStats,
+    Reject,
+)
+from tidings.store.bodies import drop_bodies
+from tidings.store.browse import PAGE_BYTES
+from tidings.store.database import Cursor, loads_or
+from tidings.store.log.cursor import Cursor as LogCursor
+from tidings.store.log.queuelog import Post, QueueLog
+from tidings.store.logqueues import LogQueues, pack, unpack
+from tidings.store.queues import within
+from tidings.store.sqlite import SQLiteStore
+
+OLDEST_AMONG = 64  # a queue's first deliveries its oldest time is looked for among
+
+
+class SQLiteLogStore(SQLiteStore):
+    """SQLite, its queues as a log (one process owns them: the embedded store)."""
+
+    def __init__(self, path: str, synchronous: str = "NORMAL", segment_bodies: int = 4096) -> None:
+        super().__init__(path, synchronous)
+        self.queues = LogQueues(self.db, segment_bodies)
+
+    # ---- queue operations
+
+    def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
+        return self.queues.apply(ops)
+
+    def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
+        return int(self.queues.one(Enqueue(messages, fresh))) if messages else 0
+
+    def lease(
+        self,
+        subscriber_id: str,
+        max_messages: int,
+        visibility_s: float,
+        max_attempts: int,
+        now: float,
+    ) -> list[Message]:
+        leased: list[Message] = self.queues.one(
+            Lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
+        )
+        return leased
+
+    def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
+        result: AckResult = self.queues.one(Ack(subscriber_id, receipts))
+        return result
+
+    def nack(
+        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
+    ) -> AckResult:
+        result: AckResult = self.queues.one(Nack(subscriber_id, receipts, now, delay_s))
+        return result
+
+    def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
+        return bool(self.queues.one(Reject(subscriber_id, receipt, reason, now)))
+
+    def remove_subscriber(self, subscriber_id: str) -> bool:
+        found = super().remove_subscriber(subscriber_id)
+        queues = self.queues
+        with queues.log.lock:
+            if queues.log.forget(subscriber_id):
+                queues.commit_alone()
+        return found
+
+    # ---- dead letters back into the queue
+
+    def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
+        where, params = "d.subscriber_id = ?", [subscriber_id]
+        if ids is not None:
+            ids = [i for i in ids if 0 <= i <= ID_MAX]
+            if not ids:
+                return 0
+            where += f" AND d.id IN ({', '.join('?' * len(ids))})"
+            params += [str(i) for i in ids]
+        queues = self.queues
+
+        def step(cur: Cursor) -> int:
+            cur.execute(
+                "SELECT d.id, d.publication_id, d.subscription_ids, b.body, d.body_key "
+                "FROM dead_letters d "
+                f"LEFT JOIN bodies b ON b.key = d.body_key WHERE {where} ORDER BY d.id",
+                params,
+            )
+            rows = cur.fetchall()
+            posts = [
+                Post(
+                    pack(str(r[1]), (r[3] or "null").encode()),
+                    [subscriber_id],
+                    [queues.tag(loads_or(r[2], []))],
+                    now,
+                )
+                for r in rows
+            ]
+            marks = ", ".join("?" * len(rows))
+            if rows:
+                cur.execute(f"DELETE FROM dead_letters WHERE id IN ({marks})", [r[0] for r in rows])
+                drop_bodies(self.db, cur, [str(r[4]) for r in rows])
+                queues.log.append(posts)
+            return len(rows)
+
+        return queues.transaction(step)
+
+    # ---- reading and emptying a queue
+
+    def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> QueuedPage:
+        log = self.queues.log
+        with log.lock:
+            cursor = log.cursor(subscriber_id)
+            if cursor is None:
+                return QueuedPage()
+            waiting = []
+            for seq, body, tag in cursor.entries(after):
+                if not cursor.leased_at(seq, now):
+                    waiting.append((seq, body, tag))
+                    if len(waiting) > limit:
+                        break
+            sizes = [(seq, log.body_length(body)) for seq, body, _ in waiting[:limit]]
+            chosen = set(within(sizes, PAGE_BYTES))
+            page_rows = [w for w in waiting if w[0] in chosen]
+            bodies = log.read({body for _, body, _ in page_rows})
+            page = QueuedPage()
+            for seq, body, tag in page_rows:
+                publication_id, raw = unpack(bodies.get(body, b"\nnull"))
+                at = log.body_time(body)
+                page.append(
+                    QueuedMessage(
+                        seq,
+                        subscriber_id,
+                        publication_id,
+                        self.queues.subscription_ids(tag),
+                        loads_or(raw.decode(errors="replace"), None),
+                        at,
+                        cursor.attempts.get(seq, 0),
+                        max(cursor.ready_at(seq) or at, at),
+                    )
+                )
+            page.more = len(waiting) > len(page_rows)
+            return page
+
+    def purge(self, subscriber_id: str, now: float) -> int:
+        cursor = self.queues.log.cursor(subscriber_id)
+        if cursor is None:
+            return 0
+        return self.queues.settle_out(
+            subscriber_id, lambda seq, _: not cursor.leased_at(seq, now), None, now
+        )
+
+    def expire(self, now: float, retention_s: float) -> int:
+        cutoff = now - retention_s
+        log = self.queues.log
+        moved = 0
+        for name, _ in log.queues():
+            moved += self.queues.settle_out(
+                name, lambda _, body: log.body_time(body) < cutoff, "retention", now
+            )
+        with self.db.tx() as cur:
+            cur.execute("DELETE FROM dedup WHERE enqueued_at < ?", (cutoff,))
+            cur.execute("DELETE FROM log_publications WHERE enqueued_at < ?", (cutoff,))
+        return moved
+
+    def queue_size(self, subscriber_id: str) -> tuple[int, int]:
+        log = self.queues.log
+        with log.lock:
+            cursor = log.cursor(subscriber_id)
+            if cursor is None:
+                return 0, 0
+            lengths = [log.body_length(body) for _, body, _ in cursor.entries()]
+            return len(lengths), sum(lengths)
+
+    def trim_queue(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
+        log = self.queues.log
+        with log.lock:
+            cursor = log.cursor(subscriber_id)
+            if cursor is None:
+                return 0
+            newest = sorted(cursor.entries(), reverse=True)
+            kept, size, first_gone = 0, 0, None
+            for seq, body, _ in newest:
+                length = log.body_length(body)
+                if kept + 1 > max_messages or size + length > max_bytes:
+                    first_gone = seq
+                    break
+                kept, size = kept + 1, size + length
+            if first_gone is None:
+                return 0
+            last = first_gone
+            return self.queues.settle_out(
+                subscriber_id, lambda seq, _: seq <= last, "overflow", now
+            )
+
+    # ---- counts
+
+    def depth(self, subscriber_id: str, now: float) -> QueueDepth:
+        log = self.queues.log
+        with log.lock:
+            cursor = log.cursor(subscriber_id)
+            total = 0 if cursor is None else cursor.depth()
+            hidden = 0 if cursor is None else cursor.hidden(now)
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM dead_letters WHERE subscriber_id = ?", (subscriber_id,)
+            )
+            dead = int(cur.fetchone()[0])
+        return QueueDepth(total - hidden, hidden, dead)
+
+    def _stats(self, now: float) -> list[QueueStats]:
+        log = self.queues.log
+        out = []
+        with log.lock:
+            for name, cursor in log.queues():
+                total = cursor.depth()
+                if total:
+                    hidden = cursor.hidden(now)
+                    out.append(QueueStats(name, total - hidden, hidden, _oldest(log, cursor)))
+        return out
+
+    def queue_totals(self, now: float) -> tuple[QueueDepth, float | None]:
+        stats = self._stats(now)
+        with self.db.read() as cur:
+            cur.execute("SELECT COUNT(*) FROM dead_letters")
+            dead = int(cur.fetchone()[0])
+        ready = sum(s.ready for s in stats)
+        leased = sum(s.leased for s in stats)
+        oldest = min((s.oldest_enqueued_at for s in stats), default=None)
+        return QueueDepth(ready, leased, dead), oldest
+
+    def deepest_queues(self, now: float, limit: int) -> list[QueueStats]:
+        stats = sorted(self._stats(now), key=lambda s: (-(s.ready + s.leased), s.subscriber_id))
+        return stats[:limit]
+
+    def publication_progress(self, publication_id: str) -> tuple[bool, int]:
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM pending_evaluations WHERE publication_id = ?",
+                (publication_id,),
+            )
+            owed = int(cur.fetchone()[0]) > 0
+            cur.execute(
+                "SELECT COALESCE(SUM(length(recipients)), 0) / 4 FROM log_publications "
+                "WHERE dedup_key = ? OR (dedup_key > ? AND dedup_key < ?)",
+                (publication_id, f"{publication_id}#", f"{publication_id}$"),
+            )
+            fresh = int(cur.fetchone()[0])
+            cur.execute("SELECT COUNT(*) FROM dedup WHERE dedup_key = ?", (publication_id,))
+            return owed, fresh + int(cur.fetchone()[0])
+
+
+def _oldest(log: QueueLog, cursor: LogCursor) -> float:
+    """The oldest enqueueing time among a queue's first deliveries (times follow the
+    queue's order but for a few: a batch's, a redrive's): not a scan of a deep queue."""
+    return min(log.body_time(body) for _, body, _ in islice(cursor.entries(), OLDEST_AMONG))

@@ -1,0 +1,459 @@
+"""Each subscriber's queue as a log (`layout=log`, docs/storage.md): the queue operations
+over a `QueueLog` whose tables live in the store's database (`logtables.py`).
+
+A publication's body is appended once; its deliveries are a record of small integers (the
+subscribers' numbers, their sequence numbers, a tag each naming the delivery's subscription
+ids); an acknowledgement raises the subscriber's floor or joins the sparse set above it.
+Leases, attempts and nack delays are held in memory; each `apply` is one transaction that
+commits the log's group commit with the rows beside it (dedup-id claims, pending
+evaluations, dead letters), and only then do its publications become leasable.
+
+One process owns the queues (the embedded store): a lease held at a crash is ready again at
+the restart with its attempt counted, and a nack's delay ends at the restart (as a RabbitMQ
+queue requeues what a lost channel held). A receipt names the process that leased
+(`nonce`): one from before a restart acknowledges nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from itertools import groupby
+from typing import Any, TypeVar
+
+import orjson
+
+from tidings.model import receipt_seq
+from tidings.store.base import (
+    Ack,
+    AckResult,
+    Discharge,
+    Enqueue,
+    Fanout,
+    Hasten,
+    Lease,
+    Message,
+    Nack,
+    NewMessage,
+    Owe,
+    PublishOnce,
+    QueueOp,
+    Reject,
+)
+from tidings.store.database import Cursor, Database, dumps
+from tidings.store.dedup import DedupIds
+from tidings.store.log import QueueLog
+from tidings.store.log.cursor import Taken
+from tidings.store.log.queuelog import Post
+from tidings.store.logtables import SQLLogEngine
+from tidings.store.pending import discharge_step, owe_step
+
+T = TypeVar("T")
+SEPARATOR = b"\n"  # between a stored body's publication id and its JSON (which has no newline)
+
+
+def pack(publication_id: str, body: bytes) -> bytes:
+    return publication_id.encode() + SEPARATOR + body
+
+
+def unpack(stored: bytes) -> tuple[str, bytes]:
+    publication_id, _, body = stored.partition(SEPARATOR)
+    return publication_id.decode(), body
+
+
+class LogQueues:
+    """The queue operations over the log; `apply` is one transaction."""
+
+    def __init__(self, db: Database, segment_bodies: int = 4096) -> None:
+        self._db = db
+        self._engine = SQLLogEngine(db)
+        self.log = QueueLog(self._engine, segment_bodies=segment_bodies, eager=True)
+        self._dedup = DedupIds(db)
+        self._sets: dict[tuple[str, ...], int] = {}
+        self._ids: dict[int, tuple[str, ...]] = {}
+        self._new_sets: list[tuple[int, tuple[str, ...]]] = []
+        self.nonce = os.urandom(4).hex()
+        self._load()
+
+    def _load(self) -> None:
+        """The sets by number, and no queue for a subscriber removed before a crash."""
+        self._sets.clear()
+        self._ids.clear()
+        with self._db.read() as cur:
+            cur.execute("SELECT number, ids FROM log_sets")
+            for number, ids in cur.fetchall():
+                key = tuple(orjson.loads(ids))
+                self._sets[key], self._ids[int(number)] = int(number), key
+            cur.execute("SELECT id FROM subscribers")
+            known = {str(r[0]) for r in cur.fetchall()}
+        with self.log.lock:
+            gone = [name for name, c in self.log.queues() if name not in known and c.depth()]
+            for name in gone:
+                self.log.forget(name)
+            if gone:
+                self.commit_alone()
+
+    def reload(self) -> None:
+        """After a failed transaction: memory from what was committed, receipts from before
+        refused (as after a restart)."""
+        with self.log.lock:
+            self.log.reload()
+            self._new_sets.clear()
+            self.nonce = os.urandom(4).hex()
+            self._load()
+
+    # ------------------------------------------------------------------ transactions
+
+    def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
+        """The operations in order, in one transaction with the log's group commit; what
+        each appends is leasable by the operations after it. An operation that fails is its
+        caller's answer (its rows undone in a savepoint, the log read again afterwards); one
+        refused before it changed anything (`_check`) leaves the others' memory alone."""
+
+        def run(cur: Cursor) -> list[Any]:
+            return [self._isolated(cur, op) for op in ops]
+
+        try:
+            answers = self.transaction(run)
+        except Exception as exc:
+            return [exc] * len(ops)
+        if any(isinstance(a, Exception) and not isinstance(a, Refused) for a in answers):
+            self.reload()  # what the failed operation did in memory was not committed
+        return answers
+
+    def transaction(self, step: Callable[[Cursor], T]) -> T:
+        """`step` and the log's group commit in one transaction; memory read again if it
+        fails (what it changed in memory did not commit)."""
+        with self.log.lock:
+            try:
+                with self._db.tx() as cur:
+                    self._engine.attach(cur)
+                    answer = step(cur)
+                    prepared = self._flush(cur)
+            except Exception:
+                self.reload()
+                raise
+            finally:
+                self._engine.attach(None)
+            if prepared is not None:
+                self.log.finish(prepared)
+            return answer
+
+    def one(self, op: QueueOp) -> Any:
+        """One operation in a transaction of its own; what it raised is raised."""
+        answer = self.apply([op])[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def commit_alone(self) -> None:
+        """A group commit of what memory changed outside a transaction."""
+        self.transaction(lambda cur: None)
+
+    def _flush(self, cur: Cursor) -> Any:
+        if self._new_sets:
+            cur.executemany(
+                "INSERT INTO log_sets VALUES (?, ?)",
+                [(n, dumps(list(ids))) for n, ids in self._new_sets],
+            )
+            self._new_sets.clear()
+        return self.log.prepare()
+
+    def _isolated(self, cur: Cursor, op: QueueOp) -> Any:
+        cur.execute("SAVEPOINT op")
+        try:
+            result = self._run(cur, op)
+        except Exception as exc:  # one caller's failure is that caller's answer
+            cur.execute("ROLLBACK TO SAVEPOINT op")
+            result = exc
+        cur.execute("RELEASE SAVEPOINT op")
+        return result
+
+    def _run(self, cur: Cursor, op: QueueOp) -> Any:
+        _check(op)
+        match op:
+            case Enqueue(messages, fresh, fanouts):
+                return self._fanouts(cur, fanouts) + self._messages(cur, messages, fresh)
+            case PublishOnce():
+                duplicates, fresh_fanouts = self._dedup.claim(cur, op)
+                self._fanouts(cur, fresh_fanouts)
+                return duplicates
+            case Lease():
+                return self._lease(cur, op)
+            case Ack(subscriber_id, receipts):
+                return self._settle(subscriber_id, receipts, None)
+            case Nack(subscriber_id, receipts, now, delay_s):
+                return self._settle(subscriber_id, receipts, now + delay_s)
+            case Reject():
+                return self._reject(cur, op)
+            case Hasten(subscriber_id, now):
+                cursor = self.log.cursor(subscriber_id)
+                return 0 if cursor is None else cursor.hasten(now)
+            case Owe(evaluations):
+                return owe_step(self._db, evaluations)(cur)
+            case Discharge(publication_ids):
+                return discharge_step(self._db, publication_ids)(cur)
+        raise TypeError(f"not a queue operation: {op!r}")
+
+    # ------------------------------------------------------------------ enqueueing
+
+    def tag(self, ids: Sequence[str]) -> int:
+        """A delivery's subscription ids, by number (a set's number is kept once)."""
+        key = tuple(ids)
+        number = self._sets.get(key)
+        if number is None:
+            number = len(self._sets) + 1
+            self._sets[key], self._ids[number] = number, key
+            self._new_sets.append((number, key))
+        return number
+
+    def subscription_ids(self, tag: int) -> tuple[str, ...]:
+        return self._ids.get(tag, ())
+
+    def _fanouts(self, cur: Cursor, fanouts: Sequence[Fanout]) -> int:
+        if not fanouts:
+            return 0
+        posts = [
+            Post(
+                pack(f.publication_id, f.body),
+                list(f.owners),
+                [self.tag(ids) for ids in f.owners.values()],
+                f.enqueued_at,
+                len(f.body),
+            )
+            for f in fanouts
+        ]
+        self._remember(
+            cur, [(f.dedup_key, f.publication_id, f.enqueued_at, f.owners) for f in fanouts]
+        )
+        return self.log.append(posts)
+
+    def _messages(self, cur: Cursor, messages: Sequence[NewMessage], fresh: bool) -> int:
+        """Deliveries one by one: a run of one publication's (one key, one body) is a post;
+        unless `fresh`, each is checked against every delivery of its key before."""
+        if not fresh:
+            messages = self._new_only(cur, messages)
+        posts: list[Post] = []
+        seen: list[tuple[str, str, float, list[str]]] = []
+        for (key, _), run in groupby(messages, key=lambda m: (m.dedup_key, id(m.body))):
+            group = list(run)
+            first = group[0]
+            owners = [m.subscriber_id for m in group]
+            tags = [self.tag(m.subscription_ids) for m in group]
+            stored = pack(first.publication_id, first.body)
+            posts.append(Post(stored, owners, tags, first.enqueued_at, len(first.body)))
+            if fresh:
+                seen.append((key, first.publication_id, first.enqueued_at, owners))
+        if fresh:
+            self._remember(cur, seen)
+        return self.log.append(posts) if posts else 0
+
+    def _remember(
+        self, cur: Cursor, publications: Iterable[tuple[str, str, float, Iterable[str]]]
+    ) -> None:
+        """Each publication's key and recipients, for replays and progress."""
+        rows = [
+            (key, pid, at, array("i", map(self.log.number, owners)).tobytes())
+            for key, pid, at, owners in publications
+        ]
+        cur.executemany("INSERT OR REPLACE INTO log_publications VALUES (?, ?, ?, ?)", rows)
+
+    def _new_only(self, cur: Cursor, messages: Sequence[NewMessage]) -> list[NewMessage]:
+        """The deliveries whose (subscriber, key) was never enqueued: claimed in `dedup`,
+        and not among a fresh publication's recipients (`log_publications`)."""
+        keys = list({m.dedup_key for m in messages})
+        recipients: dict[str, set[int]] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            cur.execute(
+                f"SELECT dedup_key, recipients FROM log_publications WHERE dedup_key IN ({marks})",
+                chunk,
+            )
+            for key, blob in cur.fetchall():
+                numbers = array("i")
+                numbers.frombytes(bytes(blob))
+                recipients[str(key)] = set(numbers)
+        claim = self._db.dialect.ignoring_duplicates("dedup", "VALUES (?, ?, ?)")
+        new: list[NewMessage] = []
+        for m in messages:
+            number = self.log.number(m.subscriber_id)
+            if number in recipients.get(m.dedup_key, ()):
+                continue
+            cur.execute(claim, (m.subscriber_id, m.dedup_key, m.enqueued_at))
+            if cur.rowcount == 1:
+                new.append(m)
+        return new
+
+    # ------------------------------------------------------------------ leasing, settling
+
+    def _lease(self, cur: Cursor, op: Lease) -> list[Message]:
+        taken, dead = self.log.take(
+            op.subscriber_id,
+            op.max_messages,
+            op.visibility_s,
+            op.now,
+            op.max_attempts,
+            op.max_bytes,
+        )
+        bodies = self.log.read({t.body for t in (*taken, *dead)})
+        if dead:
+            self.dead_letter(cur, op.subscriber_id, dead, bodies, "max_attempts", op.now)
+        until = op.now + op.visibility_s
+        out: list[Message] = []
+        cursor = self.log.cursor(op.subscriber_id)
+        for t in taken:
+            stored = bodies.get(t.body)
+            publication_id, raw = unpack(stored) if stored is not None else ("", b"")
+            try:
+                if stored is None:
+                    raise TypeError("the body is missing")
+                orjson.loads(raw)
+            except (orjson.JSONDecodeError, TypeError) as exc:
+                self.dead_letter(cur, op.subscriber_id, [t], bodies, f"undecodable: {exc}", op.now)
+                if cursor is not None:
+                    cursor.settle(t.seq)
+                continue
+            out.append(
+                Message(
+                    t.seq,
+                    op.subscriber_id,
+                    publication_id,
+                    self._ids.get(t.tag, ()),
+                    raw,
+                    self.log.body_time(t.body),
+                    t.attempt,
+                    f"{t.seq}.{t.attempt}.{self.nonce}",
+                    until,
+                )
+            )
+        return out
+
+    def parse(self, receipt: str) -> tuple[int, int] | None:
+        """(seq, attempt) of a receipt this process issued, or None."""
+        if not isinstance(receipt, str) or receipt_seq(receipt) is None:
+            return None
+        seq, attempt, nonce = receipt.split(".")
+        return (int(seq), int(attempt)) if nonce == self.nonce else None
+
+    def _settle(
+        self, subscriber_id: str, receipts: Sequence[str], ready_at: float | None
+    ) -> AckResult:
+        wanted = list(dict.fromkeys(receipts))
+        cursor = self.log.cursor(subscriber_id)
+        done: set[str] = set()
+        for receipt in wanted:
+            parsed = self.parse(receipt)
+            if cursor is None or parsed is None:
+                continue
+            ok = cursor.ack(*parsed) if ready_at is None else cursor.hand_back(*parsed, ready_at)
+            if ok:
+                done.add(receipt)
+        if done and ready_at is None:
+            self.log.touched(subscriber_id)
+        return AckResult([r for r in wanted if r in done], [r for r in wanted if r not in done])
+
+    def _reject(self, cur: Cursor, op: Reject) -> bool:
+        cursor = self.log.cursor(op.subscriber_id)
+        parsed = self.parse(op.receipt)
+        if cursor is None or parsed is None:
+            return False
+        seq, attempt = parsed
+        if seq in cursor.handed or seq in cursor.acked or cursor.attempts.get(seq) != attempt:
+            return False
+        entry = next(cursor.entries(seq - 1), None)
+        if entry is None or entry[0] != seq:
+            return False
+        taken = Taken(seq, entry[1], entry[2], attempt)
+        bodies = self.log.read({taken.body})
+        self.dead_letter(cur, op.subscriber_id, [taken], bodies, op.reason, op.now)
+        cursor.settle(seq)
+        self.log.touched(op.subscriber_id)
+        return True
+
+    # ------------------------------------------------------------------ dead letters
+
+    def dead_letter(
+        self,
+        cur: Cursor,
+        subscriber_id: str,
+        taken: Sequence[Taken],
+        bodies: dict[int, bytes],
+        reason: str,
+        now: float,
+    ) -> None:
+        """Copy deliveries into the dead letters (their bodies into `bodies`, once); the
+        caller settles them in the log."""
+        rows, texts = [], {}
+        for t in taken:
+            stored = bodies.get(t.body)
+            publication_id, raw = unpack(stored) if stored is not None else ("", b"null")
+            key = f"log~{publication_id}~{t.body}"
+            texts[key] = raw.decode(errors="replace")
+            rows.append(
+                (
+                    subscriber_id,
+                    publication_id,
+                    dumps(list(self._ids.get(t.tag, ()))),
+                    key,
+                    self.log.body_time(t.body),
+                    t.attempt,
+                    reason,
+                    now,
+                )
+            )
+        add_body = self._db.dialect.ignoring_duplicates("bodies", "VALUES (?, ?)")
+        cur.executemany(add_body, list(texts.items()))
+        cur.executemany(
+            "INSERT INTO dead_letters (subscriber_id, publication_id, subscription_ids, "
+            "body_key, enqueued_at, attempt, reason, dead_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def settle_out(
+        self, subscriber_id: str, pick: Callable[[int, int], bool], reason: str | None, now: float
+    ) -> int:
+        """Take out of the queue every delivery `pick(seq, body)` chooses, dead-lettering
+        each with `reason` (None: dropped, a purge), in one transaction; how many went."""
+        with self.log.lock:
+            cursor = self.log.cursor(subscriber_id)
+            if cursor is None:
+                return 0
+            chosen = [
+                Taken(seq, body, tag, cursor.attempts.get(seq, 0))
+                for seq, body, tag in cursor.entries()
+                if pick(seq, body)
+            ]
+            if not chosen:
+                return 0
+
+            def step(cur: Cursor) -> None:
+                if reason is not None:
+                    bodies = self.log.read({t.body for t in chosen})
+                    self.dead_letter(cur, subscriber_id, chosen, bodies, reason, now)
+                for t in chosen:
+                    cursor.settle(t.seq)
+                self.log.touched(subscriber_id)
+
+            self.transaction(step)
+            return len(chosen)
+
+
+class Refused(TypeError):
+    """An operation refused before it changed anything."""
+
+
+def _check(op: QueueOp) -> None:
+    """Refuse a malformed enqueue before any of it is appended (the log has no savepoint)."""
+    if isinstance(op, Enqueue):
+        messages = [*op.messages, *(m for f in op.fanouts for m in f.messages())]
+    elif isinstance(op, PublishOnce):
+        messages = [m for f in op.fanouts for m in f.messages()]
+    else:
+        return
+    for m in messages:
+        if not isinstance(m.subscriber_id, str) or not isinstance(m.publication_id, str):
+            raise Refused("a delivery needs a subscriber and a publication id")
+        if not isinstance(m.body, bytes) or not isinstance(m.dedup_key, str):
+            raise Refused("a delivery's body is bytes and its key a string")
