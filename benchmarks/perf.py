@@ -41,7 +41,9 @@ from tidings.sim.perf.cpu import cpu_seconds
 from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
 
 TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
-KNOWN_TARGETS = [*TARGETS, "tidings-http", "mqtt"]
+KNOWN_TARGETS = [*TARGETS, "tidings-log", "tidings-http", "mqtt"]
+# a Tidings target's broker arguments: tidings-log keeps its queues as a log (issue #30)
+TIDINGS_STORES = {"tidings-log": "sqlite:///{data_dir}/tidings.db?layout=log"}
 DURABLE = {t: ["--confirm", "--persistent"] for t in ("nats-jetstream", "rabbitmq", "mqtt")}
 ONE_TO_ONE = ["-x", "1", "-y", "1", "-s", "150", "--processes", "1"]
 FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "1", "--processes", "2"]
@@ -72,14 +74,17 @@ class Case:
 CASES: dict[str, Case] = {
     "1-1-batched": Case([*ONE_TO_ONE, "--batch", "100", "--inflight", "8"], 10, 3),
     "1-1-per-request-64": Case(
-        [*ONE_TO_ONE, "--batch", "1", "--inflight", "64"], 10, 3, targets=("tidings",)
+        [*ONE_TO_ONE, "--batch", "1", "--inflight", "64"],
+        10,
+        3,
+        targets=("tidings", "tidings-log"),
     ),
     "fanout-500x100": Case([*FAN_OUT, "-r", "500"], 60, 5),
     "backlog-1e6": Case(
         [*ONE_TO_ONE, "--offline", "--batch", "500", "--inflight", "4", "--drain", "900"],
         3600,
         3600,
-        targets=("tidings", "rabbitmq", "nats-jetstream"),
+        targets=("tidings", "tidings-log", "rabbitmq", "nats-jetstream"),
         metric="drain_per_s",
         messages=(1_000_000, 100_000),
     ),
@@ -107,17 +112,18 @@ def broker(target: str) -> Iterator[tuple[str | None, int | None]]:
     if not target.startswith("tidings"):
         yield None, pid_of(BROKER_COMMANDS[target])
         return
-    with (
-        tempfile.TemporaryDirectory(prefix="tidings-bench-") as data_dir,
-        broker_process(Path(data_dir)) as (process, url),
-    ):
-        yield url, process.pid
+    with tempfile.TemporaryDirectory(prefix="tidings-bench-") as data_dir:
+        store = TIDINGS_STORES.get(target)
+        args = ["--store", store.format(data_dir=data_dir)] if store else []
+        with broker_process(Path(data_dir), None, *args) as (process, url):
+            yield url, process.pid
 
 
 def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | str:
     """One `tidings perf` run: its JSON summary with the broker's memory, or why it failed."""
     with broker(target) as (url, pid):
-        command = [sys.executable, "-m", "tidings.cli.main", "perf", "-t", target, *args]
+        client = "tidings" if target in TIDINGS_STORES else target
+        command = [sys.executable, "-m", "tidings.cli.main", "perf", "-t", client, *args]
         command += [*DURABLE.get(target, []), "-z", str(seconds), "--json"]
         command += ["--url", url] if url else []
         sampler = RssSampler(pid).start() if pid else None
@@ -219,22 +225,25 @@ def _rounded(value: Any) -> Any:
 
 
 def _ratios(target: str, medians: dict[str, float]) -> dict[str, Any]:
+    """On a Tidings line (either layout), it over every other target; on a peer's line,
+    Tidings (the rows layout) over it."""
+    if target.startswith("tidings"):
+        mine = medians[target]
+        peers = {t: round(mine / m, 3) for t, m in medians.items() if t != target and m}
+        return {"tidings_over_peer": peers}
     tidings = medians.get("tidings")
     if not tidings:
         return {}
-    if target == "tidings":
-        peers = {t: round(tidings / m, 3) for t, m in medians.items() if t != target and m}
-        return {"tidings_over_peer": peers}
     return {"tidings_over_this": round(tidings / medians[target], 3) if medians[target] else None}
 
 
 def _cpu_ratios(target: str, per_msg: dict[str, float | None]) -> dict[str, Any]:
-    """On Tidings' line, its broker CPU per delivered message over each peer's (below 1:
-    Tidings spends less)."""
-    tidings = per_msg.get("tidings")
-    if target != "tidings" or not tidings:
+    """On a Tidings line, its broker CPU per delivered message over each other target's
+    (below 1: it spends less)."""
+    mine = per_msg.get(target)
+    if not target.startswith("tidings") or not mine:
         return {}
-    peers = {t: round(tidings / m, 3) for t, m in per_msg.items() if t != target and m}
+    peers = {t: round(mine / m, 3) for t, m in per_msg.items() if t != target and m}
     return {"cpu_per_msg_over_peer": peers}
 
 

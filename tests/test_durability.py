@@ -72,12 +72,26 @@ def queued(url: str, who: dict[str, str]) -> list[str]:
     return out
 
 
+def layout_args(layout: str, data_dir: Path) -> list[str]:
+    """The broker's arguments for a store of this layout (rows: the default)."""
+    if layout == "rows":
+        return []
+    return ["--store", f"sqlite:///{data_dir}/tidings.db?layout={layout}"]
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", ["rows", "log"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_kill_9_under_load_loses_no_accepted_publication(tmp_path: Path, seed: int) -> None:
+def test_kill_9_under_load_loses_no_accepted_publication(
+    tmp_path: Path, seed: int, layout: str
+) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with broker_process(tmp_path, port) as (proc, _), httpx.Client(base_url=url) as http:
+    store = layout_args(layout, tmp_path)
+    with (
+        broker_process(tmp_path, port, *store) as (proc, _),
+        httpx.Client(base_url=url) as http,
+    ):
         subs = [http.post("/v1/subscribers").json() for _ in range(3)]
         for s in subs:
             http.post(
@@ -97,7 +111,7 @@ def test_kill_9_under_load_loses_no_accepted_publication(tmp_path: Path, seed: i
             t.join(30)
     assert len(load.accepted) > 50, "the load did not get going before the kill"
     time.sleep(1.1)  # the reader's last leases (visibility 1 s) run out
-    with broker_process(tmp_path, port):
+    with broker_process(tmp_path, port, *store):
         reader_left = queued(url, subs[0])
         for other in subs[1:]:
             assert set(load.accepted) <= set(queued(url, other))
@@ -140,7 +154,8 @@ async def _fan_out_until_killed(
 
 
 @pytest.mark.slow
-def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["rows", "log"])
+def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(tmp_path: Path, layout: str) -> None:
     """Twenty subscribers streaming one body stored once: after a kill -9 and a restart,
     every accepted publication was received or is still queued, with its body, for each."""
     import asyncio
@@ -151,8 +166,9 @@ def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(tmp_path: Path) -> N
     # streams lease for the default visibility: 1 s here, so what a stream had leased but
     # not yet received at the kill is ready again when the broker is back
     short = {"TIDINGS_QUEUES__VISIBILITY_TIMEOUT_S": "1"}
+    store = layout_args(layout, tmp_path)
     with (
-        broker_processes([tmp_path], [port], env=short) as [(proc, _)],
+        broker_processes([tmp_path], [port], *store, env=short) as [(proc, _)],
         httpx.Client(base_url=url) as http,
     ):
         subs = [http.post("/v1/subscribers").json() for _ in range(20)]
@@ -174,7 +190,7 @@ def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(tmp_path: Path) -> N
         killer.join()
     assert len(accepted) >= 2_000, "the load did not get going before the kill"
     time.sleep(1.1)  # the streams' last leases run out
-    with broker_process(tmp_path, port):
+    with broker_process(tmp_path, port, *store):
         for who in subs:
             left = queued_bodies(url, who)
             assert all(body is not None for body in left.values()), "a body went missing"

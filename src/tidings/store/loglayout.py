@@ -6,11 +6,15 @@ as they are rare and read by id.
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
+from tidings.errors import ErrorCode, TidingsError
 from tidings.model import ID_MAX
+from tidings.private import DIR_MODE
 from tidings.store.base import (
     Ack,
     AckResult,
@@ -35,6 +39,28 @@ from tidings.store.logqueues import LogQueues, pack, unpack
 from tidings.store.queues import within
 from tidings.store.sqlite import SQLiteStore
 
+
+def _own(path: str) -> IO[bytes] | None:
+    """Hold `<path>.owner` locked while the store is open: the queues live in this process's
+    memory, so a second process opening them would serve its own stale copy."""
+    if path == ":memory:":
+        return None
+    Path(path).parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    owner = open(f"{path}.owner", "ab")  # noqa: SIM115 (held open while the store is)
+    try:
+        fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner.close()
+        raise TidingsError(
+            ErrorCode.CONFIG_INVALID,
+            field="store_url",
+            detail=f"{path} keeps its queues as a log, and another process has it open: "
+            "one process owns such a store (several brokers or writers: layout=rows, or "
+            "PostgreSQL)",
+        ) from None
+    return owner
+
+
 OLDEST_AMONG = 64  # a queue's first deliveries its oldest time is looked for among
 
 
@@ -42,8 +68,14 @@ class SQLiteLogStore(SQLiteStore):
     """SQLite, its queues as a log (one process owns them: the embedded store)."""
 
     def __init__(self, path: str, synchronous: str = "NORMAL", segment_bodies: int = 4096) -> None:
+        self._owner = _own(path)
         super().__init__(path, synchronous)
         self.queues = LogQueues(self.db, segment_bodies)
+
+    def close(self) -> None:
+        super().close()
+        if self._owner is not None:
+            self._owner.close()  # the lock goes with it (and with the process, killed or not)
 
     # ---- queue operations
 

@@ -236,7 +236,7 @@ class LogQueues:
             messages = self._new_only(cur, messages)
         posts: list[Post] = []
         seen: list[tuple[str, str, float, list[str]]] = []
-        for (key, _), run in groupby(messages, key=lambda m: (m.dedup_key, id(m.body))):
+        for (key, _), run in groupby(messages, key=lambda m: (m.dedup_key, m.body)):
             group = list(run)
             first = group[0]
             owners = [m.subscriber_id for m in group]

@@ -1,0 +1,93 @@
+"""What the log layout (`?layout=log`) promises beyond the behaviour suite it passes with the
+other backends: one owner, a restart that keeps every unacknowledged delivery (a held lease
+ready again, its attempt counted, its receipt refused), segments that go once acknowledged,
+and a publication's progress without a row per delivery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.store.test_behaviour import T0, lease, msg, subscriber
+
+from tidings.errors import ErrorCode, TidingsError
+from tidings.store import open_store
+from tidings.store.base import Enqueue, Fanout, QueueDepth, encode_body
+from tidings.store.loglayout import SQLiteLogStore
+
+
+def log_store(path: Path, segment_bodies: int = 4096) -> SQLiteLogStore:
+    return SQLiteLogStore(str(path / "t.db"), segment_bodies=segment_bodies)
+
+
+def test_a_second_opener_of_a_log_store_is_refused_while_the_first_holds_it(
+    tmp_path: Path,
+) -> None:
+    first = log_store(tmp_path)
+    with pytest.raises(TidingsError) as refused:
+        log_store(tmp_path)
+    assert refused.value.code == ErrorCode.CONFIG_INVALID
+    assert refused.value.field == "store_url" and "one process owns" in str(refused.value)
+    first.close()
+    log_store(tmp_path).close()  # free again once closed
+
+
+def test_an_unknown_layout_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(TidingsError) as refused:
+        open_store(f"sqlite:///{tmp_path}/t.db?layout=columns")
+    assert refused.value.code == ErrorCode.CONFIG_INVALID
+    store = open_store(f"sqlite:///{tmp_path}/t.db?layout=log")
+    assert isinstance(store, SQLiteLogStore)
+    store.close()
+
+
+def test_a_restart_keeps_what_was_not_acknowledged_and_counts_a_held_lease(
+    tmp_path: Path,
+) -> None:
+    store = log_store(tmp_path)
+    subscriber(store)
+    store.enqueue([msg("p1"), msg("p2"), msg("p3")], fresh=True)
+    first, held = lease(store, n=2)
+    assert store.ack("s1", [first.receipt]).acked == [first.receipt]
+    store.close()
+
+    again = log_store(tmp_path)
+    got = lease(again)
+    assert [(m.publication_id, m.attempt) for m in got] == [("p2", 2), ("p3", 1)]
+    assert got[0].subscription_ids == ("sub1",) and got[0].body == {"id": "p2"}
+    assert again.ack("s1", [held.receipt]).unknown == [held.receipt]  # from before: refused
+    assert again.ack("s1", [m.receipt for m in got]).unknown == []
+    assert again.depth("s1", T0) == QueueDepth(0, 0, 0)
+    again.close()
+
+
+def test_a_segment_s_bodies_go_once_every_subscriber_acknowledged_past_it(
+    tmp_path: Path,
+) -> None:
+    store = log_store(tmp_path, segment_bodies=2)
+    subscriber(store, "s1"), subscriber(store, "s2")
+    for i in range(5):  # one body each, shared by both queues
+        store.enqueue([msg(f"p{i}", owner="s1"), msg(f"p{i}", owner="s2")], fresh=True)
+    engine = store.queues.log.engine
+    assert engine.count_bodies() == 5
+    for sid in ("s1", "s2"):
+        store.ack(sid, [m.receipt for m in lease(store, owner=sid)])
+    store.enqueue([msg("p5")], fresh=True)  # a commit after the acks drops what they freed
+    assert engine.count_bodies() <= 2  # the open segment's, at most
+
+
+def test_a_fan_out_is_one_body_one_record_and_its_progress_counts_every_recipient(
+    tmp_path: Path,
+) -> None:
+    store = log_store(tmp_path)
+    owners = {f"s{i}": ["x"] for i in range(100)}
+    for sid in owners:
+        subscriber(store, sid)
+    body = encode_body({"id": "p1"})
+    assert store.apply([Enqueue([], True, [Fanout("p1", "p1", body, T0, owners)])]) == [100]
+    engine = store.queues.log.engine
+    assert (engine.count_bodies(), engine.count_records()) == (1, 1)
+    assert store.publication_progress("p1") == (False, 100)
+    # its recipients are remembered: a checked enqueue of it to one of them adds nothing
+    assert store.enqueue([msg("p1", owner="s7"), msg("p1", owner="nobody-yet")]) == 1
+    store.close()
