@@ -91,3 +91,22 @@ def test_a_fan_out_is_one_body_one_record_and_its_progress_counts_every_recipien
     # its recipients are remembered: a checked enqueue of it to one of them adds nothing
     assert store.enqueue([msg("p1", owner="s7"), msg("p1", owner="nobody-yet")]) == 1
     store.close()
+
+
+def test_a_writer_beside_the_owner_enqueues_as_rows_and_the_owner_takes_them_in(
+    tmp_path: Path,
+) -> None:
+    owner = log_store(tmp_path)
+    subscriber(owner, "s1"), subscriber(owner, "s2")
+    body = encode_body({"id": "p1"})
+    owner.apply([Enqueue([], True, [Fanout("p1", "p1", body, T0, {"s1": ["sub1"]})])])
+    writer = open_store(f"sqlite:///{tmp_path}/t.db?layout=log", writer=True)
+    assert not isinstance(writer, SQLiteLogStore)  # rows, beside the log's owner
+    # the pipeline replays p1 (s1 has it already) and matches p2 for both
+    added = writer.enqueue([msg("p1", owner="s1"), msg("p2", owner="s1"), msg("p2", owner="s2")])
+    assert added == 3  # the writer cannot see the log: the owner drops the repeat
+    writer.close()
+    assert [m.publication_id for m in lease(owner, owner="s1")] == ["p1", "p2"]
+    assert [m.publication_id for m in lease(owner, owner="s2")] == ["p2"]
+    assert owner.queue_size("s1")[0] == 2
+    owner.close()

@@ -95,7 +95,7 @@ def _matching(
     from tidings.pipeline.sink import QueueSink
     from tidings.store import open_store
 
-    store = open_store(settings.resolved_store_url)
+    store = open_store(settings.resolved_store_url, writer=True)
     spark = start_spark(stages, master)
     runner = functions and importlib.util.find_spec("tidings.sandbox.runner") is not None
     matching = Matching(

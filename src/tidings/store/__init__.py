@@ -34,7 +34,10 @@ def check_store_url(url: str) -> str:
     return scheme
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, writer: bool = False) -> Store:
+    """The store at `url`. A `writer` only enqueues beside the broker that owns the store
+    (the pipeline's `tidings match`, an elastic exit point): on a store whose queues are a
+    log (`layout=log`) it writes rows, which the owner moves into its log."""
     scheme = check_store_url(url)
     query = dict(parse_qsl(urlsplit(url).query))
     if scheme in ("memory", "sqlite"):
@@ -44,7 +47,7 @@ def open_store(url: str) -> Store:
         if scheme == "sqlite":
             path = url[len("sqlite:///") :].split("?", 1)[0] or ":memory:"
         sync = query.get("synchronous", "normal")
-        if query.get("layout", "rows") == "log":
+        if query.get("layout", "rows") == "log" and not writer:
             from tidings.store.loglayout import SQLiteLogStore
 
             return SQLiteLogStore(path, sync)

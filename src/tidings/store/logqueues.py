@@ -41,6 +41,7 @@ from tidings.store.base import (
     QueueOp,
     Reject,
 )
+from tidings.store.bodies import drop_bodies
 from tidings.store.database import Cursor, Database, dumps
 from tidings.store.dedup import DedupIds
 from tidings.store.log import QueueLog
@@ -91,8 +92,8 @@ class LogQueues:
             gone = [name for name, c in self.log.queues() if name not in known and c.depth()]
             for name in gone:
                 self.log.forget(name)
-            if gone:
-                self.commit_alone()
+            self._version = -1
+            self.commit_alone()  # and what writers in other processes left (`_absorb`)
 
     def reload(self) -> None:
         """After a failed transaction: memory from what was committed, receipts from before
@@ -129,6 +130,7 @@ class LogQueues:
             try:
                 with self._db.tx() as cur:
                     self._engine.attach(cur)
+                    self._absorb(cur)
                     answer = step(cur)
                     prepared = self._flush(cur)
             except Exception:
@@ -198,6 +200,41 @@ class LogQueues:
 
     # ------------------------------------------------------------------ enqueueing
 
+    def _absorb(self, cur: Cursor) -> None:
+        """Move into the log the deliveries another process wrote as rows since this
+        connection last looked (`PRAGMA data_version` tells: one statement a transaction):
+        the pipeline's `tidings match` and elastic exit points write to a log store as to
+        the rows layout (`open_store(..., writer=True)`); a delivery a fresh publication
+        already made to its subscriber is dropped as the repeat it is."""
+        cur.execute("PRAGMA data_version")
+        version = int(cur.fetchone()[0])
+        if version == self._version:
+            return
+        self._version = version
+        while rows := self._rows_page(cur):
+            messages = [
+                NewMessage(r[1], r[2], str(r[6]).split("~", 1)[0], tuple(orjson.loads(r[3])),
+                           (r[4] or "null").encode(), float(r[5]))
+                for r in rows
+            ]  # fmt: skip
+            recipients = self._recipients(cur, {m.dedup_key for m in messages})
+            new = [
+                m for m in messages
+                if self.log.number(m.subscriber_id) not in recipients.get(m.dedup_key, ())
+            ]  # fmt: skip
+            self._messages(cur, new, fresh=True, remember=False)
+            cur.execute("DELETE FROM messages WHERE seq <= ?", (rows[-1][0],))
+            drop_bodies(self._db, cur, {str(r[6]) for r in rows})
+
+    @staticmethod
+    def _rows_page(cur: Cursor) -> list[Any]:
+        cur.execute(
+            "SELECT m.seq, m.subscriber_id, m.publication_id, m.subscription_ids, b.body, "
+            "m.enqueued_at, m.body_key FROM messages m LEFT JOIN bodies b ON b.key = m.body_key "
+            "ORDER BY m.seq LIMIT 5000"
+        )
+        return list(cur.fetchall())
+
     def tag(self, ids: Sequence[str]) -> int:
         """A delivery's subscription ids, by number (a set's number is kept once)."""
         key = tuple(ids)
@@ -229,7 +266,9 @@ class LogQueues:
         )
         return self.log.append(posts)
 
-    def _messages(self, cur: Cursor, messages: Sequence[NewMessage], fresh: bool) -> int:
+    def _messages(
+        self, cur: Cursor, messages: Sequence[NewMessage], fresh: bool, remember: bool = True
+    ) -> int:
         """Deliveries one by one: a run of one publication's (one key, one body) is a post;
         unless `fresh`, each is checked against every delivery of its key before."""
         if not fresh:
@@ -243,9 +282,9 @@ class LogQueues:
             tags = [self.tag(m.subscription_ids) for m in group]
             stored = pack(first.publication_id, first.body)
             posts.append(Post(stored, owners, tags, first.enqueued_at, len(first.body)))
-            if fresh:
+            if fresh and remember:
                 seen.append((key, first.publication_id, first.enqueued_at, owners))
-        if fresh:
+        if seen:
             self._remember(cur, seen)
         return self.log.append(posts) if posts else 0
 
@@ -259,10 +298,10 @@ class LogQueues:
         ]
         cur.executemany("INSERT OR REPLACE INTO log_publications VALUES (?, ?, ?, ?)", rows)
 
-    def _new_only(self, cur: Cursor, messages: Sequence[NewMessage]) -> list[NewMessage]:
-        """The deliveries whose (subscriber, key) was never enqueued: claimed in `dedup`,
-        and not among a fresh publication's recipients (`log_publications`)."""
-        keys = list({m.dedup_key for m in messages})
+    @staticmethod
+    def _recipients(cur: Cursor, wanted: set[str]) -> dict[str, set[int]]:
+        """The subscriber numbers each of these fresh publications' keys went to."""
+        keys = list(wanted)
         recipients: dict[str, set[int]] = {}
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
@@ -275,6 +314,12 @@ class LogQueues:
                 numbers = array("i")
                 numbers.frombytes(bytes(blob))
                 recipients[str(key)] = set(numbers)
+        return recipients
+
+    def _new_only(self, cur: Cursor, messages: Sequence[NewMessage]) -> list[NewMessage]:
+        """The deliveries whose (subscriber, key) was never enqueued: claimed in `dedup`,
+        and not among a fresh publication's recipients (`log_publications`)."""
+        recipients = self._recipients(cur, {m.dedup_key for m in messages})
         claim = self._db.dialect.ignoring_duplicates("dedup", "VALUES (?, ?, ?)")
         new: list[NewMessage] = []
         for m in messages:

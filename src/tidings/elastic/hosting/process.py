@@ -60,7 +60,7 @@ async def run_operator(
     else:
         from tidings.store import open_store
 
-        store = open_store(store_url)
+        store = open_store(store_url, writer=True)
         op = ExitPointOperator(name, coordinator, bind, StoreSink(store))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
