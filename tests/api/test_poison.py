@@ -16,6 +16,7 @@ from tidings.config import load_settings
 from tidings.model import JSON_DEPTH_CEILING
 from tidings.server import EmbeddedServer
 from tidings.store.base import NewMessage, encode_body
+from tidings.store.loglayout import SQLiteLogStore
 
 CAP = 64
 
@@ -87,7 +88,22 @@ def stored(server: EmbeddedServer, sub: Sub, body: Any) -> None:
 
 
 def corrupt_last(server: EmbeddedServer, sub: Sub) -> None:
-    """Overwrite the stored body of the subscriber's newest message with something not JSON."""
+    """Overwrite the stored body of the subscriber's newest message with something not JSON
+    (in the log layout, the default, then read from disk again, as after a restart)."""
+    store = server.broker.store.sync
+    if isinstance(store, SQLiteLogStore):
+        cursor = store.queues.log.cursor(sub.id)
+        assert cursor is not None
+        *_, (_, body, _) = cursor.entries()
+        with store.db.tx() as cur:
+            cur.execute("SELECT body FROM log_bodies WHERE id = ?", (body,))
+            publication_id = bytes(cur.fetchone()[0]).split(b"\n", 1)[0]
+            cur.execute(
+                "UPDATE log_bodies SET body = ? WHERE id = ?",
+                (publication_id + b"\n{not json", body),
+            )
+        store.queues.reload()
+        return
     with sqlite3.connect(server.settings.data_dir / "tidings.db") as db:
         db.execute(
             "UPDATE bodies SET body = '{not json' WHERE key = (SELECT body_key FROM messages "

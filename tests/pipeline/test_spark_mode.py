@@ -52,7 +52,7 @@ def test_with_spark_matching_the_pipeline_delivers_exactly_what_matches_through_
         assert alice.pull(wait=0) == []
         wait_until_logged(settings.log_dir / "publications", [kitchen.id, garden.id, hall.id])
 
-        store = open_store(settings.resolved_store_url)
+        store = open_store(settings.resolved_store_url, writer=True)
         paths = Paths.of(settings)
         job = Matching(Subscriptions(spark, store), QueueSink(store), paths.quarantine)
         job.functions = settings.functions

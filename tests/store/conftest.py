@@ -23,14 +23,14 @@ def sql_of(store: Store) -> SQLStore:
     return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-log", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-rows", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "memory":
         s = open_store("memory://")
     elif request.param == "sqlite":
         s = open_store(f"sqlite:///{tmp_path}/t.db")
-    elif request.param == "sqlite-log":
-        s = open_store(f"sqlite:///{tmp_path}/t.db?layout=log")
+    elif request.param == "sqlite-rows":
+        s = open_store(f"sqlite:///{tmp_path}/t.db?layout=rows")
     else:
         require_service("postgres")
         schema = f"t_{uuid.uuid4().hex[:12]}"

@@ -110,3 +110,22 @@ def test_a_writer_beside_the_owner_enqueues_as_rows_and_the_owner_takes_them_in(
     assert [m.publication_id for m in lease(owner, owner="s2")] == ["p2"]
     assert owner.queue_size("s1")[0] == 2
     owner.close()
+
+
+def test_a_database_of_rows_opened_as_a_log_keeps_every_message_and_its_attempts(
+    tmp_path: Path,
+) -> None:
+    rows = open_store(f"sqlite:///{tmp_path}/t.db?layout=rows")
+    subscriber(rows)
+    rows.enqueue([msg("p1"), msg("p2")], fresh=True)
+    assert len(rows.lease("s1", 1, 0.0, 5, T0)) == 1  # leased once, ran out at once
+    rows.close()
+
+    log = log_store(tmp_path)  # an upgrade: the default layout is the log
+    got = log.lease("s1", 10, 30.0, 1, T0 + 1)  # one attempt each, at most
+    assert [(m.publication_id, m.attempt) for m in got] == [("p2", 1)]
+    [letter] = log.dead_letters("s1")  # p1's attempt was counted from its row
+    assert (letter.publication_id, letter.attempt, letter.reason) == ("p1", 1, "max_attempts")
+    assert log.enqueue([msg("p2")]) == 0  # its dedup key came along
+    assert log.ack("s1", [got[0].receipt]).acked == [got[0].receipt]
+    log.close()

@@ -57,11 +57,12 @@ def test_a_database_of_the_previous_schema_gains_the_endpoints_table(tmp_path: P
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def version_2(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The URL of a database of the copied-bodies layout (version 2), as it was."""
+    """The URL of a database of the copied-bodies layout (version 2), as it was, opened with
+    its queues as rows (what a log store makes of rows: tests/store/test_loglayout.py)."""
     if request.param == "sqlite":
         with sqlite3.connect(tmp_path / "t.db") as db:
             db.executescript(v2(SQLITE))
-        yield f"sqlite:///{tmp_path}/t.db"
+        yield f"sqlite:///{tmp_path}/t.db?layout=rows"
         return
     require_service("postgres")
     schema = f"t_{uuid.uuid4().hex[:12]}"

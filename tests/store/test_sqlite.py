@@ -35,7 +35,7 @@ def test_an_unusable_store_url_is_a_configuration_error(url: str) -> None:
 
 
 def test_a_read_does_not_wait_for_a_writer_holding_its_transaction(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/t.db")
+    store = open_store(f"sqlite:///{tmp_path}/t.db?layout=rows")  # (the log reads memory)
     store.add_subscriber(Subscriber("s1", "h", 1.0))
     writer = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # another writer, holding its transaction open

@@ -27,7 +27,7 @@ def check_store_url(url: str) -> str:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="store_url", detail="synchronous is normal or full"
         )
-    if scheme in ("memory", "sqlite") and query.get("layout", "rows") not in ("rows", "log"):
+    if scheme in ("memory", "sqlite") and query.get("layout", "log") not in ("rows", "log"):
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="store_url", detail="layout is rows or log"
         )
@@ -47,7 +47,7 @@ def open_store(url: str, writer: bool = False) -> Store:
         if scheme == "sqlite":
             path = url[len("sqlite:///") :].split("?", 1)[0] or ":memory:"
         sync = query.get("synchronous", "normal")
-        if query.get("layout", "rows") == "log" and not writer:
+        if query.get("layout", "log") == "log" and not writer:
             from tidings.store.loglayout import SQLiteLogStore
 
             return SQLiteLogStore(path, sync)

@@ -212,17 +212,20 @@ class LogQueues:
             return
         self._version = version
         while rows := self._rows_page(cur):
-            messages = [
-                NewMessage(r[1], r[2], str(r[6]).split("~", 1)[0], tuple(orjson.loads(r[3])),
-                           (r[4] or "null").encode(), float(r[5]))
-                for r in rows
-            ]  # fmt: skip
-            recipients = self._recipients(cur, {m.dedup_key for m in messages})
-            new = [
-                m for m in messages
-                if self.log.number(m.subscriber_id) not in recipients.get(m.dedup_key, ())
-            ]  # fmt: skip
-            self._messages(cur, new, fresh=True, remember=False)
+            keys = {str(r[6]).split("~", 1)[0] for r in rows}
+            recipients = self._recipients(cur, keys)
+            for r in rows:
+                key = str(r[6]).split("~", 1)[0]
+                if self.log.number(r[1]) in recipients.get(key, ()):
+                    continue
+                body = (r[4] or "null").encode()
+                tag = self.tag(orjson.loads(r[3]))
+                self.log.append([Post(pack(r[2], body), [r[1]], [tag], float(r[5]), len(body))])
+                if r[7]:  # an attempt made before: still counted
+                    cursor = self.log.cursor(r[1])
+                    assert cursor is not None
+                    cursor.attempts[cursor.last_seq] = int(r[7])
+                    self.log.touched(r[1])
             cur.execute("DELETE FROM messages WHERE seq <= ?", (rows[-1][0],))
             drop_bodies(self._db, cur, {str(r[6]) for r in rows})
 
@@ -230,7 +233,8 @@ class LogQueues:
     def _rows_page(cur: Cursor) -> list[Any]:
         cur.execute(
             "SELECT m.seq, m.subscriber_id, m.publication_id, m.subscription_ids, b.body, "
-            "m.enqueued_at, m.body_key FROM messages m LEFT JOIN bodies b ON b.key = m.body_key "
+            "m.enqueued_at, m.body_key, m.attempt FROM messages m "
+            "LEFT JOIN bodies b ON b.key = m.body_key "
             "ORDER BY m.seq LIMIT 5000"
         )
         return list(cur.fetchall())
