@@ -1,6 +1,8 @@
 """The engines' bake-off of issue #30 (`python benchmarks/store.py --bakeoff`), in one run:
-today's rows on SQLite and on PostgreSQL (the `Store`) beside the queue log
-(`tidings.store.log`) on SQLite, LMDB, segment files of its own and PostgreSQL.
+the rows layout on SQLite and on PostgreSQL (the `Store`) beside the queue log
+(`tidings.store.log`) on SQLite, LMDB, segment files of its own and PostgreSQL, and the
+broker's embedded store as it is (`store/sqlite`: the log in the store's SQLite database,
+through the `Store`, every operation as the broker makes it).
 
 Cases, each target fresh, every step its own transaction (the log's `commit` after each):
 - `fanout`: publications one at a time, each to 100 subscribers; deliveries/s;
@@ -56,7 +58,7 @@ class Target(Protocol):
 
 
 class Rows:
-    """Today's `Store`: a row per delivery."""
+    """A `Store`: the rows layout (a row per delivery), or the broker's store as it is."""
 
     def __init__(self, url: str, schema: str | None = None) -> None:
         self.url, self.schema, self.n = url, schema, 0
@@ -87,7 +89,7 @@ class Rows:
 
     def disk_bytes(self) -> int:
         if self.schema is None:
-            path = self.url.removeprefix("sqlite:///")
+            path = self.url.removeprefix("sqlite:///").split("?", 1)[0]
             with sqlite3.connect(path) as conn:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return file_bytes(path)
@@ -170,7 +172,9 @@ def lmdb_log(path: str) -> Any:
 
 def opener(name: str, tmp: str, schema: str) -> Callable[[], Target]:
     openers: dict[str, Callable[[], Target]] = {
-        "rows/sqlite": lambda: Rows(f"sqlite:///{tmp}/rows.db"),
+        "rows/sqlite": lambda: Rows(f"sqlite:///{tmp}/rows.db?layout=rows"),
+        # the broker's embedded store as it is now: its queues a log, through the `Store`
+        "store/sqlite": lambda: Rows(f"sqlite:///{tmp}/store.db"),
         "log/sqlite": lambda: Log(lambda: SQLiteLog(f"{tmp}/log.db")),
         "log/lmdb": lambda: Log(lambda: lmdb_log(f"{tmp}/log.lmdb")),
         "log/files": lambda: Log(lambda: FilesLog(f"{tmp}/segments")),

@@ -49,7 +49,8 @@ def opened(backend: str, sync: str = "normal") -> Iterator[Store]:
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     urls = {
         "memory": "memory://",
-        "sqlite": f"sqlite:///{tmp}/bench.db?synchronous={sync}",
+        "sqlite": f"sqlite:///{tmp}/bench.db?synchronous={sync}",  # its queues a log
+        "sqlite-rows": f"sqlite:///{tmp}/bench.db?synchronous={sync}&layout=rows",
         "postgres": f"{PG}?schema={schema}",
     }
     store = open_store(urls[backend])

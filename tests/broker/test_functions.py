@@ -162,10 +162,11 @@ def claims(tmp_path: Path, claim_s: float, store_url: str = "") -> Settings:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def shared_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A store two brokers share: the SQLite file of the data directory, or PostgreSQL."""
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store two brokers share: a SQLite file with its queues as rows (a log store has
+    one owner), or PostgreSQL."""
     if request.param == "sqlite":
-        yield ""
+        yield f"sqlite:///{tmp_path}/shared.db?layout=rows"
         return
     require_service("postgres")
     schema = f"t_{uuid.uuid4().hex[:12]}"

@@ -169,6 +169,16 @@ def test_serve_refuses_a_bad_setting_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_second_broker_on_the_same_embedded_store_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    with broker_process(tmp_path):
+        port = str(free_port())
+        result = tidings("serve", "--data-dir", str(tmp_path), "--port", port)
+    assert result.returncode == 2 and "another process has it open" in result.stderr
+    assert "layout=rows" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_bad_setting_is_said_before_a_taken_port(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -69,8 +69,13 @@ class SQLiteLogStore(SQLiteStore):
 
     def __init__(self, path: str, synchronous: str = "NORMAL", segment_bodies: int = 4096) -> None:
         self._owner = _own(path)
-        super().__init__(path, synchronous)
-        self.queues = LogQueues(self.db, segment_bodies)
+        try:
+            super().__init__(path, synchronous)
+            self.queues = LogQueues(self.db, segment_bodies)
+        except BaseException:
+            if self._owner is not None:
+                self._owner.close()
+            raise
 
     def close(self) -> None:
         super().close()
@@ -122,13 +127,14 @@ class SQLiteLogStore(SQLiteStore):
     # ---- dead letters back into the queue
 
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
-        where, params = "d.subscriber_id = ?", [subscriber_id]
+        where = "d.subscriber_id = ?"
+        params: list[Any] = [subscriber_id]
         if ids is not None:
             ids = [i for i in ids if 0 <= i <= ID_MAX]
             if not ids:
                 return 0
             where += f" AND d.id IN ({', '.join('?' * len(ids))})"
-            params += [str(i) for i in ids]
+            params += ids
         queues = self.queues
 
         def step(cur: Cursor) -> int:
@@ -206,7 +212,9 @@ class SQLiteLogStore(SQLiteStore):
         cutoff = now - retention_s
         log = self.queues.log
         moved = 0
-        for name, _ in log.queues():
+        for name, cursor in log.queues():
+            if not cursor.depth() or _oldest(log, cursor) >= cutoff:
+                continue  # (its first deliveries are the oldest: no scan of a young queue)
             moved += self.queues.settle_out(
                 name, lambda _, body: log.body_time(body) < cutoff, "retention", now
             )

@@ -76,6 +76,7 @@ class LogQueues:
         self._new_sets: list[tuple[int, tuple[str, ...]]] = []
         self.nonce = os.urandom(4).hex()
         self._load()
+        self.commit_alone()  # what `_load` settled, and what writers left (`_absorb`)
 
     def _load(self) -> None:
         """The sets by number, and no queue for a subscriber removed before a crash."""
@@ -91,9 +92,8 @@ class LogQueues:
         with self.log.lock:
             gone = [name for name, c in self.log.queues() if name not in known and c.depth()]
             for name in gone:
-                self.log.forget(name)
-            self._version = -1
-            self.commit_alone()  # and what writers in other processes left (`_absorb`)
+                self.log.forget(name)  # written by the next transaction
+            self._version = -1  # the next transaction looks for writers' rows
 
     def reload(self) -> None:
         """After a failed transaction: memory from what was committed, receipts from before
@@ -495,13 +495,15 @@ class Refused(TypeError):
 
 def _check(op: QueueOp) -> None:
     """Refuse a malformed enqueue before any of it is appended (the log has no savepoint)."""
-    if isinstance(op, Enqueue):
-        messages = [*op.messages, *(m for f in op.fanouts for m in f.messages())]
-    elif isinstance(op, PublishOnce):
-        messages = [m for f in op.fanouts for m in f.messages()]
-    else:
+    if isinstance(op, Enqueue | PublishOnce):
+        for f in op.fanouts:  # (no object made per delivery to check it)
+            if not all(isinstance(owner, str) for owner in f.owners):
+                raise Refused("a delivery needs a subscriber")
+            if not isinstance(f.body, bytes) or not isinstance(f.publication_id, str):
+                raise Refused("a fan-out's body is bytes and its publication id a string")
+    if not isinstance(op, Enqueue):
         return
-    for m in messages:
+    for m in op.messages:
         if not isinstance(m.subscriber_id, str) or not isinstance(m.publication_id, str):
             raise Refused("a delivery needs a subscriber and a publication id")
         if not isinstance(m.body, bytes) or not isinstance(m.dedup_key, str):

@@ -1,6 +1,7 @@
 """Queues as logs (issue #30): bodies appended once, each queue a sequence of references,
 consumer state as an ack floor and a sparse set, in group commits over a small engine
-interface. A leaf: it imports nothing of Tidings, and the broker does not use it yet.
+interface. A leaf: it imports nothing of Tidings; the broker's embedded store keeps its
+queues in it (`tidings.store.logqueues`).
 
 `QueueLog` (queuelog.py) is the log; `LogEngine` (engine.py) what an engine does; the engines
 are `SQLiteLog` (sqlite.py), `PostgresLog` (postgres.py), `FilesLog` (files.py: segment

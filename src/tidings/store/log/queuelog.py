@@ -16,8 +16,8 @@
   first, and rebuilds each cursor; a lease in flight at a crash is ready again at once, its
   attempt counted (the attempt was committed before the lease was handed out).
 
-Not here yet (the broker wiring, the next step): dedup keys, dead letters after
-`max_attempts`, retention, nack delays across a crash.
+Dedup keys, dead letters, retention and browsing are the log's user's (the broker's store:
+`tidings.store.logqueues`), over `take`, `cursor` and `forget`.
 """
 
 from __future__ import annotations
