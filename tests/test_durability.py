@@ -80,8 +80,7 @@ def layout_args(layout: str, data_dir: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["rows", "log"])
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("seed", "layout"), [(1, "rows"), (2, "rows"), (1, "log"), (2, "log")])
 def test_kill_9_under_load_loses_no_accepted_publication(
     tmp_path: Path, seed: int, layout: str
 ) -> None:
