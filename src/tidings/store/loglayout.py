@@ -213,11 +213,12 @@ class SQLiteLogStore(SQLiteStore):
         log = self.queues.log
         moved = 0
         for name, cursor in log.queues():
-            if not cursor.depth() or _oldest(log, cursor) >= cutoff:
-                continue  # (its first deliveries are the oldest: no scan of a young queue)
-            moved += self.queues.settle_out(
-                name, lambda _, body: log.body_time(body) < cutoff, "retention", now
-            )
+            with log.lock:  # (the committer's thread changes cursors meanwhile)
+                if not cursor.depth() or _oldest(log, cursor) >= cutoff:
+                    continue  # (its first deliveries are the oldest: no scan of a young queue)
+                moved += self.queues.settle_out(
+                    name, lambda _, body: log.body_time(body) < cutoff, "retention", now
+                )
         with self.db.tx() as cur:
             cur.execute("DELETE FROM dedup WHERE enqueued_at < ?", (cutoff,))
             cur.execute("DELETE FROM log_publications WHERE enqueued_at < ?", (cutoff,))
@@ -238,7 +239,8 @@ class SQLiteLogStore(SQLiteStore):
             cursor = log.cursor(subscriber_id)
             if cursor is None:
                 return 0
-            newest = sorted(cursor.entries(), reverse=True)
+            newest = list(cursor.entries())  # in sequence order: newest last
+            newest.reverse()
             kept, size, first_gone = 0, 0, None
             for seq, body, _ in newest:
                 length = log.body_length(body)
