@@ -16,19 +16,11 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.model import ID_MAX
 from tidings.private import DIR_MODE
 from tidings.store.base import (
-    Ack,
-    AckResult,
-    Enqueue,
-    Lease,
-    Message,
-    Nack,
-    NewMessage,
     QueueDepth,
     QueuedMessage,
     QueuedPage,
     QueueOp,
     QueueStats,
-    Reject,
 )
 from tidings.store.bodies import drop_bodies
 from tidings.store.browse import PAGE_BYTES
@@ -87,34 +79,8 @@ class SQLiteLogStore(SQLiteStore):
     def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
         return self.queues.apply(ops)
 
-    def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
-        return int(self.queues.one(Enqueue(messages, fresh))) if messages else 0
-
-    def lease(
-        self,
-        subscriber_id: str,
-        max_messages: int,
-        visibility_s: float,
-        max_attempts: int,
-        now: float,
-    ) -> list[Message]:
-        leased: list[Message] = self.queues.one(
-            Lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
-        )
-        return leased
-
-    def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        result: AckResult = self.queues.one(Ack(subscriber_id, receipts))
-        return result
-
-    def nack(
-        self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
-    ) -> AckResult:
-        result: AckResult = self.queues.one(Nack(subscriber_id, receipts, now, delay_s))
-        return result
-
-    def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
-        return bool(self.queues.one(Reject(subscriber_id, receipt, reason, now)))
+    def _one(self, op: QueueOp) -> Any:
+        return self.queues.one(op)
 
     def remove_subscriber(self, subscriber_id: str) -> bool:
         found = super().remove_subscriber(subscriber_id)

@@ -162,8 +162,13 @@ class SQLStore:
     def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
         return self._queues.apply(ops)
 
+    def _one(self, op: QueueOp) -> Any:
+        """One queue operation in a transaction of its own (what `enqueue`, `lease`, `ack`,
+        `nack` and `reject` are); another layout of the queues answers it instead."""
+        return self._queues.one(op)
+
     def enqueue(self, messages: Sequence[NewMessage], fresh: bool = False) -> int:
-        return int(self._queues.one(Enqueue(messages, fresh))) if messages else 0
+        return int(self._one(Enqueue(messages, fresh))) if messages else 0
 
     def lease(
         self,
@@ -173,25 +178,25 @@ class SQLStore:
         max_attempts: int,
         now: float,
     ) -> list[Message]:
-        leased: list[Message] = self._queues.one(
+        leased: list[Message] = self._one(
             Lease(subscriber_id, max_messages, visibility_s, max_attempts, now)
         )
         return leased
 
     def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
-        result: AckResult = self._queues.one(Ack(subscriber_id, receipts))
+        result: AckResult = self._one(Ack(subscriber_id, receipts))
         return result
 
     def nack(
         self, subscriber_id: str, receipts: Sequence[str], now: float, delay_s: float = 0.0
     ) -> AckResult:
-        result: AckResult = self._queues.one(Nack(subscriber_id, receipts, now, delay_s))
+        result: AckResult = self._one(Nack(subscriber_id, receipts, now, delay_s))
         return result
 
     def reject(self, subscriber_id: str, receipt: str, reason: str, now: float) -> bool:
         """Dead-letter one leased message, by its current receipt, with `reason` (a message
         that cannot be served); False when the receipt is no longer current."""
-        return bool(self._queues.one(Reject(subscriber_id, receipt, reason, now)))
+        return bool(self._one(Reject(subscriber_id, receipt, reason, now)))
 
     def dead_letters(self, subscriber_id: str, limit: int = 100) -> list[DeadLetter]:
         return self._queues.dead_letters(subscriber_id, limit)
