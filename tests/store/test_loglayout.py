@@ -129,3 +129,42 @@ def test_a_database_of_rows_opened_as_a_log_keeps_every_message_and_its_attempts
     assert log.enqueue([msg("p2")]) == 0  # its dedup key came along
     assert log.ack("s1", [got[0].receipt]).acked == [got[0].receipt]
     log.close()
+
+
+def test_a_removed_subscriber_s_queue_name_and_state_go_with_it(tmp_path: Path) -> None:
+    store = log_store(tmp_path)
+    for sid in ("s1", "s2", "s3"):
+        subscriber(store, sid)
+        store.enqueue([msg(f"{sid}-p", owner=sid)], fresh=True)
+    assert store.remove_subscriber("s2") and store.remove_subscriber("s3")
+    assert [name for name, _ in store.queues.log.queues()] == ["s1"]
+    with store.db.read() as cur:
+        cur.execute("SELECT number, name FROM log_names ORDER BY number")
+        assert cur.fetchall() == [(1, "s1"), (3, "")]  # the highest number stays given
+        cur.execute("SELECT number FROM log_states")
+        assert {r[0] for r in cur.fetchall()} <= {1, 3}
+    store.close()
+
+    again = log_store(tmp_path)
+    subscriber(again, "s2")  # the same id, a new subscriber: none of the old queue
+    assert lease(again, owner="s2") == []
+    assert [m.publication_id for m in lease(again)] == ["s1-p"]
+    again.close()
+
+
+def test_a_restart_after_an_out_of_order_ack_counts_the_queue_right(tmp_path: Path) -> None:
+    store = log_store(tmp_path)
+    subscriber(store)
+    store.enqueue([msg("p1"), msg("p2"), msg("p3")], fresh=True)
+    got = lease(store)
+    assert store.ack("s1", [got[1].receipt]).unknown == []  # p2: above the floor
+    size = store.queue_size("s1")
+    store.close()
+
+    again = log_store(tmp_path)
+    assert again.depth("s1", T0) == QueueDepth(2, 0, 0)
+    assert again.queue_size("s1") == size == (2, 2 * len(encode_body({"id": "p1"})))
+    got = lease(again)
+    assert [m.publication_id for m in got] == ["p1", "p3"]
+    assert again.ack("s1", [m.receipt for m in got]).unknown == []
+    assert again.depth("s1", T0) == QueueDepth(0, 0, 0) and again.queue_size("s1") == (0, 0)

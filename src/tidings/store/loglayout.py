@@ -86,8 +86,8 @@ class SQLiteLogStore(SQLiteStore):
         found = super().remove_subscriber(subscriber_id)
         queues = self.queues
         with queues.log.lock:
-            if queues.log.forget(subscriber_id):
-                queues.commit_alone()
+            if queues.log.forget(subscriber_id) is not None:
+                queues.commit_alone()  # its name and state gone with its queue
         return found
 
     # ---- dead letters back into the queue
@@ -194,10 +194,7 @@ class SQLiteLogStore(SQLiteStore):
         log = self.queues.log
         with log.lock:
             cursor = log.cursor(subscriber_id)
-            if cursor is None:
-                return 0, 0
-            lengths = [log.body_length(body) for _, body, _ in cursor.entries()]
-            return len(lengths), sum(lengths)
+            return (0, 0) if cursor is None else (cursor.depth(), cursor.queued_bytes())
 
     def trim_queue(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
         log = self.queues.log

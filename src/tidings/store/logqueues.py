@@ -90,8 +90,7 @@ class LogQueues:
             cur.execute("SELECT id FROM subscribers")
             known = {str(r[0]) for r in cur.fetchall()}
         with self.log.lock:
-            gone = [name for name, c in self.log.queues() if name not in known and c.depth()]
-            for name in gone:
+            for name in [name for name, _ in self.log.queues() if name not in known]:
                 self.log.forget(name)  # written by the next transaction
             self._version = -1  # the next transaction looks for writers' rows
 

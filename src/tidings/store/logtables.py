@@ -55,7 +55,7 @@ class SQLLogEngine:
 
     @staticmethod
     def _write(cur: Cursor, batch: WriteBatch) -> None:
-        cur.executemany("INSERT INTO log_names VALUES (?, ?)", batch.names)
+        cur.executemany("INSERT OR REPLACE INTO log_names VALUES (?, ?)", batch.names)
         cur.executemany("INSERT INTO log_bodies VALUES (?, ?)", batch.bodies)
         cur.executemany("INSERT INTO log_records VALUES (?, ?, ?)", batch.records)
         cur.executemany("INSERT OR REPLACE INTO log_states VALUES (?, ?)", batch.states)
@@ -68,6 +68,9 @@ class SQLLogEngine:
                 "DELETE FROM log_records WHERE id BETWEEN ? AND ?",
                 (span.first_record, span.last_record),
             )
+        gone = [(n,) for n in batch.gone]
+        cur.executemany("DELETE FROM log_names WHERE number = ?", gone)
+        cur.executemany("DELETE FROM log_states WHERE number = ?", gone)
 
     def read_bodies(self, ids: Sequence[int]) -> dict[int, bytes]:
         if self._cur is not None:

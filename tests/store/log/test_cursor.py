@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from array import array
 
+from tidings.store.log.codec import ConsumerState
 from tidings.store.log.cursor import Cursor
 
 
 def queue(n: int) -> Cursor:
-    """Sequence numbers 1..n, body i+100 and tag i each."""
+    """Sequence numbers 1..n, body i+100, tag i and size 10*i each."""
     cursor = Cursor()
     seqs = array("q", range(1, n + 1))
-    cursor.extend(seqs, array("q", (s + 100 for s in seqs)), array("i", seqs))
+    sizes = array("i", (10 * s for s in seqs))
+    cursor.extend(seqs, array("q", (s + 100 for s in seqs)), array("i", seqs), sizes)
     return cursor
 
 
@@ -55,3 +57,27 @@ def test_settling_out_of_order_keeps_a_sparse_set_until_the_floor_reaches_it() -
     assert [seq for seq, _, _ in cursor.entries(after=3)] == [5]
     taken, _ = cursor.take(10, 30.0, 0.0)
     assert [t.seq for t in taken] == [3, 5]  # what was settled never leases
+
+
+def test_a_queue_s_bytes_are_those_not_acknowledged_wherever_the_acks_fall() -> None:
+    cursor = queue(4)  # 10 + 20 + 30 + 40
+    taken, _ = cursor.take(4, 30.0, 0.0)
+    assert cursor.queued_bytes() == 100  # leased is still queued
+    assert cursor.ack(taken[2].seq, taken[2].attempt)  # 3: into the sparse set
+    assert cursor.queued_bytes() == 70 and cursor.depth() == 3
+    assert cursor.ack(taken[0].seq, taken[0].attempt)  # 1: the floor rises
+    assert cursor.queued_bytes() == 60 and cursor.depth() == 2
+
+
+def test_a_queue_recovered_with_a_sparse_set_counts_and_lists_only_what_is_left() -> None:
+    cursor = Cursor(ConsumerState(3, (5,), {}))  # 1..3 and 5 acknowledged before a restart
+    for seq in range(1, 8):
+        cursor.append(seq, seq + 100, 0, 10)
+    assert cursor.depth() == 3 and cursor.queued_bytes() == 30
+    assert [seq for seq, _, _ in cursor.entries()] == [4, 6, 7]
+    taken, _ = cursor.take(10, 30.0, 0.0)
+    assert [t.seq for t in taken] == [4, 6, 7]
+    for t in taken:
+        assert cursor.ack(t.seq, t.attempt)
+    assert cursor.depth() == 0 and cursor.queued_bytes() == 0
+    assert cursor.floor == 7 and not cursor.acked  # the floor stepped over 5 too

@@ -192,3 +192,52 @@ def test_a_failed_commit_loses_nothing_committed_and_the_log_goes_on(
     assert drain(again, "b") == [body(i) for i in range(2, 5)]
     again.commit()
     assert again.segments() == 1
+
+
+def names_written(open_engine: OpenEngine) -> dict[int, str]:
+    """What the engine holds of names, read by opening it again."""
+    return dict(open_engine().recover().names)
+
+
+def test_a_forgotten_subscriber_leaves_nothing_behind_but_the_highest_number(
+    open_engine: OpenEngine,
+) -> None:
+    log = QueueLog(open_engine(), segment_bodies=4)
+    publish_each(log, 3, ["a", "b", "c"])
+    assert log.forget("b") == 3 and log.forget("b") is None
+    assert log.forget("c") == 3
+    log.commit()
+    assert log.cursor("b") is None and [name for name, _ in log.queues()] == ["a"]
+    assert names_written(open_engine) == {1: "a", 3: ""}  # c's number stays given
+    again = QueueLog(open_engine(), segment_bodies=4)
+    assert again.number("d") == 4  # never 2 or 3, which kept records still name
+    again.commit()
+    assert names_written(open_engine) == {1: "a", 4: "d"}  # the tombstone went
+
+
+def test_a_subscriber_forgotten_and_back_gets_none_of_its_old_queue(
+    open_engine: OpenEngine,
+) -> None:
+    log = QueueLog(open_engine(), segment_bodies=4)
+    publish_each(log, 5, ["a", "b"])
+    log.forget("b")
+    log.commit()
+    publish_each(log, 1, ["b"], start=5)  # the same name, a new subscriber
+    assert drain(log, "b") == [body(5)]
+    again = QueueLog(open_engine(), segment_bodies=4)
+    assert drain(again, "b") == []  # not the old five, after a restart either
+    assert drain(again, "a") == [body(i) for i in range(5)]
+    again.commit()
+    assert again.segments() == 1  # the forgotten queue held no segment back
+
+
+def test_forgetting_before_the_first_commit_writes_only_a_tombstone(
+    open_engine: OpenEngine,
+) -> None:
+    log = QueueLog(open_engine(), segment_bodies=4)
+    log.publish([(body(0), ["a"])])
+    assert log.forget("a") == 0  # (queued once committed: nothing was)
+    log.commit()
+    assert names_written(open_engine) == {1: ""}
+    again = QueueLog(open_engine(), segment_bodies=4)
+    assert again.queues() == [] and again.number("a") == 2

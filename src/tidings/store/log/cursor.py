@@ -1,9 +1,11 @@
 """One subscriber's queue in memory: its references above the ack floor, what is in flight.
 
-References (sequence number, body id, tag) are three arrays in sequence order from `head`,
-so a backlog costs 20 bytes a delivery, not an object. `next` is the first never leased
-since the start; below it, a reference is acknowledged (in `acked`), in flight (`leases`),
-or ready again (`ready`: expired or handed back, ready once its time in `waiting` comes).
+References (sequence number, body id, tag, the body's size) are four arrays in sequence
+order from `head`, so a backlog costs 24 bytes a delivery, not an object; every reference
+above the floor is there, the acknowledged ones too (in `acked`: the sparse set). `next` is
+the first never leased since the start; below it, a reference is acknowledged, in flight
+(`leases`), or ready again (`ready`: expired or handed back, ready once its time in
+`waiting` comes).
 Settling a reference without a lease (a dead letter, a purge, an expiry) acknowledges it.
 """
 
@@ -38,6 +40,8 @@ class Cursor:
         self.seqs: array[int] = array("q")
         self.bodies: array[int] = array("q")
         self.tags: array[int] = array("i")
+        self.sizes: array[int] = array("i")
+        self.size = 0  # the sizes from `head` on, acknowledged ones too (`queued_bytes`)
         self.head = 0
         self.next = 0
         self.last_seq = state.floor
@@ -50,28 +54,39 @@ class Cursor:
     def state(self) -> ConsumerState:
         return ConsumerState(self.floor, tuple(self.acked), dict(self.attempts))
 
-    def append(self, seq: int, body: int, tag: int = 0) -> None:
-        """A reference committed (or recovered) at the queue's end."""
-        if seq > self.floor and seq not in self.acked:
+    def append(self, seq: int, body: int, tag: int = 0, size: int = 0) -> None:
+        """A reference committed (or recovered, perhaps acknowledged) at the queue's end."""
+        if seq > self.floor:
             self.seqs.append(seq)
             self.bodies.append(body)
             self.tags.append(tag)
+            self.sizes.append(size)
+            self.size += size
         self.last_seq = max(self.last_seq, seq)
 
-    def extend(self, seqs: array[int], bodies: array[int], tags: array[int]) -> None:
-        """References in sequence order, appended at once when none is acknowledged."""
-        if seqs and seqs[0] > self.floor and not self.acked:
+    def extend(
+        self, seqs: array[int], bodies: array[int], tags: array[int], sizes: array[int]
+    ) -> None:
+        """References in sequence order, appended at once when all are above the floor."""
+        if seqs and seqs[0] > self.floor:
             self.seqs.extend(seqs)
             self.bodies.extend(bodies)
             self.tags.extend(tags)
+            self.sizes.extend(sizes)
+            self.size += sum(sizes)
             self.last_seq = max(self.last_seq, seqs[-1])
         else:
-            for seq, body, tag in zip(seqs, bodies, tags, strict=True):
-                self.append(seq, body, tag)
+            for seq, body, tag, size in zip(seqs, bodies, tags, sizes, strict=True):
+                self.append(seq, body, tag, size)
 
     def depth(self) -> int:
         """References not acknowledged."""
         return len(self.seqs) - self.head - len(self.acked)
+
+    def queued_bytes(self) -> int:
+        """The sizes of the references not acknowledged (the sparse set is looked up)."""
+        acked = sum(self.sizes[bisect_left(self.seqs, seq, self.head)] for seq in self.acked)
+        return self.size - acked
 
     def hidden(self, now: float) -> int:
         """References not ready at `now`: leased, or handed back with a delay still running."""
@@ -212,6 +227,7 @@ class Cursor:
         while self.head < len(seqs) and seqs[self.head] in acked:
             acked.remove(seqs[self.head])
             self.floor = seqs[self.head]
+            self.size -= self.sizes[self.head]
             self.head += 1
         if self.next < self.head:
             self.next = self.head
@@ -219,5 +235,6 @@ class Cursor:
             del self.seqs[: self.head]
             del self.bodies[: self.head]
             del self.tags[: self.head]
+            del self.sizes[: self.head]
             self.next -= self.head
             self.head = 0

@@ -1,10 +1,12 @@
 """What a log engine does: the few writes and reads the queue log needs, nothing more.
 
-Four kinds of data: subscriber names (a number each, as records name them), bodies (an id
-each, appended once), reference records (an id and the segment they belong to, appended once)
-and consumer states (one per subscriber, rewritten). `write` applies a `WriteBatch` in one
-transaction: a group commit. A segment is a run of record ids and the body ids those
-records brought; `drop` deletes both ranges at once, when every subscriber is past them.
+Four kinds of data: subscriber names (a number each, as records name them; a name written
+again replaces the one before), bodies (an id each, appended once), reference records (an id
+and the segment they belong to, appended once) and consumer states (one per subscriber,
+rewritten). A subscriber forgotten (`gone`) loses its name and its state. `write` applies a
+`WriteBatch` in one transaction: a group commit. A segment is a run of record ids and the
+body ids those records brought; `drop` deletes both ranges at once, when every subscriber is
+past them.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ class WriteBatch:
     records: list[tuple[int, int, bytes]] = field(default_factory=list)  # id, segment, refs
     states: list[tuple[int, bytes]] = field(default_factory=list)  # subscriber, state
     drops: list[Span] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)  # subscribers whose name and state go
 
     def __bool__(self) -> bool:
-        return bool(self.names or self.bodies or self.records or self.states or self.drops)
+        parts = (self.names, self.bodies, self.records, self.states, self.drops, self.gone)
+        return any(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@ commits, and a meta file of names and consumer states.
 
 - A segment file (`<segment>.seg`) holds the frames of the commits that wrote into that
   segment: its bodies and records. Dropping the segment is unlinking the file.
-- The meta file (`meta.log`) holds a frame per commit with the names and states it changed;
-  the last state of a subscriber wins. Past `META_COMPACT_AT` bytes it is rewritten as a
-  snapshot (a new file renamed over the old: a crash leaves one or the other, whole).
+- The meta file (`meta.log`) holds a frame per commit with the names and states it changed
+  and the subscribers it forgot; the last state of a subscriber wins. Past `META_COMPACT_AT`
+  bytes it is rewritten as a snapshot (a new file renamed over the old: a crash leaves one or
+  the other, whole).
 - A frame is its length, its CRC32 and its payload: recovery stops a file at the first frame
   that is short or whose checksum fails (a torn tail of a commit that never returned), and
   cuts it there.
@@ -96,11 +97,13 @@ class FilesLog:
         assert self._recovered, "recover() opens the segments: the log calls it first"
         for segment, (bodies, records) in self._by_segment(batch).items():
             self._append_segment(segment, bodies, records)
-        if batch.names or batch.states:
+        if batch.names or batch.states or batch.gone:
             names = [(n, name.encode()) for n, name in batch.names]
-            self._append(self._meta, b"".join(_items(names) + _items(batch.states)))
+            gone = [(n, b"") for n in batch.gone]
+            self._append(self._meta, b"".join(_items(names) + _items(batch.states) + _items(gone)))
             self._names.update(batch.names)
             self._states.update(batch.states)
+            self._forget(batch.gone)
             if os.fstat(self._meta).st_size > META_COMPACT_AT:
                 self._compact_meta()
         for span in batch.drops:
@@ -192,11 +195,18 @@ class FilesLog:
             return
         for _, payload in _frames(path):
             names, at = _read_items(payload, 0)
-            states, _ = _read_items(payload, at)
+            states, at = _read_items(payload, at)
             for number, offset, length in names:
                 self._names[number] = payload[offset : offset + length].decode()
             for number, offset, length in states:
                 self._states[number] = payload[offset : offset + length]
+            if at < len(payload):  # (a snapshot has no list of the forgotten)
+                self._forget([number for number, _, _ in _read_items(payload, at)[0]])
+
+    def _forget(self, numbers: Sequence[int]) -> None:
+        for number in numbers:
+            self._names.pop(number, None)
+            self._states.pop(number, None)
 
     def recover(self) -> Stored:
         self._recovered = True

@@ -50,6 +50,9 @@ class LMDBLog:
             for span in batch.drops:
                 self._delete(txn, self._bodies, span.first_body, span.last_body)
                 self._delete(txn, self._records, span.first_record, span.last_record)
+            for number in batch.gone:
+                txn.delete(_key(number), db=self._names)
+                txn.delete(_key(number), db=self._states)
 
     @staticmethod
     def _delete(txn: lmdb.Transaction, db: lmdb._Database, first: int, last: int) -> None:

@@ -38,7 +38,8 @@ class PostgresLog:
             if batch.names:
                 numbers, names = zip(*batch.names, strict=True)
                 run(
-                    "INSERT INTO names SELECT * FROM unnest(%s::integer[], %s::text[])",
+                    "INSERT INTO names SELECT * FROM unnest(%s::integer[], %s::text[])"
+                    " ON CONFLICT (number) DO UPDATE SET name = excluded.name",
                     (list(numbers), list(names)),
                 )
             if batch.bodies:
@@ -70,6 +71,9 @@ class PostgresLog:
                     "DELETE FROM records WHERE id BETWEEN %s AND %s",
                     (span.first_record, span.last_record),
                 )
+            if batch.gone:
+                run("DELETE FROM names WHERE number = ANY(%s)", (batch.gone,))
+                run("DELETE FROM states WHERE number = ANY(%s)", (batch.gone,))
 
     def read_bodies(self, ids: Sequence[int]) -> dict[int, bytes]:
         rows = self._conn.execute(

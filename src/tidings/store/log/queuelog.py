@@ -117,7 +117,8 @@ class QueueLog:
         self._segments: list[Segment] = []
         self._staged = WriteBatch()
         self._staged_refs: list[tuple[int, Segment, Refs]] = []
-        self._next_body = self._next_record = 1
+        self._next_body = self._next_record = self._next_number = 1
+        self._tombstone: int | None = None  # a forgotten subscriber's number kept named
         self._base = 1  # the body id of `_times[0]` and `_lengths[0]`
         self._times: array[float] = array("d")
         self._lengths: array[int] = array("i")
@@ -226,17 +227,28 @@ class QueueLog:
             if number is not None:
                 self._dirty.add(number)
 
-    def forget(self, subscriber: str) -> int:
-        """Settle all of a subscriber's queue (a subscriber removed); how many went."""
+    def forget(self, subscriber: str) -> int | None:
+        """Drop a subscriber's queue, cursor and number (a subscriber removed): its name
+        and state go at the next commit, its references with their segments; how many
+        deliveries were still queued (None: no such subscriber).
+
+        Numbers are never given twice while a record may name them: the highest number
+        given stays written, renamed to "" (a tombstone), until a higher one is given."""
         with self.lock:
-            cursor = self.cursor(subscriber)
-            if cursor is None:
-                return 0
-            gone = [seq for seq, _, _ in cursor.entries()]
-            for seq in gone:
-                cursor.settle(seq)
-            self.touched(subscriber)
-            return len(gone)
+            number = self._numbers.pop(subscriber, None)
+            if number is None:
+                return None
+            del self._names[number]
+            queued = self._cursors.pop(number).depth()
+            self._dirty.discard(number)
+            staged = self._staged.names
+            staged[:] = [(n, name) for n, name in staged if n != number]
+            if number == self._next_number - 1:
+                staged.append((number, ""))
+                self._retire_tombstone(number)
+            else:
+                self._staged.gone.append(number)
+            return queued
 
     def commit(self) -> None:
         """The group commit: everything staged and every changed state in one transaction.
@@ -262,6 +274,7 @@ class QueueLog:
                 self.engine.write(batch)
             except BaseException:
                 self._staged.names[:0] = batch.names  # numbers given stay given
+                self._staged.gone[:0] = batch.gone  # and forgotten ones forgotten
                 self._dirty |= dirty
                 raise
             return Prepared(batch, staged)
@@ -320,11 +333,19 @@ class QueueLog:
     def _number(self, name: str) -> int:
         number = self._numbers.get(name)
         if number is None:
-            number = len(self._numbers) + 1
+            number = self._next_number
+            self._next_number += 1
             self._numbers[name], self._names[number] = number, name
             self._cursors[number] = Cursor()
             self._staged.names.append((number, name))
+            self._retire_tombstone(None)
         return number
+
+    def _retire_tombstone(self, successor: int | None) -> None:
+        """A higher number is written now: the tombstone before it goes."""
+        if self._tombstone is not None and self._tombstone != successor:
+            self._staged.gone.append(self._tombstone)
+        self._tombstone = successor
 
     def _open_segment(self) -> Segment:
         last = self._segments[-1] if self._segments else None
@@ -342,19 +363,24 @@ class QueueLog:
         return [
             s.span()
             for s in closed[:_CHECKED_SEGMENTS]
-            if all(self._cursors[n].floor >= top for n, top in s.tops.items())
+            if all(_past(self._cursors.get(n), top) for n, top in s.tops.items())
         ]
 
     def _place(self, refs: Refs) -> None:
         self._note_bodies(refs)
         cursors, subscribers = self._cursors, refs.subscribers
+        lengths, first = refs.lengths, refs.first_body
         if subscribers and subscribers.count(subscribers[0]) == len(subscribers):
-            cursors[subscribers[0]].extend(refs.seqs, refs.bodies, refs.tags)  # one queue's
+            one = cursors.get(subscribers[0])  # one queue's (None: a subscriber forgotten)
+            if one is not None:
+                one.extend(refs.seqs, refs.bodies, refs.tags, _sizes(refs))
             return
         for number, seq, body, tag in zip(
             refs.subscribers, refs.seqs, refs.bodies, refs.tags, strict=True
         ):
-            cursors[number].append(seq, body, tag)
+            cursor = cursors.get(number)
+            if cursor is not None:
+                cursor.append(seq, body, tag, lengths[body - first])
 
     def _note_bodies(self, refs: Refs) -> None:
         """Keep the record's bodies' times and lengths, by body id from `_base`."""
@@ -395,7 +421,11 @@ class QueueLog:
     def _recover(self) -> None:
         stored = self.engine.recover()
         for number, name in stored.names:
-            self._numbers[name], self._names[number] = number, name
+            self._next_number = max(self._next_number, number + 1)
+            if name:
+                self._numbers[name], self._names[number] = number, name
+            else:
+                self._tombstone = number
         states = {number: decode_state(data) for number, data in stored.states}
         for number in self._names:
             self._cursors[number] = Cursor(states.get(number))
@@ -416,6 +446,20 @@ class QueueLog:
         segment = self._segments[-1]
         segment.add(record, refs)
         segment.bodies = segment.last_body - segment.first_body + 1
+
+
+def _sizes(refs: Refs) -> array[int]:
+    """Each reference's body length (a body each, in order: the record's lengths as they
+    are)."""
+    bodies, lengths, first = refs.bodies, refs.lengths, refs.first_body
+    if len(bodies) == len(lengths) and bodies[0] == first and bodies[-1] == refs.last_body:
+        return lengths
+    return array("i", (lengths[body - first] for body in bodies))
+
+
+def _past(cursor: Cursor | None, top: int) -> bool:
+    """Whether a subscriber is past `top` (a forgotten one is past everything)."""
+    return cursor is None or cursor.floor >= top
 
 
 def _parse(receipt: str) -> tuple[int, int]:

@@ -36,7 +36,7 @@ class SQLiteLog:
         cur = self._conn.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
-            cur.executemany("INSERT INTO names VALUES (?, ?)", batch.names)
+            cur.executemany("INSERT OR REPLACE INTO names VALUES (?, ?)", batch.names)
             cur.executemany("INSERT INTO bodies VALUES (?, ?)", batch.bodies)
             cur.executemany("INSERT INTO records VALUES (?, ?, ?)", batch.records)
             cur.executemany("INSERT OR REPLACE INTO states VALUES (?, ?)", batch.states)
@@ -49,6 +49,9 @@ class SQLiteLog:
                     "DELETE FROM records WHERE id BETWEEN ? AND ?",
                     (span.first_record, span.last_record),
                 )
+            gone = [(n,) for n in batch.gone]
+            cur.executemany("DELETE FROM names WHERE number = ?", gone)
+            cur.executemany("DELETE FROM states WHERE number = ?", gone)
         except BaseException:
             cur.execute("ROLLBACK")
             raise
