@@ -2,7 +2,8 @@
 the rows layout on SQLite and on PostgreSQL (the `Store`) beside the queue log
 (`tidings.store.log`) on SQLite, LMDB, segment files of its own and PostgreSQL, and the
 broker's embedded store as it is (`store/sqlite`: the log in the store's SQLite database,
-through the `Store`, every operation as the broker makes it).
+through the `Store`, every operation as the broker makes it), and the same on PostgreSQL
+(`store/postgres`: `?layout=log`, one broker owning the queues).
 
 Cases, each target fresh, every step its own transaction (the log's `commit` after each):
 - `fanout`: publications one at a time, each to 100 subscribers; deliveries/s;
@@ -179,6 +180,8 @@ def opener(name: str, tmp: str, schema: str) -> Callable[[], Target]:
         "log/lmdb": lambda: Log(lambda: lmdb_log(f"{tmp}/log.lmdb")),
         "log/files": lambda: Log(lambda: FilesLog(f"{tmp}/segments")),
         "rows/postgres": lambda: Rows(f"{PG}?schema={schema}", schema),
+        # the broker's store on PostgreSQL with its queues a log (one broker owns them)
+        "store/postgres": lambda: Rows(f"{PG}?schema={schema}&layout=log", schema),
         "log/postgres": lambda: Log(lambda: PostgresLog(PG, schema)),
     }
     return openers[name]

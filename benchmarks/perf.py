@@ -26,12 +26,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, versions
@@ -41,10 +43,17 @@ from tidings.sim.perf.cpu import cpu_seconds
 from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
 
 TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
-KNOWN_TARGETS = [*TARGETS, "tidings-rows", "tidings-http", "mqtt"]
+KNOWN_TARGETS = [*TARGETS, "tidings-rows", "tidings-pg", "tidings-pglog", "tidings-http", "mqtt"]
 # a Tidings target's store: tidings-rows keeps its queues as rows, as before issue #30
-# (`tidings` runs the embedded default, the log)
-TIDINGS_STORES = {"tidings-rows": "sqlite:///{data_dir}/tidings.db?layout=rows"}
+# (`tidings` runs the embedded default, the log); tidings-pg is PostgreSQL as several brokers
+# share it (rows), tidings-pglog PostgreSQL with the queues a log (one broker owns them),
+# each run in a schema of its own, dropped afterwards
+PG = "postgresql://postgres@127.0.0.1:5432/test"
+TIDINGS_STORES = {
+    "tidings-rows": "sqlite:///{data_dir}/tidings.db?layout=rows",
+    "tidings-pg": PG + "?schema={schema}",
+    "tidings-pglog": PG + "?schema={schema}&layout=log",
+}
 DURABLE = {t: ["--confirm", "--persistent"] for t in ("nats-jetstream", "rabbitmq", "mqtt")}
 ONE_TO_ONE = ["-x", "1", "-y", "1", "-s", "150", "--processes", "1"]
 FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "1", "--processes", "2"]
@@ -115,9 +124,15 @@ def broker(target: str) -> Iterator[tuple[str | None, int | None]]:
         return
     with tempfile.TemporaryDirectory(prefix="tidings-bench-") as data_dir:
         store = TIDINGS_STORES.get(target)
-        args = ["--store", store.format(data_dir=data_dir)] if store else []
-        with broker_process(Path(data_dir), None, *args) as (process, url):
-            yield url, process.pid
+        schema = f"bench_{uuid.uuid4().hex[:12]}"
+        args = ["--store", store.format(data_dir=data_dir, schema=schema)] if store else []
+        try:
+            with broker_process(Path(data_dir), None, *args) as (process, url):
+                yield url, process.pid
+        finally:
+            if store and store.startswith(PG):
+                with psycopg.connect(PG, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | str:

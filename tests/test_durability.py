@@ -9,10 +9,15 @@ import random
 import signal
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
+from tests.conftest import require_service
+from tests.store.conftest import PG
 
 from tidings.ports import free_port
 from tidings.server import broker_process, broker_processes
@@ -72,17 +77,34 @@ def queued(url: str, who: dict[str, str]) -> list[str]:
     return out
 
 
-def layout_args(layout: str, data_dir: Path) -> list[str]:
-    """The broker's arguments for a store of this layout (rows: the default)."""
-    if layout == "rows":
-        return []
-    return ["--store", f"sqlite:///{data_dir}/tidings.db?layout={layout}"]
+@pytest.fixture
+def layout_args() -> Iterator[Callable[[str, Path], list[str]]]:
+    """The broker's arguments for a store of a layout: rows (the default), log (SQLite's),
+    pglog (the log on PostgreSQL, in a schema dropped afterwards)."""
+    schemas: list[str] = []
+
+    def args(layout: str, data_dir: Path) -> list[str]:
+        if layout == "rows":
+            return []
+        if layout == "pglog":
+            require_service("postgres")
+            schemas.append(f"d_{uuid.uuid4().hex[:12]}")
+            return ["--store", f"{PG}?schema={schemas[-1]}&layout=log"]
+        return ["--store", f"sqlite:///{data_dir}/tidings.db?layout={layout}"]
+
+    yield args
+    with contextlib.ExitStack() as cleanup:
+        for schema in schemas:
+            conn = cleanup.enter_context(psycopg.connect(PG, autocommit=True))
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seed", "layout"), [(1, "rows"), (2, "rows"), (1, "log"), (2, "log")])
+@pytest.mark.parametrize(
+    ("seed", "layout"), [(1, "rows"), (2, "rows"), (1, "log"), (2, "log"), (1, "pglog")]
+)
 def test_kill_9_under_load_loses_no_accepted_publication(
-    tmp_path: Path, seed: int, layout: str
+    tmp_path: Path, seed: int, layout: str, layout_args: Callable[[str, Path], list[str]]
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -153,8 +175,10 @@ async def _fan_out_until_killed(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["rows", "log"])
-def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize("layout", ["rows", "log", "pglog"])
+def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(
+    tmp_path: Path, layout: str, layout_args: Callable[[str, Path], list[str]]
+) -> None:
     """Twenty subscribers streaming one body stored once: after a kill -9 and a restart,
     every accepted publication was received or is still queued, with its body, for each."""
     import asyncio

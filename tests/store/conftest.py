@@ -23,7 +23,7 @@ def sql_of(store: Store) -> SQLStore:
     return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-rows", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-rows", "postgres", "postgres-log"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "memory":
         s = open_store("memory://")
@@ -34,9 +34,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     else:
         require_service("postgres")
         schema = f"t_{uuid.uuid4().hex[:12]}"
-        s = open_store(f"{PG}?schema={schema}")
+        layout = "&layout=log" if request.param == "postgres-log" else ""
+        s = open_store(f"{PG}?schema={schema}{layout}")
     yield s
     s.close()
-    if request.param == "postgres":
+    if request.param.startswith("postgres"):
         with psycopg.connect(PG, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

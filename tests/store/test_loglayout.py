@@ -1,57 +1,96 @@
 """What the log layout (`?layout=log`) promises beyond the behaviour suite it passes with the
-other backends: one owner, a restart that keeps every unacknowledged delivery (a held lease
-ready again, its attempt counted, its receipt refused), segments that go once acknowledged,
-and a publication's progress without a row per delivery."""
+other backends, on SQLite and on PostgreSQL: one owner, a restart that keeps every
+unacknowledged delivery (a held lease ready again, its attempt counted, its receipt refused),
+segments that go once acknowledged, and a publication's progress without a row per
+delivery."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from tests.conftest import require_service
+from tests.store.conftest import PG
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.store import open_store
 from tidings.store.base import Enqueue, Fanout, QueueDepth, encode_body
-from tidings.store.loglayout import SQLiteLogStore
+from tidings.store.loglayout import LogLayout, SQLiteLogStore
+from tidings.store.pglog import PostgresLogStore
 
 
-def log_store(path: Path, segment_bodies: int = 4096) -> SQLiteLogStore:
-    return SQLiteLogStore(str(path / "t.db"), segment_bodies=segment_bodies)
+class Place:
+    """Where a test's store lives (a SQLite file, a PostgreSQL schema), opened again and
+    again as a restart would; what is left open is closed after the test."""
+
+    def __init__(self, base: str) -> None:
+        self.base, self.opened = base, list[LogLayout]()
+
+    def url(self, layout: str) -> str:
+        return f"{self.base}{'&' if '?' in self.base else '?'}layout={layout}"
+
+    def open(self, segment_bodies: int = 4096) -> LogLayout:
+        store: LogLayout
+        if self.base.startswith("sqlite"):
+            path = self.base.removeprefix("sqlite:///")
+            store = SQLiteLogStore(path, segment_bodies=segment_bodies)
+        else:
+            store = PostgresLogStore(self.base, segment_bodies=segment_bodies)
+        self.opened.append(store)
+        return store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
+    if request.param == "sqlite":
+        found = Place(f"sqlite:///{tmp_path}/t.db")
+        yield found
+    else:
+        require_service("postgres")
+        schema = f"l_{uuid.uuid4().hex[:12]}"
+        found = Place(f"{PG}?schema={schema}")
+        yield found
+    for store in found.opened:
+        store.close()
+    if request.param == "postgres":
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_a_second_opener_of_a_log_store_is_refused_while_the_first_holds_it(
-    tmp_path: Path,
+    place: Place,
 ) -> None:
-    first = log_store(tmp_path)
+    first = place.open()
     with pytest.raises(TidingsError) as refused:
-        log_store(tmp_path)
+        place.open()
     assert refused.value.code == ErrorCode.CONFIG_INVALID
     assert refused.value.field == "store_url" and "one process owns" in str(refused.value)
     first.close()
-    log_store(tmp_path).close()  # free again once closed
+    place.open().close()  # free again once closed
 
 
-def test_an_unknown_layout_is_a_configuration_error(tmp_path: Path) -> None:
+def test_an_unknown_layout_is_a_configuration_error(place: Place) -> None:
     with pytest.raises(TidingsError) as refused:
-        open_store(f"sqlite:///{tmp_path}/t.db?layout=columns")
+        open_store(place.url("columns"))
     assert refused.value.code == ErrorCode.CONFIG_INVALID
-    store = open_store(f"sqlite:///{tmp_path}/t.db?layout=log")
-    assert isinstance(store, SQLiteLogStore)
+    store = open_store(place.url("log"))
+    assert isinstance(store, LogLayout)
     store.close()
 
 
-def test_a_restart_keeps_what_was_not_acknowledged_and_counts_a_held_lease(
-    tmp_path: Path,
-) -> None:
-    store = log_store(tmp_path)
+def test_a_restart_keeps_what_was_not_acknowledged_and_counts_a_held_lease(place: Place) -> None:
+    store = place.open()
     subscriber(store)
     store.enqueue([msg("p1"), msg("p2"), msg("p3")], fresh=True)
     first, held = lease(store, n=2)
     assert store.ack("s1", [first.receipt]).acked == [first.receipt]
     store.close()
 
-    again = log_store(tmp_path)
+    again = place.open()
     got = lease(again)
     assert [(m.publication_id, m.attempt) for m in got] == [("p2", 2), ("p3", 1)]
     assert got[0].subscription_ids == ("sub1",) and got[0].body == {"id": "p2"}
@@ -61,10 +100,8 @@ def test_a_restart_keeps_what_was_not_acknowledged_and_counts_a_held_lease(
     again.close()
 
 
-def test_a_segment_s_bodies_go_once_every_subscriber_acknowledged_past_it(
-    tmp_path: Path,
-) -> None:
-    store = log_store(tmp_path, segment_bodies=2)
+def test_a_segment_s_bodies_go_once_every_subscriber_acknowledged_past_it(place: Place) -> None:
+    store = place.open(segment_bodies=2)
     subscriber(store, "s1"), subscriber(store, "s2")
     for i in range(5):  # one body each, shared by both queues
         store.enqueue([msg(f"p{i}", owner="s1"), msg(f"p{i}", owner="s2")], fresh=True)
@@ -77,9 +114,9 @@ def test_a_segment_s_bodies_go_once_every_subscriber_acknowledged_past_it(
 
 
 def test_a_fan_out_is_one_body_one_record_and_its_progress_counts_every_recipient(
-    tmp_path: Path,
+    place: Place,
 ) -> None:
-    store = log_store(tmp_path)
+    store = place.open()
     owners = {f"s{i}": ["x"] for i in range(100)}
     for sid in owners:
         subscriber(store, sid)
@@ -94,14 +131,14 @@ def test_a_fan_out_is_one_body_one_record_and_its_progress_counts_every_recipien
 
 
 def test_a_writer_beside_the_owner_enqueues_as_rows_and_the_owner_takes_them_in(
-    tmp_path: Path,
+    place: Place,
 ) -> None:
-    owner = log_store(tmp_path)
+    owner = place.open()
     subscriber(owner, "s1"), subscriber(owner, "s2")
     body = encode_body({"id": "p1"})
     owner.apply([Enqueue([], True, [Fanout("p1", "p1", body, T0, {"s1": ["sub1"]})])])
-    writer = open_store(f"sqlite:///{tmp_path}/t.db?layout=log", writer=True)
-    assert not isinstance(writer, SQLiteLogStore)  # rows, beside the log's owner
+    writer = open_store(place.url("log"), writer=True)
+    assert not isinstance(writer, LogLayout)  # rows, beside the log's owner
     # the pipeline replays p1 (s1 has it already) and matches p2 for both
     added = writer.enqueue([msg("p1", owner="s1"), msg("p2", owner="s1"), msg("p2", owner="s2")])
     assert added == 3  # the writer cannot see the log: the owner drops the repeat
@@ -113,15 +150,15 @@ def test_a_writer_beside_the_owner_enqueues_as_rows_and_the_owner_takes_them_in(
 
 
 def test_a_database_of_rows_opened_as_a_log_keeps_every_message_and_its_attempts(
-    tmp_path: Path,
+    place: Place,
 ) -> None:
-    rows = open_store(f"sqlite:///{tmp_path}/t.db?layout=rows")
+    rows = open_store(place.url("rows"))
     subscriber(rows)
     rows.enqueue([msg("p1"), msg("p2")], fresh=True)
     assert len(rows.lease("s1", 1, 0.0, 5, T0)) == 1  # leased once, ran out at once
     rows.close()
 
-    log = log_store(tmp_path)  # an upgrade: the default layout is the log
+    log = place.open()  # an upgrade: the default layout is the log
     got = log.lease("s1", 10, 30.0, 1, T0 + 1)  # one attempt each, at most
     assert [(m.publication_id, m.attempt) for m in got] == [("p2", 1)]
     [letter] = log.dead_letters("s1")  # p1's attempt was counted from its row
@@ -131,8 +168,8 @@ def test_a_database_of_rows_opened_as_a_log_keeps_every_message_and_its_attempts
     log.close()
 
 
-def test_a_removed_subscriber_s_queue_name_and_state_go_with_it(tmp_path: Path) -> None:
-    store = log_store(tmp_path)
+def test_a_removed_subscriber_s_queue_name_and_state_go_with_it(place: Place) -> None:
+    store = place.open()
     for sid in ("s1", "s2", "s3"):
         subscriber(store, sid)
         store.enqueue([msg(f"{sid}-p", owner=sid)], fresh=True)
@@ -145,15 +182,15 @@ def test_a_removed_subscriber_s_queue_name_and_state_go_with_it(tmp_path: Path) 
         assert {r[0] for r in cur.fetchall()} <= {1, 3}
     store.close()
 
-    again = log_store(tmp_path)
+    again = place.open()
     subscriber(again, "s2")  # the same id, a new subscriber: none of the old queue
     assert lease(again, owner="s2") == []
     assert [m.publication_id for m in lease(again)] == ["s1-p"]
     again.close()
 
 
-def test_a_restart_after_an_out_of_order_ack_counts_the_queue_right(tmp_path: Path) -> None:
-    store = log_store(tmp_path)
+def test_a_restart_after_an_out_of_order_ack_counts_the_queue_right(place: Place) -> None:
+    store = place.open()
     subscriber(store)
     store.enqueue([msg("p1"), msg("p2"), msg("p3")], fresh=True)
     got = lease(store)
@@ -161,7 +198,7 @@ def test_a_restart_after_an_out_of_order_ack_counts_the_queue_right(tmp_path: Pa
     size = store.queue_size("s1")
     store.close()
 
-    again = log_store(tmp_path)
+    again = place.open()
     assert again.depth("s1", T0) == QueueDepth(2, 0, 0)
     assert again.queue_size("s1") == size == (2, 2 * len(encode_body({"id": "p1"})))
     got = lease(again)

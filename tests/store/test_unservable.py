@@ -7,23 +7,26 @@ from tests.store.conftest import sql_of
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
 from tidings.store.base import Store
-from tidings.store.loglayout import SQLiteLogStore
+from tidings.store.loglayout import LogLayout
 
 
 def corrupt(store: Store, publication_id: str) -> None:
     """Overwrite a stored body with text that is not JSON (as a bad migration might)."""
     with sql_of(store).db.tx() as cur:
-        if isinstance(store, SQLiteLogStore):  # a log body is its publication id, then JSON
+        if isinstance(store, LogLayout):  # a log body is its publication id, then JSON
             cur.execute(
-                "UPDATE log_bodies SET body = CAST(? AS BLOB) WHERE body = CAST(? AS BLOB)",
-                (f"{publication_id}\n{{not json", f'{publication_id}\n{{"id":"{publication_id}"}}'),
+                sql_of(store).db.q("UPDATE log_bodies SET body = ? WHERE body = ?"),
+                (
+                    f"{publication_id}\n{{not json".encode(),
+                    f'{publication_id}\n{{"id":"{publication_id}"}}'.encode(),
+                ),
             )
         else:
             cur.execute(
                 "UPDATE bodies SET body = '{not json' WHERE key IN "
                 f"(SELECT body_key FROM messages WHERE publication_id = '{publication_id}')"
             )
-    if isinstance(store, SQLiteLogStore):
+    if isinstance(store, LogLayout):
         store.queues.reload()  # read from disk, not the bodies it wrote (a restart)
 
 

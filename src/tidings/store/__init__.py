@@ -1,12 +1,13 @@
 """Durable state behind one small interface: `tidings.store.base.Store`.
 
 `open_store(url)` picks the backend: `memory://` (SQLite in memory: same behaviour, nothing
-kept), `sqlite:///path/to/file.db` (the embedded default), `postgresql://...`.
+kept), `sqlite:///path/to/file.db` (the embedded default), `postgresql://...`. Queues are a
+log on the embedded store and rows on PostgreSQL unless `layout=rows` or `layout=log` says.
 """
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.store.base import Store
@@ -27,7 +28,7 @@ def check_store_url(url: str) -> str:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="store_url", detail="synchronous is normal or full"
         )
-    if scheme in ("memory", "sqlite") and query.get("layout", "log") not in ("rows", "log"):
+    if query.get("layout", "log") not in ("rows", "log"):
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="store_url", detail="layout is rows or log"
         )
@@ -54,4 +55,16 @@ def open_store(url: str, writer: bool = False) -> Store:
         return SQLiteStore(path, sync)
     from tidings.store.postgres import PostgresStore
 
+    url = _without_layout(url)
+    if query.get("layout") == "log" and not writer:  # (several brokers: the rows, by default)
+        from tidings.store.pglog import PostgresLogStore
+
+        return PostgresLogStore(url)
     return PostgresStore(url)
+
+
+def _without_layout(url: str) -> str:
+    """A PostgreSQL URL without `layout=`, which is Tidings', not a connection parameter."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "layout"]
+    return urlunsplit(parts._replace(query=urlencode(query)))

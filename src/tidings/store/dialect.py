@@ -9,7 +9,9 @@ Upserts (`ON CONFLICT ... DO UPDATE`), `RETURNING` and savepoints read the same 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # Brokers starting at once on a fresh database would race to create the same tables
 # (`CREATE ... IF NOT EXISTS` is not safe against a concurrent creator): a transaction-scoped
@@ -65,6 +67,16 @@ class Dialect:
     # a text column's length in bytes (its UTF-8), `{}` the column: SQLite's LENGTH counts
     # characters, and OCTET_LENGTH is only in SQLite 3.43 on
     octets: str = "OCTET_LENGTH({})"
+    # the queue log's tables (`logtables.py`): an integer key that is the row's own (SQLite's
+    # rowid: no index beside), and a bytes column
+    int_key: str = "BIGINT PRIMARY KEY"
+    blob: str = "BYTEA"
+    # rows inserted as arrays, one statement a batch: `{}` the table, the arrays' SQL types
+    # as parameters' casts (PostgreSQL: one round trip, not one per row); None: executemany
+    insert_arrays: str | None = None
+    # whether another connection committed since this one last looked (SQLite's
+    # `PRAGMA data_version`: one number per connection); None: always look
+    changed_elsewhere: str | None = None
 
     def q(self, sql: str) -> str:
         """`sql` written with `?` placeholders, in this engine's placeholder."""
@@ -83,6 +95,22 @@ class Dialect:
         """`select` (over `messages m`) taking only rows no other transaction holds, locked
         until this one ends, so two brokers never lease the same message."""
         return self.q(f"{select} {self.lock_rows}")
+
+    def insert_rows(
+        self, cur: Any, table: str, types: Sequence[str], rows: list[Any], then: str = ""
+    ) -> None:
+        """Insert `rows` (tuples of `types`, PostgreSQL's type names) into `table`, `then`
+        (an `ON CONFLICT` clause) after: one statement of arrays where the engine takes
+        them, else one execution a row."""
+        if not rows:
+            return
+        if self.insert_arrays is None:
+            marks = ", ".join("?" * len(types))
+            cur.executemany(self.q(f"INSERT INTO {table} VALUES ({marks}) {then}"), rows)
+            return
+        arrays = ", ".join(f"{self.param}::{t}[]" for t in types)
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        cur.execute(f"{self.insert_arrays.format(table=table, arrays=arrays)} {then}", columns)
 
     def columns_of(self, table: str) -> str:
         return self.catalogue.format(table=table)
@@ -105,6 +133,9 @@ SQLITE = Dialect(
     catalogue="SELECT name FROM pragma_table_info('{table}')",
     clustered="WITHOUT ROWID",
     octets="LENGTH(CAST({} AS BLOB))",
+    int_key="INTEGER PRIMARY KEY",
+    blob="BLOB",
+    changed_elsewhere="PRAGMA data_version",
 )
 
 POSTGRES = Dialect(
@@ -125,4 +156,5 @@ POSTGRES = Dialect(
     ),
     concurrent_writers=True,
     batch_enqueue=PG_ENQUEUE,
+    insert_arrays="INSERT INTO {table} SELECT * FROM unnest({arrays})",
 )

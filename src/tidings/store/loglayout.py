@@ -1,7 +1,11 @@
-"""The store with its queues as a log (`layout=log`): `SQLiteStore`'s rooms for everything
+"""The store with its queues as a log (`layout=log`): the SQL store's rooms for everything
 but the queues, whose operations, counts, browsing and expiry read the log
 (`logqueues.py`) instead of the `messages` rows. Dead letters stay rows (`dead_letters`),
 as they are rare and read by id.
+
+`LogLayout` is that, over either engine; `SQLiteLogStore` is the embedded default (one
+process owns the file: `PATH.owner` locked), `pglog.PostgresLogStore` the same on
+PostgreSQL (one broker owns the schema: an advisory lock).
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from tidings.store.log.cursor import Cursor as LogCursor
 from tidings.store.log.queuelog import Post, QueueLog
 from tidings.store.logqueues import LogQueues, pack, unpack
 from tidings.store.queues import within
+from tidings.store.sql import SQLStore
 from tidings.store.sqlite import SQLiteStore
+
+OWNED_ELSEWHERE = (
+    "one process owns such a store (several brokers or writers: layout=rows, or PostgreSQL)"
+)
 
 
 def _own(path: str) -> IO[bytes] | None:
@@ -47,8 +56,7 @@ def _own(path: str) -> IO[bytes] | None:
             ErrorCode.CONFIG_INVALID,
             field="store_url",
             detail=f"{path} keeps its queues as a log, and another process has it open: "
-            "one process owns such a store (several brokers or writers: layout=rows, or "
-            "PostgreSQL)",
+            + OWNED_ELSEWHERE,
         ) from None
     return owner
 
@@ -56,23 +64,11 @@ def _own(path: str) -> IO[bytes] | None:
 OLDEST_AMONG = 64  # a queue's first deliveries its oldest time is looked for among
 
 
-class SQLiteLogStore(SQLiteStore):
-    """SQLite, its queues as a log (one process owns them: the embedded store)."""
+class LogLayout(SQLStore):
+    """The queue operations, counts and browsing over `queues` (set by the engine's class,
+    once its database is open)."""
 
-    def __init__(self, path: str, synchronous: str = "NORMAL", segment_bodies: int = 4096) -> None:
-        self._owner = _own(path)
-        try:
-            super().__init__(path, synchronous)
-            self.queues = LogQueues(self.db, segment_bodies)
-        except BaseException:
-            if self._owner is not None:
-                self._owner.close()
-            raise
-
-    def close(self) -> None:
-        super().close()
-        if self._owner is not None:
-            self._owner.close()  # the lock goes with it (and with the process, killed or not)
+    queues: LogQueues
 
     # ---- queue operations
 
@@ -93,6 +89,7 @@ class SQLiteLogStore(SQLiteStore):
     # ---- dead letters back into the queue
 
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
+        q = self.db.q
         where = "d.subscriber_id = ?"
         params: list[Any] = [subscriber_id]
         if ids is not None:
@@ -105,9 +102,11 @@ class SQLiteLogStore(SQLiteStore):
 
         def step(cur: Cursor) -> int:
             cur.execute(
-                "SELECT d.id, d.publication_id, d.subscription_ids, b.body, d.body_key "
-                "FROM dead_letters d "
-                f"LEFT JOIN bodies b ON b.key = d.body_key WHERE {where} ORDER BY d.id",
+                q(
+                    "SELECT d.id, d.publication_id, d.subscription_ids, b.body, d.body_key "
+                    "FROM dead_letters d "
+                    f"LEFT JOIN bodies b ON b.key = d.body_key WHERE {where} ORDER BY d.id"
+                ),
                 params,
             )
             rows = cur.fetchall()
@@ -122,7 +121,9 @@ class SQLiteLogStore(SQLiteStore):
             ]
             marks = ", ".join("?" * len(rows))
             if rows:
-                cur.execute(f"DELETE FROM dead_letters WHERE id IN ({marks})", [r[0] for r in rows])
+                cur.execute(
+                    q(f"DELETE FROM dead_letters WHERE id IN ({marks})"), [r[0] for r in rows]
+                )
                 drop_bodies(self.db, cur, [str(r[4]) for r in rows])
                 queues.log.append(posts)
             return len(rows)
@@ -186,8 +187,8 @@ class SQLiteLogStore(SQLiteStore):
                     name, lambda _, body: log.body_time(body) < cutoff, "retention", now
                 )
         with self.db.tx() as cur:
-            cur.execute("DELETE FROM dedup WHERE enqueued_at < ?", (cutoff,))
-            cur.execute("DELETE FROM log_publications WHERE enqueued_at < ?", (cutoff,))
+            cur.execute(self.db.q("DELETE FROM dedup WHERE enqueued_at < ?"), (cutoff,))
+            cur.execute(self.db.q("DELETE FROM log_publications WHERE enqueued_at < ?"), (cutoff,))
         return moved
 
     def queue_size(self, subscriber_id: str) -> tuple[int, int]:
@@ -228,7 +229,8 @@ class SQLiteLogStore(SQLiteStore):
             hidden = 0 if cursor is None else cursor.hidden(now)
         with self.db.read() as cur:
             cur.execute(
-                "SELECT COUNT(*) FROM dead_letters WHERE subscriber_id = ?", (subscriber_id,)
+                self.db.q("SELECT COUNT(*) FROM dead_letters WHERE subscriber_id = ?"),
+                (subscriber_id,),
             )
             dead = int(cur.fetchone()[0])
         return QueueDepth(total - hidden, hidden, dead)
@@ -259,20 +261,42 @@ class SQLiteLogStore(SQLiteStore):
         return stats[:limit]
 
     def publication_progress(self, publication_id: str) -> tuple[bool, int]:
+        q = self.db.q
         with self.db.read() as cur:
             cur.execute(
-                "SELECT COUNT(*) FROM pending_evaluations WHERE publication_id = ?",
+                q("SELECT COUNT(*) FROM pending_evaluations WHERE publication_id = ?"),
                 (publication_id,),
             )
             owed = int(cur.fetchone()[0]) > 0
             cur.execute(
-                "SELECT COALESCE(SUM(length(recipients)), 0) / 4 FROM log_publications "
-                "WHERE dedup_key = ? OR (dedup_key > ? AND dedup_key < ?)",
+                q(
+                    "SELECT COALESCE(SUM(length(recipients)), 0) / 4 FROM log_publications "
+                    "WHERE dedup_key = ? OR (dedup_key > ? AND dedup_key < ?)"
+                ),
                 (publication_id, f"{publication_id}#", f"{publication_id}$"),
             )
             fresh = int(cur.fetchone()[0])
-            cur.execute("SELECT COUNT(*) FROM dedup WHERE dedup_key = ?", (publication_id,))
+            cur.execute(q("SELECT COUNT(*) FROM dedup WHERE dedup_key = ?"), (publication_id,))
             return owed, fresh + int(cur.fetchone()[0])
+
+
+class SQLiteLogStore(LogLayout, SQLiteStore):
+    """SQLite, its queues as a log (one process owns them: the embedded store)."""
+
+    def __init__(self, path: str, synchronous: str = "NORMAL", segment_bodies: int = 4096) -> None:
+        self._owner = _own(path)
+        try:
+            super().__init__(path, synchronous)
+            self.queues = LogQueues(self.db, segment_bodies)
+        except BaseException:
+            if self._owner is not None:
+                self._owner.close()
+            raise
+
+    def close(self) -> None:
+        super().close()
+        if self._owner is not None:
+            self._owner.close()  # the lock goes with it (and with the process, killed or not)
 
 
 def _oldest(log: QueueLog, cursor: LogCursor) -> float:

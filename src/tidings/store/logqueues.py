@@ -51,6 +51,10 @@ from tidings.store.logtables import SQLLogEngine
 from tidings.store.pending import discharge_step, owe_step
 
 T = TypeVar("T")
+PUBLICATION_REPLACES = (
+    "ON CONFLICT (dedup_key) DO UPDATE SET publication_id = excluded.publication_id, "
+    "enqueued_at = excluded.enqueued_at, recipients = excluded.recipients"
+)
 SEPARATOR = b"\n"  # between a stored body's publication id and its JSON (which has no newline)
 
 
@@ -155,7 +159,7 @@ class LogQueues:
     def _flush(self, cur: Cursor) -> Any:
         if self._new_sets:
             cur.executemany(
-                "INSERT INTO log_sets VALUES (?, ?)",
+                self._db.q("INSERT INTO log_sets VALUES (?, ?)"),
                 [(n, dumps(list(ids))) for n, ids in self._new_sets],
             )
             self._new_sets.clear()
@@ -201,15 +205,18 @@ class LogQueues:
 
     def _absorb(self, cur: Cursor) -> None:
         """Move into the log the deliveries another process wrote as rows since this
-        connection last looked (`PRAGMA data_version` tells: one statement a transaction):
+        connection last looked (SQLite's `PRAGMA data_version` tells, one statement a
+        transaction; elsewhere the first page is looked for):
         the pipeline's `tidings match` and elastic exit points write to a log store as to
         the rows layout (`open_store(..., writer=True)`); a delivery a fresh publication
         already made to its subscriber is dropped as the repeat it is."""
-        cur.execute("PRAGMA data_version")
-        version = int(cur.fetchone()[0])
-        if version == self._version:
-            return
-        self._version = version
+        asked = self._db.dialect.changed_elsewhere
+        if asked is not None:
+            cur.execute(asked)
+            version = int(cur.fetchone()[0])
+            if version == self._version:
+                return
+            self._version = version
         while rows := self._rows_page(cur):
             keys = {str(r[6]).split("~", 1)[0] for r in rows}
             recipients = self._recipients(cur, keys)
@@ -225,7 +232,7 @@ class LogQueues:
                     assert cursor is not None
                     cursor.attempts[cursor.last_seq] = int(r[7])
                     self.log.touched(r[1])
-            cur.execute("DELETE FROM messages WHERE seq <= ?", (rows[-1][0],))
+            cur.execute(self._db.q("DELETE FROM messages WHERE seq <= ?"), (rows[-1][0],))
             drop_bodies(self._db, cur, {str(r[6]) for r in rows})
 
     @staticmethod
@@ -294,15 +301,24 @@ class LogQueues:
     def _remember(
         self, cur: Cursor, publications: Iterable[tuple[str, str, float, Iterable[str]]]
     ) -> None:
-        """Each publication's key and recipients, for replays and progress."""
-        rows = [
-            (key, pid, at, array("i", map(self.log.number, owners)).tobytes())
-            for key, pid, at, owners in publications
-        ]
-        cur.executemany("INSERT OR REPLACE INTO log_publications VALUES (?, ?, ?, ?)", rows)
+        """Each publication's key and recipients, for replays and progress: one row a key,
+        its recipients gathered wherever its deliveries were in the batch."""
+        rows: dict[str, tuple[str, str, float, array[int]]] = {}
+        number = self.log.number
+        for key, pid, at, owners in publications:
+            found = rows.get(key)
+            recipients = found[3] if found else array("i")
+            recipients.extend(map(number, owners))
+            rows[key] = (key, pid, max(at, found[2]) if found else at, recipients)
+        self._db.dialect.insert_rows(
+            cur,
+            "log_publications",
+            ("text", "text", "float8", "bytea"),
+            [(key, pid, at, recipients.tobytes()) for key, pid, at, recipients in rows.values()],
+            PUBLICATION_REPLACES,
+        )
 
-    @staticmethod
-    def _recipients(cur: Cursor, wanted: set[str]) -> dict[str, set[int]]:
+    def _recipients(self, cur: Cursor, wanted: set[str]) -> dict[str, set[int]]:
         """The subscriber numbers each of these fresh publications' keys went to."""
         keys = list(wanted)
         recipients: dict[str, set[int]] = {}
@@ -310,7 +326,10 @@ class LogQueues:
             chunk = keys[i : i + 500]
             marks = ",".join("?" * len(chunk))
             cur.execute(
-                f"SELECT dedup_key, recipients FROM log_publications WHERE dedup_key IN ({marks})",
+                self._db.q(
+                    "SELECT dedup_key, recipients FROM log_publications "
+                    f"WHERE dedup_key IN ({marks})"
+                ),
                 chunk,
             )
             for key, blob in cur.fetchall():
@@ -454,8 +473,10 @@ class LogQueues:
         add_body = self._db.dialect.ignoring_duplicates("bodies", "VALUES (?, ?)")
         cur.executemany(add_body, list(texts.items()))
         cur.executemany(
-            "INSERT INTO dead_letters (subscriber_id, publication_id, subscription_ids, "
-            "body_key, enqueued_at, attempt, reason, dead_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            self._db.q(
+                "INSERT INTO dead_letters (subscriber_id, publication_id, subscription_ids, "
+                "body_key, enqueued_at, attempt, reason, dead_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
             rows,
         )
 

@@ -17,17 +17,25 @@ from tidings.store.database import Cursor, Database
 from tidings.store.log.engine import Stored, WriteBatch
 
 LOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS log_names (number INTEGER PRIMARY KEY, name TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS log_bodies (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS log_records (id INTEGER PRIMARY KEY, segment INTEGER NOT NULL,
-                                        refs BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS log_states (number INTEGER PRIMARY KEY, state BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS log_sets (number INTEGER PRIMARY KEY, ids TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log_names (number {int_key}, name TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log_bodies (id {int_key}, body {blob} NOT NULL);
+CREATE TABLE IF NOT EXISTS log_records (id {int_key}, segment BIGINT NOT NULL,
+                                        refs {blob} NOT NULL);
+CREATE TABLE IF NOT EXISTS log_states (number {int_key}, state {blob} NOT NULL);
+CREATE TABLE IF NOT EXISTS log_sets (number {int_key}, ids TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log_publications (
-    dedup_key TEXT PRIMARY KEY, publication_id TEXT NOT NULL, enqueued_at REAL NOT NULL,
-    recipients BLOB NOT NULL);
+    dedup_key TEXT PRIMARY KEY, publication_id TEXT NOT NULL,
+    enqueued_at DOUBLE PRECISION NOT NULL, recipients {blob} NOT NULL);
 CREATE INDEX IF NOT EXISTS log_publications_age ON log_publications (enqueued_at);
 """
+
+# a name or a state written again replaces the one before (the same on both engines)
+PUT_NAMES = (
+    "INSERT INTO log_names VALUES (?, ?) ON CONFLICT (number) DO UPDATE SET name = excluded.name"
+)
+PUT_STATES = (
+    "INSERT INTO log_states VALUES (?, ?) ON CONFLICT (number) DO UPDATE SET state = excluded.state"
+)
 
 
 class SQLLogEngine:
@@ -36,8 +44,12 @@ class SQLLogEngine:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._cur: Cursor | None = None
+        dialect = db.dialect
         with db.tx() as cur:
-            for statement in LOG_SCHEMA.split(";"):
+            if dialect.schema_lock:
+                cur.execute(dialect.schema_lock)
+            schema = LOG_SCHEMA.format(int_key=dialect.int_key, blob=dialect.blob)
+            for statement in schema.split(";"):
                 if statement.strip():
                     cur.execute(statement)
 
@@ -53,30 +65,34 @@ class SQLLogEngine:
         else:
             self._write(cur, batch)
 
-    @staticmethod
-    def _write(cur: Cursor, batch: WriteBatch) -> None:
-        cur.executemany("INSERT OR REPLACE INTO log_names VALUES (?, ?)", batch.names)
-        cur.executemany("INSERT INTO log_bodies VALUES (?, ?)", batch.bodies)
-        cur.executemany("INSERT INTO log_records VALUES (?, ?, ?)", batch.records)
-        cur.executemany("INSERT OR REPLACE INTO log_states VALUES (?, ?)", batch.states)
+    def _write(self, cur: Cursor, batch: WriteBatch) -> None:
+        q = self._db.q
+        if batch.names:
+            cur.executemany(q(PUT_NAMES), batch.names)
+        insert = self._db.dialect.insert_rows
+        insert(cur, "log_bodies", ("bigint", "bytea"), batch.bodies)
+        insert(cur, "log_records", ("bigint", "bigint", "bytea"), batch.records)
+        if batch.states:
+            cur.executemany(q(PUT_STATES), batch.states)
         for span in batch.drops:
             cur.execute(
-                "DELETE FROM log_bodies WHERE id BETWEEN ? AND ?",
+                q("DELETE FROM log_bodies WHERE id BETWEEN ? AND ?"),
                 (span.first_body, span.last_body),
             )
             cur.execute(
-                "DELETE FROM log_records WHERE id BETWEEN ? AND ?",
+                q("DELETE FROM log_records WHERE id BETWEEN ? AND ?"),
                 (span.first_record, span.last_record),
             )
-        gone = [(n,) for n in batch.gone]
-        cur.executemany("DELETE FROM log_names WHERE number = ?", gone)
-        cur.executemany("DELETE FROM log_states WHERE number = ?", gone)
+        if batch.gone:
+            gone = [(n,) for n in batch.gone]
+            cur.executemany(q("DELETE FROM log_names WHERE number = ?"), gone)
+            cur.executemany(q("DELETE FROM log_states WHERE number = ?"), gone)
 
     def read_bodies(self, ids: Sequence[int]) -> dict[int, bytes]:
         if self._cur is not None:
-            return _bodies(self._cur, ids)
+            return _bodies(self._db, self._cur, ids)
         with self._db.read() as cur:
-            return _bodies(cur, ids)
+            return _bodies(self._db, cur, ids)
 
     def recover(self) -> Stored:
         with self._db.read() as cur:
@@ -92,7 +108,10 @@ class SQLLogEngine:
         while True:
             with self._db.read() as cur:
                 cur.execute(
-                    "SELECT id, segment, refs FROM log_records WHERE id > ? ORDER BY id LIMIT 1000",
+                    self._db.q(
+                        "SELECT id, segment, refs FROM log_records WHERE id > ? "
+                        "ORDER BY id LIMIT 1000"
+                    ),
                     (after,),
                 )
                 rows = cur.fetchall()
@@ -119,11 +138,11 @@ class SQLLogEngine:
         """The store closes its database."""
 
 
-def _bodies(cur: Cursor, ids: Sequence[int]) -> dict[int, bytes]:
+def _bodies(db: Database, cur: Cursor, ids: Sequence[int]) -> dict[int, bytes]:
     found: dict[int, bytes] = {}
     for i in range(0, len(ids), 500):
         chunk = list(ids[i : i + 500])
         marks = ",".join("?" * len(chunk))
-        cur.execute(f"SELECT id, body FROM log_bodies WHERE id IN ({marks})", chunk)
+        cur.execute(db.q(f"SELECT id, body FROM log_bodies WHERE id IN ({marks})"), chunk)
         found.update((int(r[0]), bytes(r[1])) for r in cur.fetchall())
     return found
