@@ -38,22 +38,31 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, versions
 
-from tidings.server import broker_process
+from tidings.balancer import haproxy
+from tidings.ports import free_port
+from tidings.server import broker_process, broker_processes
 from tidings.sim.perf.cpu import cpu_seconds
 from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
 
 TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
-KNOWN_TARGETS = [*TARGETS, "tidings-rows", "tidings-pg", "tidings-pglog", "tidings-http", "mqtt"]
+KNOWN_TARGETS = [
+    *TARGETS,
+    *("tidings-rows", "tidings-pg", "tidings-pglog", "tidings-ha3", "tidings-http", "mqtt"),
+]
 # a Tidings target's store: tidings-rows keeps its queues as rows, as before issue #30
 # (`tidings` runs the embedded default, the log); tidings-pg is PostgreSQL as several brokers
 # share it (rows), tidings-pglog PostgreSQL with the queues a log (one broker owns them),
-# each run in a schema of its own, dropped afterwards
+# each run in a schema of its own, dropped afterwards; tidings-ha3 is three brokers sharing
+# PostgreSQL (rows) behind HAProxy, their CPU summed (HAProxy's and PostgreSQL's not counted,
+# as PostgreSQL's is not for tidings-pg and tidings-pglog)
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 TIDINGS_STORES = {
     "tidings-rows": "sqlite:///{data_dir}/tidings.db?layout=rows",
     "tidings-pg": PG + "?schema={schema}",
     "tidings-pglog": PG + "?schema={schema}&layout=log",
+    "tidings-ha3": PG + "?schema={schema}",
 }
+CLUSTER = {"tidings-ha3": 3}  # brokers behind HAProxy
 DURABLE = {t: ["--confirm", "--persistent"] for t in ("nats-jetstream", "rabbitmq", "mqtt")}
 ONE_TO_ONE = ["-x", "1", "-y", "1", "-s", "150", "--processes", "1"]
 FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "1", "--processes", "2"]
@@ -117,44 +126,69 @@ def _load() -> list[float]:
 
 
 @contextlib.contextmanager
-def broker(target: str) -> Iterator[tuple[str | None, int | None]]:
-    """The URL to pass (Tidings: a broker process of its own) and the broker's process id."""
+def broker(target: str) -> Iterator[tuple[str | None, list[int]]]:
+    """The URL to pass (Tidings: broker processes of its own) and the brokers' process ids."""
     if not target.startswith("tidings"):
-        yield None, pid_of(BROKER_COMMANDS[target])
+        pid = pid_of(BROKER_COMMANDS[target])
+        yield None, [pid] if pid else []
         return
     with tempfile.TemporaryDirectory(prefix="tidings-bench-") as data_dir:
         store = TIDINGS_STORES.get(target)
         schema = f"bench_{uuid.uuid4().hex[:12]}"
         args = ["--store", store.format(data_dir=data_dir, schema=schema)] if store else []
         try:
-            with broker_process(Path(data_dir), None, *args) as (process, url):
-                yield url, process.pid
+            with brokers(Path(data_dir), CLUSTER.get(target, 1), args) as (url, pids):
+                yield url, pids
         finally:
             if store and store.startswith(PG):
                 with psycopg.connect(PG, autocommit=True) as conn:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+@contextlib.contextmanager
+def brokers(root: Path, n: int, args: list[str]) -> Iterator[tuple[str, list[int]]]:
+    """One broker, or n behind HAProxy (as `scripts/ha-cluster.py` runs them)."""
+    if n == 1:
+        with broker_process(root, None, *args) as (process, url):
+            yield url, [process.pid]
+        return
+    ports = [free_port() for _ in range(n)]
+    env = {"TIDINGS_WEBHOOKS__SECRETS_KEY_FILE": str(root / "secrets.key")}
+    dirs = [root / f"broker{i}" for i in range(n)]
+    with (
+        broker_processes(dirs, ports, *args, env=env) as started,
+        haproxy(free_port(), [f"127.0.0.1:{port}" for port in ports]) as url,
+    ):
+        yield url, [process.pid for process, _ in started]
+
+
 def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | str:
     """One `tidings perf` run: its JSON summary with the broker's memory, or why it failed."""
-    with broker(target) as (url, pid):
+    with broker(target) as (url, pids):
         client = "tidings" if target in TIDINGS_STORES else target
         command = [sys.executable, "-m", "tidings.cli.main", "perf", "-t", client, *args]
         command += [*DURABLE.get(target, []), "-z", str(seconds), "--json"]
+        command += ["--settle", "2"] if target in CLUSTER else []
         command += ["--url", url] if url else []
-        sampler = RssSampler(pid).start() if pid else None
-        cpu_before = cpu_seconds(pid) if pid else None
+        sampler = RssSampler(pids[0]).start() if pids else None  # (a cluster's first broker)
+        cpu_before = cpu_of(pids)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 1200)
         except subprocess.TimeoutExpired:
             return "timed out"
         finally:
             memory = sampler.stop() if sampler else {}
-        cpu_after = cpu_seconds(pid) if pid else None
+        cpu_after = cpu_of(pids)
     if done.returncode != 0:
         return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     result: dict[str, Any] = orjson.loads(done.stdout.splitlines()[-1])
     return result | {"broker_memory": memory} | _cpu(cpu_before, cpu_after, result)
+
+
+def cpu_of(pids: list[int]) -> float | None:
+    """The brokers' CPU seconds together (None: one is gone, or none is known)."""
+    spent = [cpu_seconds(pid) for pid in pids]
+    return None if not spent or None in spent else sum(s for s in spent if s is not None)
 
 
 def _cpu(before: float | None, after: float | None, result: dict[str, Any]) -> dict[str, Any]:

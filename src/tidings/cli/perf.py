@@ -61,6 +61,13 @@ def perf(
         typer.Option(help="Content workload: the fraction of messages each consumer wants."),
     ] = None,
     drain: Annotated[float, typer.Option(help="Seconds to wait for stragglers at the end.")] = 5,
+    settle: Annotated[
+        float,
+        typer.Option(
+            help="Seconds between subscribing and the first send (brokers behind a "
+            "balancer see a new subscription within about a second)."
+        ),
+    ] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the workload's randomness.")] = 1,
     processes: Annotated[
         int,
@@ -82,6 +89,7 @@ def perf(
         producers=producers, consumers=consumers, topics=topics, size=size, rate=rate,
         duration=duration, confirm=confirm, persistent=persistent, inflight=inflight,
         batch=batch, messages=messages, offline=offline, selectivity=selectivity, drain=drain,
+        settle=settle,
         seed=seed, processes=processes,
     )  # fmt: skip
     with _address(target, url, size) as address:

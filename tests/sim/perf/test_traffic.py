@@ -18,6 +18,7 @@ def test_a_body_is_exactly_the_requested_size_and_decodes_to_its_header() -> Non
         ("--size", {"size": 10}),
         ("--producers", {"producers": 0}),
         ("--duration", {"duration": 0}),
+        ("--settle", {"settle": -1}),
         ("--selectivity", {"selectivity": 1.5}),
         ("--topics", {"selectivity": 0.1, "topics": 2}),
         ("--rate", {"rate": -1}),

@@ -33,6 +33,9 @@ class Workload:
     offline: bool = False  # consumers away while the producers send, then they drain the backlog
     selectivity: float | None = None  # content mode: fraction of messages each consumer wants
     drain: float = 5.0  # seconds to wait for stragglers once the producers stop
+    # seconds between the consumers' subscribing and the first send: brokers behind a
+    # balancer learn of a subscription made through another within about a second
+    settle: float = 0.0
     seed: int = 1
     processes: int = 0  # 0: consumers in this process; N: in N processes of their own
     run_id: str = field(default_factory=lambda: f"{random.getrandbits(32):08x}")
@@ -47,6 +50,7 @@ class Workload:
         _at_least("--batch", self.batch, 1)
         _at_least("--messages", self.messages, 0)
         _at_least("--drain", self.drain, 0)
+        _at_least("--settle", self.settle, 0)
         _at_least("--processes", self.processes, 0)
         if self.duration <= 0:
             raise invalid("--duration", "must be more than 0 seconds")

@@ -149,6 +149,7 @@ async def run(
             await _prepare(target, workload, audience)
         else:
             await _subscribe(target, workload, recorder, audience)
+        await asyncio.sleep(workload.settle)
         return await _measure(target, workload, recorder, audience, on_second, stop, crew)
     finally:
         if crew:
