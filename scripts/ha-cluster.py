@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 from tidings.balancer import haproxy
 from tidings.ids import new_token
@@ -32,6 +33,10 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop the brokers on the way out
     if not args.store.startswith(("postgresql://", "postgres://")):
         print("ha-cluster: --store must be a postgresql:// URL (brokers share it)", file=sys.stderr)
+        return 2
+    if ("layout", "log") in parse_qsl(urlsplit(args.store).query):
+        print("ha-cluster: layout=log has one broker own the queues: several share the rows "
+              "(drop layout=log)", file=sys.stderr)  # fmt: skip
         return 2
     ports = [free_port() for _ in range(args.brokers)]
     # one admin token for every broker: admin calls through the balancer reach any of them

@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -170,3 +172,18 @@ async def test_a_stream_through_the_balancer_waits_out_its_broker_coming_back(
                     await received.aclose()
     assert message.data == "after"
     assert stream.reconnects >= 1
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [
+        ("sqlite:///x.db", "must be a postgresql:// URL"),
+        ("postgresql://postgres@127.0.0.1:5432/test?schema=ha&layout=log", "layout=log"),
+    ],
+)
+def test_the_cluster_script_refuses_a_store_its_brokers_cannot_share(store: str, said: str) -> None:
+    script = Path(__file__).parent.parent / "scripts" / "ha-cluster.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--store", store], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr

@@ -16,8 +16,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from tests.conftest import require_service
-from tests.store.conftest import PG
+from tests.conftest import PG, require_service
 
 from tidings.ports import free_port
 from tidings.server import broker_process, broker_processes
