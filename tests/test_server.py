@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import socket
 import time
@@ -82,6 +83,31 @@ def test_a_port_in_use_is_reported_in_tidings_words() -> None:
             bind("127.0.0.1", port)
     assert refused.value.field == "port"
     assert "is in use" in refused.value.message
+
+
+def test_the_listening_socket_s_connections_send_small_writes_at_once() -> None:
+    """asyncio sets TCP_NODELAY only on a socket whose proto says TCP; one made with proto 0
+    left Nagle on, and a kept-alive client waited out its delayed ACK (40 ms) for the body
+    uvicorn writes after the head: every request to an embedded server took 45 ms."""
+    listening = bind("127.0.0.1", 0)
+    assert listening.proto == socket.IPPROTO_TCP
+    said: list[int] = []
+
+    async def accept() -> None:
+        def made(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            said.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(made, sock=listening)
+        async with server:
+            _, writer = await asyncio.open_connection(*listening.getsockname())
+            while not said:
+                await asyncio.sleep(0.01)
+            writer.close()
+
+    asyncio.run(asyncio.wait_for(accept(), 10))
+    assert said == [1]
 
 
 def idle_connection_survives(url: str, idle_s: float) -> bool:

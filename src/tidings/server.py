@@ -118,7 +118,9 @@ def bind(host: str, port: int) -> socket.socket:
     """The listening socket, or UNAVAILABLE in Tidings' words (the port is taken, the
     address is not this machine's) instead of uvicorn's traceback."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto TCP, not 0: asyncio sets TCP_NODELAY only on connections whose socket says TCP,
+    # and without it a kept-alive client waited out a delayed ACK (40 ms) for each body
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
