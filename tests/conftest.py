@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -55,16 +57,87 @@ SPARK_FILES = (
     "tests/test_extras.py",
 )
 
+# Each file's seconds in a run of the whole suite (`--record-durations` writes them): the
+# scheduler hands out the longest file waiting first, so a long file never starts last and the
+# two workers finish together. A file not listed yet counts as UNKNOWN_S.
+DURATIONS = Path(__file__).with_name("durations.json")
+UNKNOWN_S = 5.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help=f"write each file's seconds in this run to {DURATIONS.name} (for the scheduler)",
+    )
+
+
+def _scope(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return "spark" if path.startswith(SPARK_FILES) else path
+
+
+def _known_seconds() -> dict[str, float]:
+    """Recorded seconds by scope (the Spark files summed into one)."""
+    try:
+        by_file: dict[str, float] = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    seconds: dict[str, float] = {}
+    for path, took in by_file.items():
+        scope = _scope(path)
+        seconds[scope] = seconds.get(scope, 0.0) + took
+    return seconds
+
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
+    seconds = _known_seconds()
+
     class ByFile(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "spark" if path.startswith(SPARK_FILES) else path
+            return _scope(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            # the longest scope waiting goes next (xdist takes the queue's first)
+            longest = max(self.workqueue, key=lambda scope: seconds.get(scope, UNKNOWN_S))
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
 
     return ByFile(config, log)
+
+
+class _Recorder:
+    """Sums each file's setup, call and teardown seconds as the reports come in (on xdist's
+    controller, every worker's) and writes them once the whole suite has run."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::", 1)[0]
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The files of this run updated, the others kept (a run of a few files does not
+        forget the rest), files gone dropped."""
+        if session.testsfailed or not self.seconds:
+            return
+        try:
+            known: dict[str, float] = json.loads(DURATIONS.read_text())
+        except (OSError, ValueError):
+            known = {}
+        known.update(self.seconds)
+        root = Path(session.config.rootpath)
+        kept = {p: round(s, 1) for p, s in sorted(known.items()) if (root / p).is_file()}
+        DURATIONS.write_text(json.dumps(kept, indent=1) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = hasattr(config, "workerinput")
+    if config.getoption("record_durations") and not worker:
+        config.pluginmanager.register(_Recorder(), "tidings-durations")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
