@@ -14,7 +14,13 @@ import pytest
 
 from tidings import heap
 from tidings.broker import Broker, PublicationInput
-from tidings.config import FunctionSettings, Settings, SubscriberSettings, load_settings
+from tidings.config import (
+    FunctionSettings,
+    Settings,
+    SubscriberSettings,
+    SubscriptionSettings,
+    load_settings,
+)
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.model import FunctionSpec, Op, Predicate, Publication, Subscription
@@ -228,7 +234,10 @@ async def test_the_heap_is_settled_once_per_doubling_not_on_every_look(
     settles: list[int] = []
     monkeypatch.setattr(heap, "SETTLE_FROM", 2)
     monkeypatch.setattr(heap, "settle_heap", lambda: settles.append(1))
-    broker = await started(settings_for(tmp_path))
+    # housekeeping looks every min(1 s, staleness_s): ten looks a second here, so a wait of
+    # half a second holds five looks (the default's 2.2 s held two)
+    fast = SubscriptionSettings(staleness_s=0.1)
+    broker = await started(settings_for(tmp_path, subscriptions=fast))
     me, _ = await broker.register()
 
     made: list[str] = []
@@ -236,7 +245,7 @@ async def test_the_heap_is_settled_once_per_doubling_not_on_every_look(
     async def grown_to(count: int) -> None:
         while len(made) < count:
             made.append((await broker.subscribe(me.id, "topic", topics=(f"t{len(made)}",))).id)
-        await asyncio.sleep(2.2)  # two of housekeeping's looks, once a second
+        await asyncio.sleep(0.5)  # five of housekeeping's looks
 
     await grown_to(3)
     assert len(settles) == 1
