@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,7 +135,36 @@ class _Recorder:
         DURATIONS.write_text(json.dumps(kept, indent=1) + "\n")
 
 
+def _one_default_tls_context() -> None:
+    """httpx makes an SSL context, loading the whole CA bundle (~50 ms here), for every client
+    it builds, each `httpx.get(...)` included, though the suite speaks plain HTTP to loopback
+    nearly everywhere: ~1,000 contexts took 60 s of tests/api, tests/delivery and
+    tests/client. The default one (verify=True, no client certificate) is made once per test
+    process and shared by every client, as httpx's documentation advises for many clients (and
+    as `tidings.http1` keeps one). Any other `verify` (False, a test's own context) is made as
+    asked. Processes the tests start make their own, as before."""
+    import functools
+
+    import httpx._transports.default as transports
+
+    make = transports.create_ssl_context
+
+    @functools.cache
+    def default(trust_env: bool) -> ssl.SSLContext:
+        return make(verify=True, cert=None, trust_env=trust_env)
+
+    def create_ssl_context(
+        verify: ssl.SSLContext | str | bool = True, cert: object = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is True and cert is None:
+            return default(trust_env)
+        return make(verify=verify, cert=cert, trust_env=trust_env)
+
+    transports.create_ssl_context = create_ssl_context
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _one_default_tls_context()
     worker = hasattr(config, "workerinput")
     if config.getoption("record_durations") and not worker:
         config.pluginmanager.register(_Recorder(), "tidings-durations")
