@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -77,3 +78,24 @@ def test_finished_files_older_than_the_retention_go_whatever_their_size(tmp_path
     os.utime(fresh, (1.0, 1.0))  # a file being written is never pruned
     assert prune(tmp_path, Retention(max_age_s=60, max_bytes=10**9), now=1000.0) == [old]
     assert fresh.exists()
+
+
+async def test_on_an_event_loop_a_turns_lines_are_written_at_its_end(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path, max_bytes=10**6, max_age_s=3600, per_turn=True)
+    log.write([{"a": 1}])
+    log.write([{"a": 2}])
+    assert list(tmp_path.iterdir()) == []  # nothing written yet: the turn is not over
+    await asyncio.sleep(0)
+    (inprogress,) = tmp_path.glob(f"{INPROGRESS}*")
+    assert inprogress.read_bytes() == b'{"a":1}\n{"a":2}\n'
+    log.write([{"a": 3}])
+    log.close()  # what is pending is written before the file is finished
+    assert lines(tmp_path) == [{"a": 1}, {"a": 2}, {"a": 3}]
+
+
+async def test_a_publication_is_in_its_log_before_the_publish_is_answered(tmp_path: Path) -> None:
+    log = EventLog(tmp_path, 10**6, 60)
+    log.published([Publication("p1", 1.0, "d", ("t",), {}, ())])
+    (inprogress,) = (tmp_path / "publications").glob(f"{INPROGRESS}*")
+    assert b'"id":"p1"' in inprogress.read_bytes()  # no turn of the loop has ended yet
+    log.close()
