@@ -8,8 +8,17 @@ from pathlib import Path
 
 import orjson
 
-from tidings.eventlog import INPROGRESS, EventLog, Retention, RotatingLog, prune
+from tidings.eventlog import (
+    INPROGRESS,
+    EventLog,
+    Retention,
+    RotatingLog,
+    enqueued_lines,
+    message_lines,
+    prune,
+)
 from tidings.model import Publication
+from tidings.store.base import Message
 
 
 def lines(directory: Path) -> list[dict[str, object]]:
@@ -99,3 +108,29 @@ async def test_a_publication_is_in_its_log_before_the_publish_is_answered(tmp_pa
     (inprogress,) = (tmp_path / "publications").glob(f"{INPROGRESS}*")
     assert b'"id":"p1"' in inprogress.read_bytes()  # no turn of the loop has ended yet
     log.close()
+
+
+def delivery(pid: str, sid: str, ids: list[str], event: str, kind: str | None, at: float,
+             attempt: int) -> bytes:  # fmt: skip
+    """A deliveries log line as it was first written: a dict, encoded by orjson."""
+    return orjson.dumps({
+        "publication_id": pid, "subscriber_id": sid, "subscription_ids": ids, "event": event,
+        "kind": kind, "at": at, "attempt": attempt,
+    }) + b"\n"  # fmt: skip
+
+
+def test_enqueued_lines_are_the_dicts_they_were_byte_for_byte() -> None:
+    owners = {"s1": ["a", "b"], "s2": ("c",), 'q"uote': ["d\u00e9"]}
+    kinds = ["topic", None, "content"]
+    assert enqueued_lines("p1", 1764280000.123456, owners.items(), kinds) == (
+        delivery("p1", "s1", ["a", "b"], "enqueued", "topic", 1764280000.123456, 0)
+        + delivery("p1", "s2", ["c"], "enqueued", None, 1764280000.123456, 0)
+        + delivery("p1", 'q"uote', ["d\u00e9"], "enqueued", "content", 1764280000.123456, 0)
+    )
+
+
+def test_message_lines_are_the_dicts_they_were_byte_for_byte() -> None:
+    messages = [Message(n, "s", f"p{n}", ("x", "y"), b"{}", 0.0, n, f"r{n}", 30.0) for n in (1, 2)]
+    assert message_lines(messages, "acked", 5.0) == delivery(
+        "p1", "s", ["x", "y"], "acked", None, 5.0, 1
+    ) + delivery("p2", "s", ["x", "y"], "acked", None, 5.0, 2)

@@ -19,10 +19,10 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import orjson
 
@@ -30,6 +30,71 @@ from tidings.model import Publication
 from tidings.private import DIR_MODE, opener
 
 INPROGRESS = "_inprogress-"
+
+# One line of the deliveries log (docs/eventlog.md): its fields in this order, encoded as
+# orjson encodes them, from bytes rather than a dict per delivery (a fan-out to a hundred
+# subscribers made a hundred dicts, each encoded alone)
+_DELIVERY = (
+    b'{"publication_id":%b,"subscriber_id":%b,"subscription_ids":%b,"event":%b,"kind":%b,'
+    b'"at":%b,"attempt":%d}\n'
+)
+_dumps = orjson.dumps
+_KINDS = {kind: _dumps(kind) for kind in (None, "topic", "content", "function")}
+
+
+class Delivered(Protocol):
+    """A message as its delivery lines name it (`tidings.store.base.Message`)."""
+
+    @property
+    def publication_id(self) -> str: ...
+    @property
+    def subscriber_id(self) -> str: ...
+    @property
+    def subscription_ids(self) -> Sequence[str]: ...
+    @property
+    def attempt(self) -> int: ...
+
+
+def enqueued_lines(
+    publication_id: str,
+    at: float,
+    owners: Iterable[tuple[str, Sequence[str]]],
+    kinds: Iterable[str | None],
+) -> bytes:
+    """The `enqueued` lines of one publication's deliveries: each owner (subscriber) with
+    its matching subscription ids, and the kind of the first of them."""
+    pid, when = _dumps(publication_id), _dumps(at)
+    return b"".join(
+        _DELIVERY
+        % (
+            pid,
+            _dumps(owner),
+            _dumps(ids),
+            b'"enqueued"',
+            _KINDS.get(kind) or _dumps(kind),
+            when,
+            0,
+        )
+        for (owner, ids), kind in zip(owners, kinds, strict=True)
+    )
+
+
+def message_lines(messages: Iterable[Delivered], event: str, at: float) -> bytes:
+    """The lines of leased messages' `event` (`delivered`, `acked`) at `at`; kind unknown."""
+    name, when = _dumps(event), _dumps(at)
+    return b"".join(
+        _DELIVERY
+        % (
+            _dumps(m.publication_id),
+            _dumps(m.subscriber_id),
+            _dumps(m.subscription_ids),
+            name,
+            b"null",
+            when,
+            m.attempt,
+        )
+        for m in messages
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +244,10 @@ class EventLog:
 
     def delivery_events(self, events: Iterable[dict[str, Any]]) -> None:
         self.deliveries.write(events)
+
+    def delivery_lines(self, lines: bytes) -> None:
+        """Lines of the deliveries log, encoded (`enqueued_lines`, `message_lines`)."""
+        self.deliveries.write_lines(lines)
 
     def tick(self) -> None:
         self.publications.tick()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tidings.delivery.leases import Leases, delivery_event
+from tidings.delivery.leases import Leases
 from tidings.store.base import Message
 
 
@@ -21,16 +21,3 @@ def test_the_oldest_leases_are_forgotten_beyond_the_capacity() -> None:
     leases = Leases(capacity=2)
     leases.remember([leased(1), leased(2), leased(3)])
     assert [m.id for m in leases.settle(["r1", "r2", "r3"])] == [2, 3]
-
-
-def test_a_delivery_event_has_the_logged_fields() -> None:
-    event = delivery_event(leased(4), "acked", 5.0)
-    assert event == {
-        "publication_id": "p4",
-        "subscriber_id": "s",
-        "subscription_ids": ["x"],
-        "event": "acked",
-        "kind": None,
-        "at": 5.0,
-        "attempt": 1,
-    }

@@ -10,13 +10,12 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from tidings.broker.placement_state import LastPlacement
 from tidings.broker.traffic import TopicTraffic
-from tidings.delivery.leases import Leases, delivery_event
-from tidings.eventlog import EventLog
+from tidings.delivery.leases import Leases
+from tidings.eventlog import EventLog, enqueued_lines, message_lines
 from tidings.metrics import Metrics
 from tidings.model import Publication, SubscriptionKind
 from tidings.sandbox import FunctionOutcome
@@ -66,35 +65,34 @@ class Telemetry:
 
     def enqueued(self, fanouts: Sequence[Fanout]) -> None:
         """Topic and content deliveries, counted by the kind of their first subscription."""
-        for fanout in fanouts:
-            self._count_owners(fanout.owners.values())
-        if self.eventlog is not None and fanouts:
-            messages = [m for f in fanouts for m in f.messages()]
-            self.eventlog.delivery_events(self._enqueued_events(messages))
+        kinds: collections.Counter[SubscriptionKind | None] = collections.Counter()
+        lines = []
+        for f in fanouts:
+            each = [self.kind_of(ids[0]) for ids in f.owners.values()]
+            kinds.update(each)
+            if self.eventlog is not None:
+                lines.append(
+                    enqueued_lines(f.publication_id, f.enqueued_at, f.owners.items(), each)
+                )
+        for kind, count in kinds.items():
+            self.metrics.inc("deliveries_enqueued", count, kind=kind or "function")
+        if self.eventlog is not None and lines:
+            self.eventlog.delivery_lines(b"".join(lines))
 
     def function_enqueued(self, added: int, messages: list[NewMessage]) -> None:
         self.metrics.inc("deliveries_enqueued", added, kind="function")
         if self.eventlog is not None:
-            self.eventlog.delivery_events(self._enqueued_events(messages))
-
-    def _count_owners(self, matched: Iterable[Sequence[str]]) -> None:
-        kinds = collections.Counter(self.kind_of(ids[0]) for ids in matched)
-        for kind, count in kinds.items():
-            self.metrics.inc("deliveries_enqueued", count, kind=kind or "function")
-
-    def _enqueued_events(self, messages: list[NewMessage]) -> list[dict[str, Any]]:
-        return [
-            {
-                "publication_id": m.publication_id,
-                "subscriber_id": m.subscriber_id,
-                "subscription_ids": list(m.subscription_ids),
-                "event": "enqueued",
-                "kind": self.kind_of(m.subscription_ids[0]),
-                "at": m.enqueued_at,
-                "attempt": 0,
-            }
-            for m in messages
-        ]
+            self.eventlog.delivery_lines(
+                b"".join(
+                    enqueued_lines(
+                        m.publication_id,
+                        m.enqueued_at,
+                        [(m.subscriber_id, m.subscription_ids)],
+                        [self.kind_of(m.subscription_ids[0])],
+                    )
+                    for m in messages
+                )
+            )
 
     # ---- functions
     def function_called(self, outcome: FunctionOutcome) -> None:
@@ -113,7 +111,7 @@ class Telemetry:
         for m in messages:
             self.metrics.publish_to_delivery.observe(max(0.0, now - m.enqueued_at))
         if self.eventlog is not None:
-            self.eventlog.delivery_events(delivery_event(m, "delivered", now) for m in messages)
+            self.eventlog.delivery_lines(message_lines(messages, "delivered", now))
 
     def acked(self, receipts: list[str], now: float) -> None:
         self.metrics.inc("deliveries_acked_total", len(receipts))
@@ -121,7 +119,7 @@ class Telemetry:
         for m in settled:
             self.metrics.publish_to_ack.observe(max(0.0, now - m.enqueued_at))
         if self.eventlog is not None and settled:
-            self.eventlog.delivery_events(delivery_event(m, "acked", now) for m in settled)
+            self.eventlog.delivery_lines(message_lines(settled, "acked", now))
 
     def nacked(self, receipts: list[str]) -> None:
         self.leases.settle(receipts)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from tidings.store.base import Message
 
@@ -32,16 +31,3 @@ class Leases:
         """Forget these receipts; the messages this process had leased under them."""
         found = (self._open.pop(r, None) for r in receipts)
         return [m for m in found if m is not None]
-
-
-def delivery_event(m: Message, event: str, at: float) -> dict[str, Any]:
-    """One line of the deliveries log (docs/eventlog.md)."""
-    return {
-        "publication_id": m.publication_id,
-        "subscriber_id": m.subscriber_id,
-        "subscription_ids": list(m.subscription_ids),
-        "event": event,
-        "kind": None,
-        "at": at,
-        "attempt": m.attempt,
-    }
