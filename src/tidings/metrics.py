@@ -9,13 +9,18 @@ subscriptions, subscribers) are read from a `Snapshot` taken at scrape time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+import itertools
+import math
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series beside every counter
 
@@ -129,8 +134,10 @@ class Metrics:
         prometheus_client.ProcessCollector(registry=self.registry)
         prometheus_client.PlatformCollector(registry=self.registry)
 
-    def _histogram(self, name: str, text: str, buckets: tuple[float, ...]) -> Histogram:
-        return Histogram(f"tidings_{name}", text, buckets=buckets, registry=self.registry)
+    def _histogram(self, name: str, text: str, buckets: tuple[float, ...]) -> Timings:
+        timings = Timings(f"tidings_{name}", text, buckets)
+        self.registry.register(timings)
+        return timings
 
     def inc(self, name: str, by: float = 1.0, **labels: str) -> None:
         """Add to the counter `name` (`publications_total` or `publications`). A labelled
@@ -151,6 +158,49 @@ class Metrics:
     def render(self, snapshot: Snapshot) -> bytes:
         self._gauges.snapshot = snapshot
         return prometheus_client.generate_latest(self.registry)
+
+
+class Timings(Collector):
+    """A histogram without labels, observed a batch at a time and rendered as
+    prometheus-client's `Histogram` renders: its `observe` takes two locks and walks the
+    buckets for each value (1.5 us), and a stream of deliveries observed each of them."""
+
+    def __init__(self, name: str, text: str, buckets: Sequence[float]) -> None:
+        self.name, self.text = name, text
+        self._bounds = (*buckets, math.inf)
+        self._counts = [0] * len(self._bounds)  # by the first bound at or above the value
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float, times: int = 1) -> None:
+        """`value`, `times` over."""
+        at = bisect.bisect_left(self._bounds, value)
+        with self._lock:
+            self._counts[at] += times
+            self._sum += value * times
+
+    def observe_each(self, values: Iterable[float]) -> None:
+        bounds, counts, total = self._bounds, self._counts, 0.0
+        with self._lock:
+            for value in values:
+                counts[bisect.bisect_left(bounds, value)] += 1
+                total += value
+            self._sum += total
+
+    def describe(self) -> list[Metric]:
+        return list(self.collect())
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cumulative = itertools.accumulate(counts)
+        buckets = [(_le(b), float(n)) for b, n in zip(self._bounds, cumulative, strict=True)]
+        yield HistogramMetricFamily(self.name, self.text, buckets, total)
+
+
+def _le(bound: float) -> str:
+    """A bucket's `le` label, as prometheus-client writes it ("0.5", "1.0", "+Inf")."""
+    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]
 
 
 class _Gauges(Collector):

@@ -46,9 +46,7 @@ class Telemetry:
     # ---- publishing
     def matched(self, publications: int, seconds: float) -> None:
         """A batch matched in `seconds`: the histogram counts publications."""
-        each = seconds / publications
-        for _ in range(publications):
-            self.metrics.matching.observe(each)
+        self.metrics.matching.observe(seconds / publications, publications)
 
     def published(self, pubs: Sequence[Publication], deliveries: Sequence[int]) -> None:
         """A batch accepted, each publication with its topic and content deliveries."""
@@ -108,16 +106,16 @@ class Telemetry:
     def leased(self, messages: list[Message], now: float) -> None:
         self.metrics.inc("deliveries_leased_total", len(messages))
         self.leases.remember(messages)
-        for m in messages:
-            self.metrics.publish_to_delivery.observe(max(0.0, now - m.enqueued_at))
+        self.metrics.publish_to_delivery.observe_each(
+            [max(0.0, now - m.enqueued_at) for m in messages]
+        )
         if self.eventlog is not None:
             self.eventlog.delivery_lines(message_lines(messages, "delivered", now))
 
     def acked(self, receipts: list[str], now: float) -> None:
         self.metrics.inc("deliveries_acked_total", len(receipts))
         settled = self.leases.settle(receipts)
-        for m in settled:
-            self.metrics.publish_to_ack.observe(max(0.0, now - m.enqueued_at))
+        self.metrics.publish_to_ack.observe_each([max(0.0, now - m.enqueued_at) for m in settled])
         if self.eventlog is not None and settled:
             self.eventlog.delivery_lines(message_lines(settled, "acked", now))
 
