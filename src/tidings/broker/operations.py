@@ -360,14 +360,7 @@ class Broker:
         self, items: Sequence[PublicationInput], key: str | None = None
     ) -> list[Published]:
         """Each answer with its progress token: the publisher's alone to read its progress."""
-        published = await self.publishing.batch(items, key, self._spawn)
-        token = self.progress_tokens.token
-        return [
-            Published(
-                p.publication, p.deliveries, p.duplicate, p.evaluations, token(p.publication.id)
-            )
-            for p in published
-        ]
+        return await self.publishing.batch(items, key, self._spawn, self.progress_tokens.token)
 
     @cached_property
     def progress_tokens(self) -> ProgressTokens:
