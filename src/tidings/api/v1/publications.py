@@ -26,6 +26,7 @@ from tidings.api.io import (
     SIMULATION_HEADER,
     bearer,
     header,
+    is_msgpack,
     parse_body,
     query_as,
     read_body,
@@ -46,9 +47,12 @@ PATH = "/v1/publications"
 HEADERS = [(b"content-type", b"application/json")]
 
 
-def publication_input(raw: Any, settings: Settings, simulated: bool = False) -> PublicationInput:
+def publication_input(
+    raw: Any, settings: Settings, simulated: bool = False, packed: bool = True
+) -> PublicationInput:
     """A publication from its decoded body. Binary `data` (MessagePack `bin`) is kept as its
-    base64 text, marked `data_encoding: base64`; binary anywhere else has no JSON form."""
+    base64 text, marked `data_encoding: base64`; binary anywhere else has no JSON form.
+    `packed`: the body was MessagePack (a JSON body holds nothing binary to look for)."""
     encoding, dedup_id = "json", None
     if isinstance(raw, dict) and "dedup_id" in raw:  # checked by the wire shape already
         raw = dict(raw)
@@ -58,7 +62,8 @@ def publication_input(raw: Any, settings: Settings, simulated: bool = False) -> 
         encoding = "base64"
     data, topics, attributes, ftypes = parse_publication_body(raw, settings.limits)
     try:
-        orjson.dumps(data)
+        if packed:
+            orjson.dumps(data)
     except orjson.JSONEncodeError:
         raise TidingsError(
             ErrorCode.INVALID_FIELD,
@@ -102,7 +107,7 @@ class Publish:
         def read() -> PublicationInput:
             raw = parse_body(body, content_type)
             convert(raw, w.PublicationBody)
-            return publication_input(raw, settings, simulated)
+            return publication_input(raw, settings, simulated, is_msgpack(content_type))
 
         item = await beside(len(body), read)
         published = await broker.publish(item, scope_bearer(scope))
@@ -138,8 +143,10 @@ async def publish_batch(request: Request) -> Response:
     body = await read_body(request, limits.max_publication_bytes * 16)
     content_type = request.headers.get("content-type", "")
     simulated = scope_simulation(request.scope) is not None
+    packed = is_msgpack(content_type)
     inputs = await beside(
-        len(body), lambda: batch_inputs(parse_body(body, content_type), settings, simulated)
+        len(body),
+        lambda: batch_inputs(parse_body(body, content_type), settings, simulated, packed),
     )
     results = await request.app.state.broker.publish_batch(inputs, bearer(request))
     if kind == "count":
@@ -148,7 +155,9 @@ async def publish_batch(request: Request) -> Response:
     return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
 
 
-def batch_inputs(raw: Any, settings: Settings, simulated: bool) -> list[PublicationInput]:
+def batch_inputs(
+    raw: Any, settings: Settings, simulated: bool, packed: bool = True
+) -> list[PublicationInput]:
     """A batch's publications from its decoded body, each checked; an error names which."""
     convert(raw, w.BatchBody)
     items = raw["publications"]
@@ -162,7 +171,7 @@ def batch_inputs(raw: Any, settings: Settings, simulated: bool) -> list[Publicat
     inputs = []
     for i, item in enumerate(items):
         try:
-            inputs.append(publication_input(item, settings, simulated))
+            inputs.append(publication_input(item, settings, simulated, packed))
         except TidingsError as exc:
             exc.field = (
                 f"publications[{i}].{exc.field}"
