@@ -18,7 +18,7 @@ from tidings.eventlog import (
     prune,
 )
 from tidings.model import Publication
-from tidings.store.base import Message
+from tidings.store.base import Fanout, Message
 
 
 def lines(directory: Path) -> list[dict[str, object]]:
@@ -120,17 +120,25 @@ def delivery(pid: str, sid: str, ids: list[str], event: str, kind: str | None, a
 
 
 def test_enqueued_lines_are_the_dicts_they_were_byte_for_byte() -> None:
-    owners = {"s1": ["a", "b"], "s2": ("c",), 'q"uote': ["d\u00e9"]}
-    kinds = ["topic", None, "content"]
-    assert enqueued_lines("p1", 1764280000.123456, owners.items(), kinds) == (
-        delivery("p1", "s1", ["a", "b"], "enqueued", "topic", 1764280000.123456, 0)
-        + delivery("p1", "s2", ["c"], "enqueued", None, 1764280000.123456, 0)
-        + delivery("p1", 'q"uote', ["d\u00e9"], "enqueued", "content", 1764280000.123456, 0)
+    at = 1764280000.123456
+    fanouts = [
+        Fanout("p1", "p1", b"{}", at, {"s1": ["a", "b"], "s2": ("c",)}),
+        Fanout("p2", "p2", b"{}", 1.0, {'q"uote': ["d\u00e9"]}),
+    ]
+    assert enqueued_lines(fanouts, ["topic", None, "content"]) == (
+        delivery("p1", "s1", ["a", "b"], "enqueued", "topic", at, 0)
+        + delivery("p1", "s2", ["c"], "enqueued", None, at, 0)
+        + delivery("p2", 'q"uote', ["d\u00e9"], "enqueued", "content", 1.0, 0)
     )
 
 
 def test_message_lines_are_the_dicts_they_were_byte_for_byte() -> None:
-    messages = [Message(n, "s", f"p{n}", ("x", "y"), b"{}", 0.0, n, f"r{n}", 30.0) for n in (1, 2)]
-    assert message_lines(messages, "acked", 5.0) == delivery(
-        "p1", "s", ["x", "y"], "acked", None, 5.0, 1
-    ) + delivery("p2", "s", ["x", "y"], "acked", None, 5.0, 2)
+    shapes = [("s", ("x", "y")), ("s", ("x", "y")), ("s", ("z",)), ("t", ("z",)), ("s", ("z",))]
+    messages = [
+        Message(n, sid, f"p{n}", ids, b"{}", 0.0, n, f"r{n}", 30.0)
+        for n, (sid, ids) in enumerate(shapes, 1)
+    ]
+    assert message_lines(messages, "acked", 5.0) == b"".join(
+        delivery(f"p{n}", sid, list(ids), "acked", None, 5.0, n)
+        for n, (sid, ids) in enumerate(shapes, 1)
+    )

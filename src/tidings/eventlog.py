@@ -19,7 +19,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -38,8 +38,20 @@ _DELIVERY = (
     b'{"publication_id":%b,"subscriber_id":%b,"subscription_ids":%b,"event":%b,"kind":%b,'
     b'"at":%b,"attempt":%d}\n'
 )
+_MESSAGE = b'{"publication_id":%b,"subscriber_id":%b,"subscription_ids":%b%b%d}\n'  # the same
 _dumps = orjson.dumps
 _KINDS = {kind: _dumps(kind) for kind in (None, "topic", "content", "function")}
+
+
+class Fanned(Protocol):
+    """A publication's deliveries as their lines name them (`tidings.store.base.Fanout`)."""
+
+    @property
+    def publication_id(self) -> str: ...
+    @property
+    def enqueued_at(self) -> float: ...
+    @property
+    def owners(self) -> Mapping[str, Sequence[str]]: ...
 
 
 class Delivered(Protocol):
@@ -55,46 +67,37 @@ class Delivered(Protocol):
     def attempt(self) -> int: ...
 
 
-def enqueued_lines(
-    publication_id: str,
-    at: float,
-    owners: Iterable[tuple[str, Sequence[str]]],
-    kinds: Iterable[str | None],
-) -> bytes:
-    """The `enqueued` lines of one publication's deliveries: each owner (subscriber) with
-    its matching subscription ids, and the kind of the first of them."""
-    pid, when = _dumps(publication_id), _dumps(at)
-    return b"".join(
-        _DELIVERY
-        % (
-            pid,
-            _dumps(owner),
-            _dumps(ids),
-            b'"enqueued"',
-            _KINDS.get(kind) or _dumps(kind),
-            when,
-            0,
-        )
-        for (owner, ids), kind in zip(owners, kinds, strict=True)
-    )
+def enqueued_lines(fanouts: Iterable[Fanned], kinds: Iterable[str | None]) -> bytes:
+    """The `enqueued` lines of publications' deliveries: each owner (subscriber) of each
+    fan-out with its matching subscription ids, and (`kinds`, in the same order) the kind of
+    the first of them."""
+    kind = iter(kinds)
+    out = []
+    for f in fanouts:
+        pid, when = _dumps(f.publication_id), _dumps(f.enqueued_at)
+        for owner, ids in f.owners.items():
+            found = next(kind)
+            named = _KINDS.get(found) or _dumps(found)
+            out.append(_DELIVERY % (pid, _dumps(owner), _dumps(ids), b'"enqueued"', named, when, 0))
+    return b"".join(out)
 
 
 def message_lines(messages: Iterable[Delivered], event: str, at: float) -> bytes:
-    """The lines of leased messages' `event` (`delivered`, `acked`) at `at`; kind unknown."""
-    name, when = _dumps(event), _dumps(at)
-    return b"".join(
-        _DELIVERY
-        % (
-            _dumps(m.publication_id),
-            _dumps(m.subscriber_id),
-            _dumps(m.subscription_ids),
-            name,
-            b"null",
-            when,
-            m.attempt,
-        )
-        for m in messages
-    )
+    """The lines of leased messages' `event` (`delivered`, `acked`) at `at`; kind unknown.
+    A lease's or an ack's messages are one subscriber's, most often with the same matching
+    subscriptions: those are encoded once for a run of messages that repeat them."""
+    tail = b',"event":' + _dumps(event) + b',"kind":null,"at":' + _dumps(at) + b',"attempt":'
+    sid: str | None = None
+    ids: Sequence[str] | None = None
+    sid_json = ids_json = b""
+    out = []
+    for m in messages:
+        if m.subscriber_id != sid:
+            sid, sid_json = m.subscriber_id, _dumps(m.subscriber_id)
+        if m.subscription_ids != ids:
+            ids, ids_json = m.subscription_ids, _dumps(m.subscription_ids)
+        out.append(_MESSAGE % (_dumps(m.publication_id), sid_json, ids_json, tail, m.attempt))
+    return b"".join(out)
 
 
 @dataclass(frozen=True, slots=True)

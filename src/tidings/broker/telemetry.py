@@ -63,34 +63,22 @@ class Telemetry:
 
     def enqueued(self, fanouts: Sequence[Fanout]) -> None:
         """Topic and content deliveries, counted by the kind of their first subscription."""
-        kinds: collections.Counter[SubscriptionKind | None] = collections.Counter()
-        lines = []
-        for f in fanouts:
-            each = [self.kind_of(ids[0]) for ids in f.owners.values()]
-            kinds.update(each)
-            if self.eventlog is not None:
-                lines.append(
-                    enqueued_lines(f.publication_id, f.enqueued_at, f.owners.items(), each)
-                )
-        for kind, count in kinds.items():
+        kinds = [self.kind_of(ids[0]) for f in fanouts for ids in f.owners.values()]
+        for kind, count in collections.Counter(kinds).items():
             self.metrics.inc("deliveries_enqueued", count, kind=kind or "function")
-        if self.eventlog is not None and lines:
-            self.eventlog.delivery_lines(b"".join(lines))
+        if self.eventlog is not None and kinds:
+            self.eventlog.delivery_lines(enqueued_lines(fanouts, kinds))
 
     def function_enqueued(self, added: int, messages: list[NewMessage]) -> None:
         self.metrics.inc("deliveries_enqueued", added, kind="function")
         if self.eventlog is not None:
-            self.eventlog.delivery_lines(
-                b"".join(
-                    enqueued_lines(
-                        m.publication_id,
-                        m.enqueued_at,
-                        [(m.subscriber_id, m.subscription_ids)],
-                        [self.kind_of(m.subscription_ids[0])],
-                    )
-                    for m in messages
-                )
-            )
+            fanouts = [
+                Fanout(m.publication_id, m.dedup_key, m.body, m.enqueued_at,
+                       {m.subscriber_id: m.subscription_ids})
+                for m in messages
+            ]  # fmt: skip
+            kinds = [self.kind_of(m.subscription_ids[0]) for m in messages]
+            self.eventlog.delivery_lines(enqueued_lines(fanouts, kinds))
 
     # ---- functions
     def function_called(self, outcome: FunctionOutcome) -> None:
