@@ -330,6 +330,25 @@ async def test_leases_and_acknowledgements_are_logged(tmp_path: Path) -> None:
     ]
 
 
+async def test_every_subscriber_s_acknowledgement_of_a_fan_out_is_logged_as_its_own(
+    tmp_path: Path,
+) -> None:
+    broker = await started(settings_for(tmp_path))
+    subscribers = [(await broker.register())[0] for _ in range(3)]
+    for me in subscribers:
+        await broker.subscribe(me.id, "topic", topics=("a",))
+    await broker.publish(PublicationInput(1, ("a",)))
+    leased = {me.id: await broker.pull(me.id, 10, wait_s=0) for me in subscribers}
+    for sid, messages in reversed(leased.items()):  # (each queue's receipts look alike)
+        await broker.ack(sid, [m.receipt for m in messages])
+    await broker.close()
+    logged = [
+        orjson.loads(line) for f in tmp_path.rglob("deliveries/*.jsonl") for line in f.open("rb")
+    ]
+    acked = sorted(r["subscriber_id"] for r in logged if r["event"] == "acked")
+    assert acked == sorted(me.id for me in subscribers)
+
+
 async def test_a_burst_of_dead_letters_is_a_warning_in_the_log(
     broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:

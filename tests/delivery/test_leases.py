@@ -6,18 +6,25 @@ from tidings.delivery.leases import Leases
 from tidings.store.base import Message
 
 
-def leased(n: int) -> Message:
-    return Message(n, "s", f"p{n}", ("x",), None, 0.0, 1, f"r{n}", 30.0)
+def leased(n: int, subscriber: str = "s", receipt: str | None = None) -> Message:
+    return Message(n, subscriber, f"p{n}", ("x",), b"null", 0.0, 1, receipt or f"r{n}", 30.0)
 
 
 def test_a_settled_receipt_names_its_message_once() -> None:
     leases = Leases()
     leases.remember([leased(1), leased(2)])
-    assert [m.publication_id for m in leases.settle(["r2", "r9"])] == ["p2"]
-    assert leases.settle(["r2"]) == [] and len(leases) == 1
+    assert [m.publication_id for m in leases.settle("s", ["r2", "r9"])] == ["p2"]
+    assert leases.settle("s", ["r2"]) == [] and len(leases) == 1
 
 
 def test_the_oldest_leases_are_forgotten_beyond_the_capacity() -> None:
     leases = Leases(capacity=2)
     leases.remember([leased(1), leased(2), leased(3)])
-    assert [m.id for m in leases.settle(["r1", "r2", "r3"])] == [2, 3]
+    assert [m.id for m in leases.settle("s", ["r1", "r2", "r3"])] == [2, 3]
+
+
+def test_two_subscribers_leases_under_the_same_receipt_are_settled_each_its_own() -> None:
+    leases = Leases()  # on the log layout receipts are per queue: both are `1.1.<nonce>`
+    leases.remember([leased(1, "a", "1.1.n"), leased(2, "b", "1.1.n")])
+    assert [m.subscriber_id for m in leases.settle("b", ["1.1.n"])] == ["b"]
+    assert [m.id for m in leases.settle("a", ["1.1.n"])] == [1]

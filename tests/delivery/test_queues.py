@@ -34,10 +34,10 @@ class Observer:
     def leased(self, messages: list[Message], now: float) -> None:
         self.told.append(("leased", [m.publication_id for m in messages]))
 
-    def acked(self, receipts: list[str], now: float) -> None:
+    def acked(self, subscriber_id: str, receipts: list[str], now: float) -> None:
         self.told.append(("acked", len(receipts)))
 
-    def nacked(self, receipts: list[str]) -> None:
+    def nacked(self, subscriber_id: str, receipts: list[str]) -> None:
         self.told.append(("nacked", len(receipts)))
 
     def rejected(self, subscriber_id: str, message: Message, reason: str) -> None:

@@ -100,19 +100,19 @@ class Telemetry:
         if self.eventlog is not None:
             self.eventlog.delivery_lines(message_lines(messages, "delivered", now))
 
-    def acked(self, receipts: list[str], now: float) -> None:
+    def acked(self, subscriber_id: str, receipts: list[str], now: float) -> None:
         self.metrics.inc("deliveries_acked_total", len(receipts))
-        settled = self.leases.settle(receipts)
+        settled = self.leases.settle(subscriber_id, receipts)
         self.metrics.publish_to_ack.observe_each([max(0.0, now - m.enqueued_at) for m in settled])
         if self.eventlog is not None and settled:
             self.eventlog.delivery_lines(message_lines(settled, "acked", now))
 
-    def nacked(self, receipts: list[str]) -> None:
-        self.leases.settle(receipts)
+    def nacked(self, subscriber_id: str, receipts: list[str]) -> None:
+        self.leases.settle(subscriber_id, receipts)
         self.metrics.inc("deliveries_nacked", len(receipts))
 
     def rejected(self, subscriber_id: str, message: Message, reason: str) -> None:
-        self.leases.settle([message.receipt])
+        self.leases.settle(subscriber_id, [message.receipt])
         self.metrics.inc("deliveries_rejected_total")
         log.warning("dead-lettered message %s of %s: %s", message.id, subscriber_id, reason)
 

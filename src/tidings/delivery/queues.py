@@ -17,8 +17,8 @@ from tidings.store.base import Ack, AckResult, Hasten, Lease, Message, Nack, Rej
 
 class QueueObserver(Protocol):
     def leased(self, messages: list[Message], now: float) -> None: ...
-    def acked(self, receipts: list[str], now: float) -> None: ...
-    def nacked(self, receipts: list[str]) -> None: ...
+    def acked(self, subscriber_id: str, receipts: list[str], now: float) -> None: ...
+    def nacked(self, subscriber_id: str, receipts: list[str]) -> None: ...
     def rejected(self, subscriber_id: str, message: Message, reason: str) -> None: ...
 
 
@@ -69,7 +69,7 @@ class SubscriberQueues:
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         async with self.admission.turn(subscriber_id):
             result = await self.committer.submit(Ack(subscriber_id, receipts))
-        self.observer.acked(result.acked, self.clock())
+        self.observer.acked(subscriber_id, result.acked, self.clock())
         return result
 
     async def nack(
@@ -78,7 +78,7 @@ class SubscriberQueues:
         async with self.admission.turn(subscriber_id):
             now = self.clock()
             result = await self.committer.submit(Nack(subscriber_id, receipts, now, delay_s))
-        self.observer.nacked(result.acked)
+        self.observer.nacked(subscriber_id, result.acked)
         self.signals.notify([subscriber_id])
         return result
 
