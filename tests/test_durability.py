@@ -9,14 +9,12 @@ import random
 import signal
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-from tests.conftest import PG, require_service
+from tests.conftest import PG
 
 from tidings.ports import free_port
 from tidings.server import broker_process, broker_processes
@@ -77,25 +75,18 @@ def queued(url: str, who: dict[str, str]) -> list[str]:
 
 
 @pytest.fixture
-def layout_args() -> Iterator[Callable[[str, Path], list[str]]]:
+def layout_args(request: pytest.FixtureRequest) -> Callable[[str, Path], list[str]]:
     """The broker's arguments for a store of a layout: rows (the default), log (SQLite's),
-    pglog (the log on PostgreSQL, in a schema dropped afterwards)."""
-    schemas: list[str] = []
+    pglog (the log on PostgreSQL, in the test's `schema`, dropped afterwards)."""
 
     def args(layout: str, data_dir: Path) -> list[str]:
         if layout == "rows":
             return []
         if layout == "pglog":
-            require_service("postgres")
-            schemas.append(f"d_{uuid.uuid4().hex[:12]}")
-            return ["--store", f"{PG}?schema={schemas[-1]}&layout=log"]
+            return ["--store", f"{PG}?schema={request.getfixturevalue('schema')}&layout=log"]
         return ["--store", f"sqlite:///{data_dir}/tidings.db?layout={layout}"]
 
-    yield args
-    with contextlib.ExitStack() as cleanup:
-        for schema in schemas:
-            conn = cleanup.enter_context(psycopg.connect(PG, autocommit=True))
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return args
 
 
 @pytest.mark.slow

@@ -6,13 +6,10 @@ delivery."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from tests.conftest import require_service
 from tests.store.conftest import PG
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
@@ -48,17 +45,11 @@ class Place:
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
     if request.param == "sqlite":
         found = Place(f"sqlite:///{tmp_path}/t.db")
-        yield found
-    else:
-        require_service("postgres")
-        schema = f"l_{uuid.uuid4().hex[:12]}"
-        found = Place(f"{PG}?schema={schema}")
-        yield found
+    else:  # (the `schema` fixture drops it after this one has closed the stores)
+        found = Place(f"{PG}?schema={request.getfixturevalue('schema')}")
+    yield found
     for store in found.opened:
         store.close()
-    if request.param == "postgres":
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_a_second_opener_of_a_log_store_is_refused_while_the_first_holds_it(

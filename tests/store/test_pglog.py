@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import psycopg
 import pytest
-from tests.conftest import PG, require_service
+from tests.conftest import PG
 from tests.store.test_behaviour import lease, msg, subscriber
 
 from tidings.store.pglog import PostgresLogStore
 
 
 @pytest.fixture
-def url() -> Iterator[str]:
-    require_service("postgres")
-    schema = f"o_{uuid.uuid4().hex[:12]}"
-    yield f"{PG}?schema={schema}"
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+def url(schema: str) -> str:
+    return f"{PG}?schema={schema}"
 
 
 def test_an_owner_whose_session_was_lost_writes_nothing_and_another_broker_takes_over(
