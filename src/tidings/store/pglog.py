@@ -39,13 +39,13 @@ def _lock_key(schema: str | None) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _own(url: str) -> Connection:
-    """A session holding the schema's log lock, for as long as the store is open."""
+def _own(url: str, key: int) -> Connection:
+    """A session holding the schema's log lock (`key`), for as long as the store is open."""
     conninfo, schema = split_schema(url)
     options = {"options": f"-c search_path={schema}"} if schema else {}
     conn: Connection = psycopg.connect(conninfo, autocommit=True, **options)  # type: ignore[arg-type]
     deadline = time.monotonic() + OWNER_WAIT_S
-    while not _locked(conn, schema):
+    while not _locked(conn, key):
         if time.monotonic() < deadline:
             time.sleep(0.05)
             continue
@@ -59,8 +59,8 @@ def _own(url: str) -> Connection:
     return conn
 
 
-def _locked(conn: Connection, schema: str | None) -> bool:
-    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(schema),)).fetchone()
+def _locked(conn: Connection, key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
     return bool(row and row[0])
 
 
@@ -68,8 +68,8 @@ class PostgresLogStore(LogLayout, PostgresStore):
     """PostgreSQL, its queues as a log (one broker owns them)."""
 
     def __init__(self, url: str, segment_bodies: int = 4096) -> None:
-        self._owner = _own(url)
         self._lock_key = _lock_key(split_schema(url)[1])
+        self._owner = _own(url, self._lock_key)
         self._owner_guard = threading.Lock()
         try:
             super().__init__(url)
