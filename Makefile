@@ -4,16 +4,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CORE   := $(VENV)/.core
 STAMP  := $(VENV)/.installed
+KERNELS := $(VENV)/.kernels
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 DATA   ?= ./.tidings
 
 .PHONY: run test lint typecheck bench clean prereqs constraints fuzz
 
-run: $(CORE)
+run: $(CORE) $(KERNELS)
 	$(BIN)/tidings serve --host $(HOST) --port $(PORT) --data-dir $(DATA)
 
-test: $(STAMP)
+test: $(STAMP) $(KERNELS)
 	@scripts/check-prereqs.sh --tests
 	$(BIN)/python -m pytest -q -n 2
 
@@ -42,6 +43,12 @@ $(CORE): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[fast]'
 	touch $(CORE)
+
+# The matching kernels compiled once into numba's disk cache (seconds of CPU), here rather
+# than in a broker's first minutes or a benchmark's first run; again when their source changes.
+$(KERNELS): $(CORE) src/tidings/matching/kernels.py
+	$(BIN)/python -c 'from tidings.matching.kernels import warm_up; warm_up()'
+	touch $(KERNELS)
 
 # Everything (every extra, the dev tools, the system packages the tests use).
 $(STAMP): $(CORE) scripts/check-prereqs.sh
