@@ -55,6 +55,8 @@ PUBLICATION_REPLACES = (
     "ON CONFLICT (dedup_key) DO UPDATE SET publication_id = excluded.publication_id, "
     "enqueued_at = excluded.enqueued_at, recipients = excluded.recipients"
 )
+# operations that change only memory (the cursors), whatever they raise
+MEMORY_ONLY = (Ack, Nack, Hasten)
 SEPARATOR = b"\n"  # between a stored body's publication id and its JSON (which has no newline)
 
 
@@ -166,6 +168,11 @@ class LogQueues:
         return self.log.prepare()
 
     def _isolated(self, cur: Cursor, op: QueueOp) -> Any:
+        if isinstance(op, MEMORY_ONLY):  # no rows to undo: no savepoint's two statements
+            try:
+                return self._run(cur, op)
+            except Exception as exc:
+                return exc
         cur.execute("SAVEPOINT op")
         try:
             result = self._run(cur, op)

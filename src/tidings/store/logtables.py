@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS log_states (number {int_key}, state {blob} NOT NULL);
 CREATE TABLE IF NOT EXISTS log_sets (number {int_key}, ids TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log_publications (
     dedup_key TEXT PRIMARY KEY, publication_id TEXT NOT NULL,
-    enqueued_at DOUBLE PRECISION NOT NULL, recipients {blob} NOT NULL);
+    enqueued_at DOUBLE PRECISION NOT NULL, recipients {blob} NOT NULL) {clustered};
 CREATE INDEX IF NOT EXISTS log_publications_age ON log_publications (enqueued_at);
 """
 
@@ -48,7 +48,9 @@ class SQLLogEngine:
         with db.tx() as cur:
             if dialect.schema_lock:
                 cur.execute(dialect.schema_lock)
-            schema = LOG_SCHEMA.format(int_key=dialect.int_key, blob=dialect.blob)
+            schema = LOG_SCHEMA.format(
+                int_key=dialect.int_key, blob=dialect.blob, clustered=dialect.clustered
+            )
             for statement in schema.split(";"):
                 if statement.strip():
                     cur.execute(statement)
