@@ -48,8 +48,7 @@ from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
 TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
 KNOWN_TARGETS = [
     *TARGETS,
-    *("tidings-rows", "tidings-process", "tidings-pg", "tidings-pglog", "tidings-ha3"),
-    *("tidings-http", "mqtt"),
+    *("tidings-rows", "tidings-pg", "tidings-pglog", "tidings-ha3", "tidings-http", "mqtt"),
 ]
 # a Tidings target's store: tidings-rows keeps its queues as rows, as before issue #30
 # (`tidings` runs the embedded default, the log); tidings-pg is PostgreSQL as several brokers
@@ -60,7 +59,6 @@ KNOWN_TARGETS = [
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 TIDINGS_STORES = {
     "tidings-rows": "sqlite:///{data_dir}/tidings.db?layout=rows",
-    "tidings-process": "sqlite:///{data_dir}/tidings.db?process=1",  # the store's own process
     "tidings-pg": PG + "?schema={schema}",
     "tidings-pglog": PG + "?schema={schema}&layout=log",
     "tidings-ha3": PG + "?schema={schema}",

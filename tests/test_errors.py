@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import string
 
 from tidings.errors import CATALOGUE, ErrorCode, TidingsError, invalid
@@ -33,17 +32,3 @@ def test_templates_take_only_named_parameters() -> None:
         names = {n for _, n, _, _ in string.Formatter().parse(template) if n}
         err = TidingsError(code, **dict.fromkeys(names, "x"))
         assert err.status == CATALOGUE[code][0]
-
-
-class Busy(TidingsError):
-    """A kind of catalogued error (as the elastic coordinator's)."""
-
-
-def test_an_error_pickles_as_itself_to_cross_a_process_boundary() -> None:
-    for err in (invalid("topics[0]", "empty"), TidingsError(ErrorCode.NOT_FOUND, detail="x")):
-        back = pickle.loads(pickle.dumps(err))
-        assert type(back) is TidingsError and back.to_dict() == err.to_dict()
-        assert (back.code, back.field, back.status, str(back)) == (
-            err.code, err.field, err.status, str(err)
-        )  # fmt: skip
-    assert type(pickle.loads(pickle.dumps(Busy(ErrorCode.NOT_FOUND, detail="x")))) is Busy

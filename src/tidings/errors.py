@@ -120,21 +120,9 @@ class TidingsError(Exception):
         self.message = template.format(**params)
         super().__init__(f"{code.value}: {self.message}" + (f" (field {field})" if field else ""))
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # picklable (a store in a process of its own raises them across the boundary)
-        return (_restored, (type(self), self.code, self.field, self.params))
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON error body every API answers with."""
         return {"error": {"code": self.code.value, "message": self.message, "field": self.field}}
-
-
-def _restored(
-    kind: type[TidingsError], code: ErrorCode, field: str | None, params: dict[str, Any]
-) -> TidingsError:
-    error = kind.__new__(kind)
-    TidingsError.__init__(error, code, field, **params)
-    return error
 
 
 def invalid(field: str, detail: str) -> TidingsError:

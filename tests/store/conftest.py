@@ -1,5 +1,4 @@
-"""One behaviour suite, every backend: memory, SQLite (in the broker's process and in one of
-its own), PostgreSQL."""
+"""One behaviour suite, every backend: memory, SQLite, PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,24 +12,18 @@ from tests.conftest import require_service
 
 from tidings.store import open_store
 from tidings.store.base import Store
-from tidings.store.process import ProcessStore
 from tidings.store.sql import SQLStore
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def sql_of(store: Store) -> SQLStore:
-    """The SQL store behind the protocol, for a test that looks into its tables (not
-    across a process boundary: `sqlite-process` is the `sqlite` store, looked into there)."""
-    if isinstance(store, ProcessStore):
-        pytest.skip("the tables of a store in another process: looked into as `sqlite`")
+    """The SQL store behind the protocol, for a test that looks into its tables."""
     assert isinstance(store, SQLStore)
     return store
 
 
-@pytest.fixture(
-    params=["memory", "sqlite", "sqlite-rows", "sqlite-process", "postgres", "postgres-log"]
-)
+@pytest.fixture(params=["memory", "sqlite", "sqlite-rows", "postgres", "postgres-log"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "memory":
         s = open_store("memory://")
@@ -38,8 +31,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         s = open_store(f"sqlite:///{tmp_path}/t.db")
     elif request.param == "sqlite-rows":
         s = open_store(f"sqlite:///{tmp_path}/t.db?layout=rows")
-    elif request.param == "sqlite-process":  # the embedded store in a process of its own
-        s = open_store(f"sqlite:///{tmp_path}/t.db?process=1")
     else:
         require_service("postgres")
         schema = f"t_{uuid.uuid4().hex[:12]}"

@@ -2,13 +2,12 @@
 
 `open_store(url)` picks the backend: `memory://` (SQLite in memory: same behaviour, nothing
 kept), `sqlite:///path/to/file.db` (the embedded default), `postgresql://...`. Queues are a
-log on the embedded store and rows on PostgreSQL unless `layout=rows` or `layout=log` says;
-`process=1` runs an SQLite store in a process of its own (`store/process.py`).
+log on the embedded store and rows on PostgreSQL unless `layout=rows` or `layout=log` says.
 """
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.store.base import Store
@@ -33,15 +32,6 @@ def check_store_url(url: str) -> str:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="store_url", detail="layout is rows or log"
         )
-    process = query.get("process", "0")
-    if process not in ("0", "1"):
-        raise TidingsError(ErrorCode.CONFIG_INVALID, field="store_url", detail="process is 0 or 1")
-    if process == "1" and scheme not in ("memory", "sqlite"):
-        raise TidingsError(
-            ErrorCode.CONFIG_INVALID,
-            field="store_url",
-            detail="process=1 is for SQLite: a PostgreSQL store's change feed calls the broker",
-        )
     return scheme
 
 
@@ -51,10 +41,6 @@ def open_store(url: str, writer: bool = False) -> Store:
     log (`layout=log`) it writes rows, which the owner moves into its log."""
     scheme = check_store_url(url)
     query = dict(parse_qsl(urlsplit(url).query))
-    if query.get("process") == "1" and not writer:
-        from tidings.store.process import open_in_process
-
-        return open_in_process(_without(url, "process"))
     if scheme in ("memory", "sqlite"):
         from tidings.store.sqlite import SQLiteStore
 
@@ -69,7 +55,7 @@ def open_store(url: str, writer: bool = False) -> Store:
         return SQLiteStore(path, sync)
     from tidings.store.postgres import PostgresStore
 
-    url = _without(url, "layout")
+    url = _without_layout(url)
     if query.get("layout") == "log" and not writer:  # (several brokers: the rows, by default)
         from tidings.store.pglog import PostgresLogStore
 
@@ -77,9 +63,8 @@ def open_store(url: str, writer: bool = False) -> Store:
     return PostgresStore(url)
 
 
-def _without(url: str, key: str) -> str:
-    """`url` without `key=` (Tidings' parameters, not a connection's); the rest as it was
-    (`urlunsplit` would turn `sqlite:////abs` into `sqlite://abs`)."""
-    base, _, query = url.partition("?")
-    kept = urlencode([(k, v) for k, v in parse_qsl(query) if k != key])
-    return f"{base}?{kept}" if kept else base
+def _without_layout(url: str) -> str:
+    """A PostgreSQL URL without `layout=`, which is Tidings', not a connection parameter."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "layout"]
+    return urlunsplit(parts._replace(query=urlencode(query)))

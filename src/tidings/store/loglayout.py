@@ -11,7 +11,6 @@ PostgreSQL (one broker owns the schema: an advisory lock).
 from __future__ import annotations
 
 import fcntl
-import time
 from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
@@ -42,11 +41,6 @@ OWNED_ELSEWHERE = (
 )
 
 
-# how long an opener waits for the owner's lock before it refuses: a killed broker's store
-# process (`process=1`) closes the store a moment after the broker is gone
-OWNER_WAIT_S = 3.0
-
-
 def _own(path: str) -> IO[bytes] | None:
     """Hold `<path>.owner` locked while the store is open: the queues live in this process's
     memory, so a second process opening them would serve its own stale copy."""
@@ -54,15 +48,9 @@ def _own(path: str) -> IO[bytes] | None:
         return None
     Path(path).parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
     owner = open(f"{path}.owner", "ab")  # noqa: SIM115 (held open while the store is)
-    deadline = time.monotonic() + OWNER_WAIT_S
-    while True:
-        try:
-            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return owner
-        except BlockingIOError:
-            if time.monotonic() < deadline:
-                time.sleep(0.05)
-                continue
+    try:
+        fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         owner.close()
         raise TidingsError(
             ErrorCode.CONFIG_INVALID,
@@ -70,6 +58,7 @@ def _own(path: str) -> IO[bytes] | None:
             detail=f"{path} keeps its queues as a log, and another process has it open: "
             + OWNED_ELSEWHERE,
         ) from None
+    return owner
 
 
 OLDEST_AMONG = 64  # a queue's first deliveries its oldest time is looked for among

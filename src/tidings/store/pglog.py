@@ -23,11 +23,14 @@ import psycopg
 
 from tidings.errors import ErrorCode, TidingsError
 from tidings.store.database import Database
-from tidings.store.loglayout import OWNED_ELSEWHERE, OWNER_WAIT_S, LogLayout
+from tidings.store.loglayout import OWNED_ELSEWHERE, LogLayout
 from tidings.store.logqueues import LogQueues
 from tidings.store.postgres import PostgresStore, split_schema
 
 Connection = psycopg.Connection[tuple[object, ...]]
+# how long an opener waits for the lock before it refuses: a killed owner's session ends as
+# soon as PostgreSQL reads the closed socket, a moment after the process is gone
+OWNER_WAIT_S = 3.0
 
 
 def _lock_key(schema: str | None) -> int:
