@@ -8,13 +8,12 @@ collaborators that hold each policy and has none of its own (`tidings.broker`'s 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidings.addresses import Own
 from tidings.broker.access import Access
@@ -25,6 +24,7 @@ from tidings.broker.following import Following
 from tidings.broker.functions import FunctionMatching
 from tidings.broker.housekeeping import Housekeeping
 from tidings.broker.index import SubscriptionIndex
+from tidings.broker.lifecycle import Lifecycle
 from tidings.broker.overview import Overview
 from tidings.broker.progress import PURPOSE, ProgressTokens
 from tidings.broker.publishing import Deliveries, PublicationInput, Published, Publishing
@@ -43,7 +43,6 @@ from tidings.delivery.signals import Revocations, Signals
 from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
 from tidings.ids import hash_token, new_id, new_token
-from tidings.matching import kernels
 from tidings.metrics import Metrics
 from tidings.model import (
     JSON,
@@ -58,7 +57,6 @@ from tidings.sandbox.health import FailureRule
 from tidings.store.asyncstore import AsyncStore
 from tidings.store.base import (
     AckResult,
-    Change,
     DeadLetter,
     Message,
     QueueDepth,
@@ -144,98 +142,37 @@ class Broker:
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
         )
-        self.runner = runner
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._unwatch: Callable[[], None] = lambda: None
+        self.lifecycle = Lifecycle(
+            settings,
+            self.store,
+            self.routing,
+            self.deliveries,
+            self.following,
+            self.functions,
+            self.housekeeping,
+            self.auth,
+            self.telemetry,
+            runner,
+            clock,
+        )
+        self._tasks = self.lifecycle.tasks  # the same set, for tests to look into
 
     # ---------------------------------------------------------------- life cycle
 
     async def start(self) -> None:
-        if self.settings.serverless.enabled:
-            await self._start_stateless()
-            return
-        loop = asyncio.get_running_loop()
-        # watching starts before the snapshot, so no change falls between the two
-
-        def told(change: Change) -> None:  # on the store's thread
-            loop.call_soon_threadsafe(self._on_change, change)
-
-        self._unwatch = await self.store.watch(told)
-        await self.routing.start(self.deliveries.enqueued)
-        await self.following.reload()
-        self._spawn(asyncio.to_thread(kernels.warm_up))  # compiled once, then from disk
-        self._spawn(self.housekeeping.run(self))
-        self._spawn(self.functions.keep_pending(self._spawn))  # what a dead broker left
-        self._spawn(self._rotate_log())
-
-    async def _start_stateless(self) -> None:
-        """Serverless: an instance is frozen between requests, so nothing runs in the
-        background. Each request `freshen`s first and `finish`es the work it started; the
-        chores are `housekeep`'s, which the scheduled handler calls."""
-        await self.routing.start(self.deliveries.enqueued)
-        await self.following.reload(now=self.clock())
+        await self.lifecycle.start(self)
 
     async def freshen(self) -> None:
-        """Stateless, before a request: the subscriptions no staler than the bound (the
-        change log's changes since, in proportion to them), and cached tokens re-read with
-        them, as no other broker's deletions are told to an instance that sleeps."""
-        bound = self.settings.subscriptions.staleness_s
-        if await self.following.freshen(self.clock(), bound):
-            self.auth.forget_all()
+        await self.lifecycle.freshen()
 
     async def finish(self, within_s: float) -> None:
-        """Stateless, after a request: what it started (function evaluations) done before
-        the instance may be frozen; what is left past `within_s` stays owed in the store, for
-        the next `housekeep` to finish."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=within_s)
+        await self.lifecycle.finish(within_s)
 
     async def housekeep(self, within_s: float) -> dict[str, int]:
-        """Every chore once (stateless brokers' housekeeping: the scheduled handler, or
-        `tidings serverless housekeeping`): what it did, by chore."""
-        done = await self.housekeeping.once(self)
-        done["evaluations_resumed"] = await self.functions.claim_once(self._spawn)
-        await self.finish(within_s)
-        return done
-
-    async def _rotate_log(self) -> None:
-        """The pipeline reads only finished log files: rotate them at their configured age
-        (`log_rotate_s`, as low as 0.05 s for Spark matching), checked at least every second."""
-        while True:
-            await asyncio.sleep(max(0.05, min(1.0, self.settings.log_rotate_s)))
-            self.telemetry.tick()
-
-    def _on_change(self, change: Change) -> None:
-        """Another broker on the shared store changed something this one caches."""
-        self.auth.changed(change, self._spawn)
-        self.housekeeping.changed.set()
+        return await self.lifecycle.housekeep(self, within_s)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._unwatch)
-        await self.functions.release()  # a restart need not wait for this one's claims
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # already counted and logged by `_finished`
-                continue
-        if self.runner is not None:
-            await self.runner.aclose()
-        await self.routing.close()
-        self.telemetry.close()
-
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.telemetry.background_failed("background task", task.exception())
+        await self.lifecycle.close()
 
     async def refresh(self, shared: bool) -> None:
         """Housekeeping's turn (`Following.refresh`)."""
@@ -360,7 +297,9 @@ class Broker:
         self, items: Sequence[PublicationInput], key: str | None = None
     ) -> list[Published]:
         """Each answer with its progress token: the publisher's alone to read its progress."""
-        return await self.publishing.batch(items, key, self._spawn, self.progress_tokens.token)
+        return await self.publishing.batch(
+            items, key, self.lifecycle.spawn, self.progress_tokens.token
+        )
 
     @cached_property
     def progress_tokens(self) -> ProgressTokens:
@@ -374,7 +313,7 @@ class Broker:
         dedup_id: str | None = None,
         key: str | None = None,
     ) -> Published:
-        return await self.publishing.per_topic(data, topics, dedup_id, key, self._spawn)
+        return await self.publishing.per_topic(data, topics, dedup_id, key, self.lifecycle.spawn)
 
     async def progress(
         self, publication_id: str, token: str | None, bearer: str | None = None
