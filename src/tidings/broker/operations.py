@@ -28,7 +28,8 @@ from tidings.broker.lifecycle import Lifecycle
 from tidings.broker.overview import Overview
 from tidings.broker.progress import PURPOSE, ProgressTokens
 from tidings.broker.publishing import Deliveries, PublicationInput, Published, Publishing
-from tidings.broker.quotas import Held, Quotas
+from tidings.broker.quotas import Quotas
+from tidings.broker.registry import Registry
 from tidings.broker.routing import routing_for
 from tidings.broker.telemetry import Telemetry
 from tidings.config import Settings
@@ -40,9 +41,7 @@ from tidings.delivery.pusher import Outlet
 from tidings.delivery.queues import SubscriberQueues
 from tidings.delivery.sealing import sealer
 from tidings.delivery.signals import Revocations, Signals
-from tidings.errors import ErrorCode, TidingsError
 from tidings.eventlog import EventLog
-from tidings.ids import hash_token, new_id, new_token
 from tidings.metrics import Metrics
 from tidings.model import (
     JSON,
@@ -142,6 +141,17 @@ class Broker:
         self.housekeeping = Housekeeping(
             settings, self.store, self.presence, self.revocations, self.telemetry, clock
         )
+        self.registry = Registry(
+            self.store,
+            self.access,
+            self.quotas,
+            self.auth,
+            self.index,
+            self.following,
+            self.functions,
+            self.metrics,
+            clock,
+        )
         self.lifecycle = Lifecycle(
             settings,
             self.store,
@@ -207,17 +217,7 @@ class Broker:
         key: str | None = None,
         simulation: str | None = None,
     ) -> tuple[Subscriber, str]:
-        """A new subscriber and its token; `client`, the caller's address, is rate-limited;
-        `key`, the bearer token it gave, is checked when registering needs one; a
-        `simulation`'s subscriber is marked as its."""
-        self.access.check_register(key)
-        self.quotas.check_register(client)
-        token = new_token()
-        subscriber = Subscriber(new_id(), hash_token(token), self.clock())
-        await self.store.add_subscriber(subscriber, ephemeral, simulation)
-        self.auth.registered(subscriber)
-        self.metrics.inc("subscribers_registered_total")
-        return subscriber, token
+        return await self.registry.register(ephemeral, client, key, simulation)
 
     async def authenticate(self, subscriber_id: str, token: str | None) -> None:
         await self.auth.authenticate(subscriber_id, token)
@@ -226,17 +226,10 @@ class Broker:
         self.auth.authenticate_admin(token)
 
     async def subscriber(self, subscriber_id: str) -> Subscriber:
-        found = await self.store.get_subscriber(subscriber_id)
-        if found is None:
-            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
-        return found
+        return await self.registry.subscriber(subscriber_id)
 
     async def unregister(self, subscriber_id: str) -> None:
-        owned = await self.store.list_subscriptions(subscriber_id)
-        if not await self.store.remove_subscriber(subscriber_id):
-            raise TidingsError(ErrorCode.SUBSCRIBER_NOT_FOUND, id=subscriber_id)
-        self.following.unindex_many([sub.id for sub in owned])
-        self.auth.forget(subscriber_id)
+        await self.registry.unregister(subscriber_id)
 
     # ---------------------------------------------------------------- subscriptions
 
@@ -248,38 +241,21 @@ class Broker:
         predicates: tuple[Predicate, ...] = (),
         function: FunctionSpec | None = None,
     ) -> Subscription:
-        sub = Subscription(
-            new_id(), subscriber_id, kind, topics, predicates, function, self.clock()
-        )
-        held = Held(self.index.needle_chars, self.index.subscription_bytes)
-        await self.quotas.check_subscribe(sub, held)
-        if function is not None:
-            self.functions.validate(function)
-        await self.store.add_subscription(sub)
-        self.following.index_one(sub)
-        return sub
+        return await self.registry.subscribe(subscriber_id, kind, topics, predicates, function)
 
     async def subscriptions(
         self, subscriber_id: str, after: str = "", limit: int = 100
     ) -> list[Subscription]:
-        """A page of the subscriber's subscriptions, in id order after `after`."""
-        return await self.store.subscriptions_page(subscriber_id, after, limit)
+        return await self.registry.subscriptions(subscriber_id, after, limit)
 
     async def subscription(self, subscriber_id: str, subscription_id: str) -> Subscription:
-        sub = await self.store.get_subscription(subscription_id)
-        if sub is None or sub.subscriber_id != subscriber_id:
-            raise TidingsError(ErrorCode.SUBSCRIPTION_NOT_FOUND, id=subscription_id)
-        return sub
+        return await self.registry.subscription(subscriber_id, subscription_id)
 
     async def unsubscribe(self, subscriber_id: str, subscription_id: str) -> None:
-        await self.subscription(subscriber_id, subscription_id)
-        await self.store.remove_subscription(subscription_id)
-        self.following.unindex(subscription_id)
+        await self.registry.unsubscribe(subscriber_id, subscription_id)
 
     async def resume(self, subscriber_id: str, subscription_id: str) -> Subscription:
-        await self.subscription(subscriber_id, subscription_id)
-        await self.functions.set_status(subscription_id, "active", None)
-        return await self.subscription(subscriber_id, subscription_id)
+        return await self.registry.resume(subscriber_id, subscription_id)
 
     def suspended(self) -> list[Subscription]:
         return self.functions.suspended()
