@@ -4,6 +4,8 @@ policy. `Broker` (operations.py) knows them all and decides nothing itself.
 | module           | holds                                                                  |
 |------------------|------------------------------------------------------------------------|
 | operations.py    | `Broker`: register, subscribe, publish, pull, ack ... as composition   |
+| lifecycle.py     | start and close: the store's watch, background tasks, the stateless path |
+| registry.py      | subscribers and subscriptions: registered, subscribed, looked up, undone |
 | publishing.py    | a batch of publications to the queues: access, dedup, routing, owing    |
 | following.py     | the index kept in line with the store's subscriptions (change log)     |
 | index.py         | the process-local subscription index (kinds, Matcher, function index)   |
