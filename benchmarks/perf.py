@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -174,6 +175,7 @@ def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | s
         command += [*DURABLE.get(target, []), "-z", str(seconds), "--json"]
         command += ["--settle", "2"] if target in CLUSTER else []
         command += ["--url", url] if url else []
+        settle(pids)
         sampler = RssSampler(pids[0]).start() if pids else None  # (a cluster's first broker)
         cpu_before = cpu_of(pids)
         try:
@@ -187,6 +189,20 @@ def run_once(target: str, args: list[str], seconds: float) -> dict[str, Any] | s
         return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     result: dict[str, Any] = orjson.loads(done.stdout.splitlines()[-1])
     return result | {"broker_memory": memory} | _cpu(cpu_before, cpu_after, result)
+
+
+def settle(pids: list[int], quiet_s: float = 0.25, most_s: float = 10.0) -> None:
+    """Wait until the brokers are idle (under 10% of a core over `quiet_s`; `most_s` at
+    most): a broker answers `/healthz` before it has loaded its matching kernels and their
+    imports (about 0.5 s of CPU), which is its start's cost, not the run's."""
+    deadline = time.monotonic() + most_s
+    before = cpu_of(pids)
+    while before is not None and time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = cpu_of(pids)
+        if now is None or now - before < 0.1 * quiet_s:
+            return
+        before = now
 
 
 def cpu_of(pids: list[int]) -> float | None:
