@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -372,3 +373,23 @@ def test_an_answer_longer_than_the_async_client_reads_is_answer_too_large(url: s
     with pytest.raises(TidingsClientError) as refused:
         asyncio.run(read())
     assert (refused.value.status, refused.value.code) == (413, "answer_too_large")
+
+
+def test_a_plain_http_client_verifies_no_certificates_and_an_https_one_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Loading the certificate store took 50 ms of every CLI call's start; a plain-HTTP
+    broker has no certificate to check."""
+    import httpx._transports.default as transports
+
+    asked: list[object] = []
+    make = transports.create_ssl_context
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        asked.append(verify)
+        return make(verify=verify, cert=cert, trust_env=trust_env)
+
+    monkeypatch.setattr(transports, "create_ssl_context", create_ssl_context)
+    Client("http://127.0.0.1:1").close()
+    Client("https://broker.example:8443").close()
+    assert asked == [False, True]

@@ -38,7 +38,10 @@ class Client:
         self.url = url.rstrip("/")
         self.retries = retries
         self.key = key
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        # a plain-HTTP broker needs no certificate store, which httpx loads for every client
+        # it makes with verify on (50 ms of each CLI call); requests go to this base URL only
+        tls = self.url.startswith("https://")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, verify=tls)
 
     def __enter__(self) -> Client:
         return self
