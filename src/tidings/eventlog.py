@@ -20,7 +20,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -134,17 +133,14 @@ class RotatingLog:
         self._seq = 0
         self._pending: list[bytes] = []  # lines waiting for the end of the loop's turn
         self._soon: asyncio.AbstractEventLoop | None = None  # the loop that will flush them
-        # per_turn: the write itself (a system call of tens of KB a turn under fan-out) on a
-        # thread of its own, off the event loop's; one thread keeps the lines in order
-        self._writer = ThreadPoolExecutor(1, "eventlog") if per_turn else None
         finish_leftovers(directory)
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
         self.write_lines(b"".join(orjson.dumps(r) + b"\n" for r in records))
 
     def write_lines(self, data: bytes) -> None:
-        """Append encoded JSON lines: at once; `per_turn`, handed to the log's thread at the
-        end of this turn of the running event loop (at once outside one)."""
+        """Append encoded JSON lines: at once; `per_turn`, at the end of this turn of the
+        running event loop (at once outside one)."""
         if not data:
             return
         loop = _running_loop() if self._per_turn else None
@@ -153,15 +149,8 @@ class RotatingLog:
             if loop is None:
                 self._flush()
             elif self._soon is not loop:
-                loop.call_soon(self._hand_over)
+                loop.call_soon(self.flush)
                 self._soon = loop
-
-    def _hand_over(self) -> None:
-        assert self._writer is not None
-        try:
-            self._writer.submit(self.flush)
-        except RuntimeError:  # closed (the interpreter is exiting): written here instead
-            self.flush()
 
     def flush(self) -> None:
         """Write the pending lines (rotating the file once it reaches its size)."""
@@ -176,8 +165,6 @@ class RotatingLog:
                 self._rotate()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.shutdown(wait=True)  # what was handed over is written first
         with self._lock:
             self._flush()
             if self._file is not None:
