@@ -63,7 +63,7 @@ def test_publications_are_logged_as_their_json(tmp_path: Path) -> None:
     log = EventLog(tmp_path, 10**6, 60)
     pub = Publication("p1", 1.0, "d", ("t",), {"x": 1}, ())
     log.published([pub])
-    log.delivery_events([{"publication_id": "p1", "event": "enqueued"}])
+    log.delivery_lines(b'{"publication_id":"p1","event":"enqueued"}\n')
     log.close()
     assert lines(tmp_path / "publications") == [pub.to_json()]
     assert lines(tmp_path / "deliveries")[0]["event"] == "enqueued"

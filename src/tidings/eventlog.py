@@ -245,9 +245,6 @@ class EventLog:
     def published(self, publications: Iterable[Publication]) -> None:
         self.publications.write(p.to_json() for p in publications)
 
-    def delivery_events(self, events: Iterable[dict[str, Any]]) -> None:
-        self.deliveries.write(events)
-
     def delivery_lines(self, lines: bytes) -> None:
         """Lines of the deliveries log, encoded (`enqueued_lines`, `message_lines`)."""
         self.deliveries.write_lines(lines)
