@@ -79,7 +79,7 @@ def test_an_instance_takes_its_environment_over_the_serverless_defaults() -> Non
 async def test_nothing_runs_between_requests(pair: tuple[Instance, Instance, Clock]) -> None:
     one, _, _ = pair
     assert (await one.call("GET", "/healthz")).status_code == 200
-    assert one.runtime._started is not None and not one.runtime._started[0]._tasks
+    assert one.runtime._started is not None and not one.runtime._started[0].lifecycle.tasks
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 

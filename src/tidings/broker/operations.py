@@ -165,7 +165,6 @@ class Broker:
             runner,
             clock,
         )
-        self._tasks = self.lifecycle.tasks  # the same set, for tests to look into
 
     # ---------------------------------------------------------------- life cycle
 
