@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from tidings.delivery.committer import Committer
+from tidings.delivery.committer import INLINE_OPS, Committer
 from tidings.store.base import Enqueue, NewMessage, QueueOp, Reject
 
 
@@ -131,3 +132,59 @@ async def test_publishes_with_dedup_ids_waiting_together_become_one_operation() 
     assert answers == [{("", "a"): first}, {}, {("", "a"): first}, {}]
     [[merged]] = seen
     assert isinstance(merged, PublishOnce) and len(merged.claims) == 4
+
+
+def threaded(calls: list[tuple[str, int]], name: str, answer_now: bool = True) -> Any:
+    """A stand-in for `apply` (or `apply_now`): records its name, the thread and the batch."""
+
+    def apply(ops: Sequence[QueueOp]) -> list[Any] | None:
+        if name == "now" and not answer_now:
+            calls.append(("now-refused", threading.get_ident()))
+            return None
+        calls.append((name, threading.get_ident()))
+        return [len(op.messages) if isinstance(op, Enqueue) else True for op in ops]
+
+    return apply
+
+
+async def test_a_small_batch_runs_at_once_on_the_loops_thread() -> None:
+    calls: list[tuple[str, int]] = []
+    committer = Committer(threaded(calls, "apply"), apply_now=threaded(calls, "now"))
+    assert await committer.submit(counted(2)) == 2
+    assert calls == [("now", threading.get_ident())]
+
+
+async def test_a_large_batch_goes_to_a_worker_thread() -> None:
+    calls: list[tuple[str, int]] = []
+    committer = Committer(threaded(calls, "apply"), apply_now=threaded(calls, "now"))
+    many = [committer.submit(counted(1)) for _ in range(INLINE_OPS + 1)]
+    assert await asyncio.gather(*many) == [1] * (INLINE_OPS + 1)
+    [(name, thread)] = calls
+    assert name == "apply" and thread != threading.get_ident()
+
+
+async def test_a_batch_the_store_would_wait_for_runs_once_on_a_worker_thread() -> None:
+    calls: list[tuple[str, int]] = []
+    now = threaded(calls, "now", answer_now=False)
+    committer = Committer(threaded(calls, "apply"), apply_now=now)
+    assert await committer.submit(counted(3)) == 3
+    assert [name for name, _ in calls] == ["now-refused", "apply"]
+    assert calls[1][1] != threading.get_ident()
+
+
+async def test_a_lease_committed_at_once_whose_caller_stopped_waiting_hands_back() -> None:
+    from tidings.store import open_store
+    from tidings.store.base import Lease, QueueDepth
+
+    store = open_store("memory://")
+    committer = Committer(store.apply, apply_now=store.apply_now)
+    await committer.submit(Enqueue(counted(3).messages))
+    waiting = asyncio.create_task(committer.submit(Lease("s", 10, 30.0, 5, 1.0)))
+    await asyncio.sleep(0)  # submitted: its flusher runs next
+    waiting.cancel()
+    for _ in range(200):
+        if committer.commits >= 3:
+            break
+        await asyncio.sleep(0.01)
+    assert store.depth("s", 1.0) == QueueDepth(ready=3, leased=0, dead=0)
+    store.close()

@@ -17,7 +17,7 @@ from tidings.delivery.queues import SubscriberQueues
 from tidings.delivery.signals import Signals
 from tidings.model import Subscriber
 from tidings.store import open_store
-from tidings.store.base import Message, NewMessage, Store
+from tidings.store.base import Enqueue, Message, NewMessage, Store
 
 
 @dataclass
@@ -51,7 +51,10 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     store.enqueue([NewMessage("s", "p1", "p1", ("sub",), b"{}", time.time())])
     observer = Observer()
     settings = QueueSettings(visibility_timeout_s=30.0, max_wait_s=2.0)
-    q = SubscriberQueues(Committer(store.apply), settings, Signals(), observer, time.time)
+    committer = Committer(store.apply, apply_now=store.apply_now)  # as the broker's
+    q = SubscriberQueues(
+        committer, settings, Signals(), observer, time.time, may_lease=store.may_lease
+    )
     yield Rig(q, observer, store)
     store.close()
 
@@ -127,3 +130,30 @@ async def test_a_waiting_long_poll_holds_no_turn_so_its_own_ack_goes_through(
         polling.cancel()
     finally:
         store.close()
+
+
+async def test_a_quick_pull_on_an_empty_queue_waits_without_a_lease_and_is_woken(
+    rig: Rig,
+) -> None:
+    q = rig.q
+    await q.pull("s", 10, wait_s=0)  # p1 leased: nothing else is ready
+    commits = q.committer.commits
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
+    await asyncio.sleep(0.1)
+    assert not waiting.done() and q.committer.commits == commits  # no lease went to the store
+    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    q.signals.notify(["s"])  # as a publish does once its enqueue committed
+    assert [m.publication_id for m in await asyncio.wait_for(waiting, 0.9)] == ["p2"]
+
+
+async def test_a_quick_pull_finds_what_another_process_wrote_within_a_second(
+    rig: Rig, tmp_path: Path
+) -> None:
+    q = rig.q
+    await q.pull("s", 10, wait_s=0)
+    writer = open_store(f"sqlite:///{tmp_path / 'q.db'}", writer=True)  # rows beside the log
+    writer.enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())])
+    writer.close()
+    started = time.monotonic()
+    got = await q.pull("s", 10, wait_s=2.0, quick=True)  # nobody signals it
+    assert [m.publication_id for m in got] == ["p2"] and time.monotonic() - started < 1.9

@@ -613,3 +613,35 @@ def test_a_fresh_enqueue_remembers_every_recipient_of_a_publication_however_orde
     assert store.enqueue([msg("p1"), msg("p1", "s2"), msg("p2")]) == 0  # replays: repeats
     assert [m.publication_id for m in lease(store)] == ["p1", "p2"]
     assert [m.publication_id for m in lease(store, owner="s2")] == ["p1"]
+
+
+def test_apply_now_answers_as_apply_would_or_runs_nothing(store: Store) -> None:
+    subscriber(store)
+    answered = store.apply_now([Enqueue([msg("p1"), msg("p2")]), Lease("s1", 1, 30, 5, T0)])
+    if answered is None:  # a backend that never runs at once (a server's): nothing ran
+        assert store.depth("s1", T0) == QueueDepth(0, 0, 0)
+        return
+    enqueued, leased = answered
+    assert enqueued == 2 and [m.publication_id for m in leased] == ["p1"]
+    assert store.depth("s1", T0) == QueueDepth(1, 1, 0)
+
+
+def test_may_lease_is_false_only_when_a_lease_would_find_nothing(store: Store) -> None:
+    subscriber(store)
+
+    def check(now: float) -> None:
+        if not store.may_lease("s1", now):
+            assert store.apply([Lease("s1", 10, 0.0, 5, now)]) == [[]]  # visibility 0: no trace
+
+    check(T0)
+    store.enqueue([msg("p1"), msg("p2")])
+    check(T0)
+    assert len(lease(store, now=T0)) == 2
+    check(T0)  # everything leased
+    check(T0 + 31)  # the leases ran out
+    again = [m.receipt for m in lease(store, now=T0 + 31)]
+    store.nack("s1", again[:1], T0 + 31, delay_s=5)
+    check(T0 + 32)  # one waits out its delay
+    check(T0 + 36)  # and is ready again
+    store.ack("s1", again)
+    check(T0 + 100)

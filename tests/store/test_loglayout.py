@@ -6,6 +6,7 @@ delivery."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,3 +197,33 @@ def test_a_restart_after_an_out_of_order_ack_counts_the_queue_right(place: Place
     assert [m.publication_id for m in got] == ["p1", "p3"]
     assert again.ack("s1", [m.receipt for m in got]).unknown == []
     assert again.depth("s1", T0) == QueueDepth(0, 0, 0) and again.queue_size("s1") == (0, 0)
+
+
+def test_may_lease_says_from_memory_when_a_queue_has_nothing_ready(place: Place) -> None:
+    store = place.open()
+    subscriber(store)
+    assert store.may_lease("s1", T0)  # no queue in memory yet: only a lease tells
+    store.enqueue([msg("p1")])
+    assert store.may_lease("s1", T0)
+    [leased] = lease(store, now=T0)  # visible again after 30 s
+    assert not store.may_lease("s1", T0 + 29)
+    assert store.may_lease("s1", T0 + 30)
+    store.nack("s1", [leased.receipt], T0, delay_s=5)
+    assert not store.may_lease("s1", T0 + 4)
+    assert store.may_lease("s1", T0 + 5)
+    store.ack("s1", [lease(store, now=T0 + 5)[0].receipt])
+    assert not store.may_lease("s1", T0 + 6)
+    # past the acknowledged lease's end, its stale timeout says maybe until a lease clears it
+    assert lease(store, now=T0 + 100) == [] and not store.may_lease("s1", T0 + 100)
+
+
+def test_may_lease_does_not_wait_for_a_commit_and_then_says_maybe(place: Place) -> None:
+    store = place.open()
+    subscriber(store)
+    with store.queues.log.lock:  # held by "another thread", as a commit holds it
+        done = threading.Event()
+        answer: list[bool] = []
+        threading.Thread(
+            target=lambda: (answer.append(store.may_lease("s1", T0)), done.set())
+        ).start()
+        assert done.wait(5) and answer == [True]

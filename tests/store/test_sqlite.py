@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.store.conftest import sql_of
@@ -12,7 +14,7 @@ from tests.store.conftest import sql_of
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Subscriber
 from tidings.store import open_store
-from tidings.store.base import NewMessage, encode_body
+from tidings.store.base import Enqueue, NewMessage, QueueOp, encode_body
 
 
 def test_a_reopened_file_keeps_subscribers_and_queued_messages(tmp_path: Path) -> None:
@@ -76,3 +78,49 @@ def test_closing_waits_for_a_read_under_way_in_another_thread(tmp_path: Path) ->
     assert seen == [1] and not closer.is_alive()
     with pytest.raises(sqlite3.ProgrammingError):
         store.depth("s1", 2.0)  # closed: an error, not a crash
+
+
+def _one_message(store_url: str) -> tuple[Any, list[QueueOp]]:
+    store = open_store(store_url)
+    store.add_subscriber(Subscriber("s1", "h", 1.0))
+    msg = NewMessage("s1", "p1", "p1", ("x",), encode_body({"a": 1}), 1.0)
+    return store, [Enqueue([msg])]
+
+
+def test_apply_now_runs_nothing_while_another_process_writes(tmp_path: Path) -> None:
+    store, ops = _one_message(f"sqlite:///{tmp_path}/t.db")
+    other = sqlite3.connect(tmp_path / "t.db", isolation_level=None)  # as another process
+    other.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    assert store.apply_now(ops) is None
+    assert time.monotonic() - started < 5  # refused at once, not after the busy timeout (10 s)
+    other.execute("ROLLBACK")
+    other.close()
+    assert store.depth("s1", 1.0).ready == 0  # nothing ran
+    assert store.apply_now(ops) == [1]  # and the same batch runs once the lock is free
+    store.close()
+
+
+@pytest.mark.parametrize("held", ["transaction", "log"])
+def test_apply_now_runs_nothing_while_another_thread_is_in_the_store(
+    tmp_path: Path, held: str
+) -> None:
+    store, ops = _one_message(f"sqlite:///{tmp_path}/t.db")
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        lock = sql_of(store).db.tx() if held == "transaction" else store.queues.log.lock
+        with lock:  # a worker thread's transaction, or its read of the queues' memory
+            inside.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(5)
+    try:
+        assert store.apply_now(ops) is None
+    finally:
+        leave.set()
+        holder.join()
+    assert store.apply_now(ops) == [1]
+    store.close()

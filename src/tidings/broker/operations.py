@@ -92,11 +92,18 @@ class Broker:
         self.auth = Authenticator(
             self.store, self.presence, self.revocations, clock, admin_token_hash
         )
-        self._committer = Committer(store.apply)  # every queue operation: one commit path
+        # every queue operation: one commit path
+        self._committer = Committer(store.apply, apply_now=store.apply_now)
         most = settings.queues.max_concurrent_ops_per_subscriber
         admission = Admission(most, lambda: self.metrics.inc("queue_ops_waited"))
         self.queues = SubscriberQueues(
-            self._committer, settings.queues, self.signals, self.telemetry, clock, admission
+            self._committer,
+            settings.queues,
+            self.signals,
+            self.telemetry,
+            clock,
+            admission,
+            store.may_lease,
         )
         self.access = Access(settings.access)
         disk = DiskAlarm(settings.data_dir, settings.limits.min_free_disk_bytes)

@@ -8,6 +8,15 @@ hundred and one; a caller still gets its answer only after its own writes are co
 Fresh enqueues waiting together (new publications, from many requests) are merged into one
 operation: a few bulk statements for all of them instead of a few for each; so are publishes
 with dedup ids (`PublishOnce`).
+
+A batch of at most `INLINE_OPS` operations is offered to the store to run at once on the
+event loop's own thread (`Store.apply_now`: the embedded store takes it unless it would
+wait for another thread or process). At low and moderate rates every message costs a few
+commits of one or two operations, and handing each to a worker thread and back (a wake-up
+of that thread, the interpreter's lock passed to it and back, a wake-up of the loop) cost
+more broker CPU than the commit itself (docs/perf.md). A larger batch, one the store would
+wait for, and every batch of a store across the network run on a worker thread, so that
+the loop serves the other connections meanwhile.
 """
 
 from __future__ import annotations
@@ -34,11 +43,17 @@ from tidings.store.base import (
 )
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
+ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
+INLINE_OPS = 16  # a batch this small is offered to `apply_now` first
+
+
+def _never(ops: Sequence[QueueOp]) -> None:
+    return None
 
 
 class Committer:
-    def __init__(self, apply: Apply, max_ops: int = 512) -> None:
-        self._apply = apply
+    def __init__(self, apply: Apply, max_ops: int = 512, apply_now: ApplyNow = _never) -> None:
+        self._apply, self._apply_now = apply, apply_now
         self._max_ops = max_ops
         self._pending: list[tuple[QueueOp, asyncio.Future[Any]]] = []
         self._flushing = False
@@ -71,8 +86,11 @@ class Committer:
             while self._pending:
                 batch = self._pending[: self._max_ops]
                 del self._pending[: self._max_ops]
+                ops = [op for op, _ in batch]
                 try:
-                    results = await asyncio.to_thread(self._run, [op for op, _ in batch])
+                    results = self._run(ops, self._apply_now) if len(ops) <= INLINE_OPS else None
+                    if results is None:
+                        results = await asyncio.to_thread(self._run, ops, self._apply)
                 except Exception as exc:  # the commit failed: nobody's writes are durable
                     results = [exc] * len(batch)
                 self.commits += 1
@@ -95,10 +113,14 @@ class Committer:
             receipts = [m.receipt for m in result]
             self._pending.append((Nack(op.subscriber_id, receipts, op.now), loop.create_future()))
 
-    def _run(self, ops: list[QueueOp]) -> list[Any]:
+    @overload
+    def _run(self, ops: list[QueueOp], apply: Apply) -> list[Any]: ...
+    @overload
+    def _run(self, ops: list[QueueOp], apply: ApplyNow) -> list[Any] | None: ...
+    def _run(self, ops: list[QueueOp], apply: ApplyNow) -> list[Any] | None:
         """Apply `ops` with their fresh enqueues merged into one and their publishes with
         dedup ids into another, run first; each merged operation's callers get their own
-        share of its answer (or its failure)."""
+        share of its answer (or its failure). None: `apply` ran nothing (`apply_now`)."""
         groups = [
             g
             for g in (
@@ -108,11 +130,13 @@ class Committer:
             if len(g) > 1
         ]
         if not groups:
-            return self._apply(ops)
+            return apply(ops)
         merged = {i for g in groups for i in g}
         rest = [i for i in range(len(ops)) if i not in merged]
-        answers = self._apply([*(_merged([ops[i] for i in g]) for g in groups),
-                               *(ops[i] for i in rest)])  # fmt: skip
+        answers = apply([*(_merged([ops[i] for i in g]) for g in groups),
+                         *(ops[i] for i in rest)])  # fmt: skip
+        if answers is None:
+            return None
         out: list[Any] = [None] * len(ops)
         for group, answer in zip(groups, answers, strict=False):
             for i in group:

@@ -76,6 +76,7 @@ class WebhookBatches:
         max_bytes: int | None = None,
         *,
         max_attempts: int | None = None,
+        quick: bool = False,
     ) -> list[Message]:
         """A batch of at most `batch_size` messages whose bodies come to at most `max_bytes`
         (one larger message goes alone): a POST never carries a hundred large messages."""
@@ -87,6 +88,7 @@ class WebhookBatches:
             self.visibility_s,
             max_bytes,
             max_attempts=NO_ATTEMPT_LIMIT,
+            quick=quick,
         )
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:

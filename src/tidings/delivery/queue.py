@@ -57,7 +57,9 @@ class SizedQueue(Queue, Protocol):
         max_bytes: int | None = None,
         *,
         max_attempts: int | None = None,
+        quick: bool = False,
     ) -> list[Message]:
         """Lease up to `max_messages` whose bodies come to at most `max_bytes` (the first
-        always), waiting up to `wait_s` for the first."""
+        always), waiting up to `wait_s` for the first; `quick`: the first look may be the
+        store's memory rather than a lease (a reader that asks again and again)."""
         ...

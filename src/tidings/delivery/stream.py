@@ -98,7 +98,7 @@ class PushStream:
         if self.sized is None:
             return await self.queue.pull(self.subscriber_id, min(self.free(), BATCH), POLL_S)
         return await self.sized.pull(
-            self.subscriber_id, self._count(), POLL_S, max_bytes=self._bytes_room()
+            self.subscriber_id, self._count(), POLL_S, max_bytes=self._bytes_room(), quick=True
         )
 
     def _count(self) -> int:

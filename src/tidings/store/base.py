@@ -42,6 +42,10 @@ import orjson
 from tidings.model import JSON, Subscriber, Subscription
 
 
+class Busy(Exception):
+    """A transaction asked not to wait would have (`Store.apply_now`): nothing ran."""
+
+
 def encode_body(value: JSON) -> bytes:
     """A body as the store keeps it and subscribers receive it: JSON, encoded once."""
     return orjson.dumps(value)
@@ -483,6 +487,20 @@ class Store(EndpointStore, Protocol):
         max_attempts: int,
         now: float,
     ) -> list[Message]: ...
+
+    def apply_now(self, ops: Sequence[QueueOp]) -> list[Any] | None:
+        """`apply`, on the caller's thread, if it runs without waiting; None when it would
+        wait (for another thread in the store, another process's write, a server's answer),
+        and then nothing ran. What an event loop calls for a small batch before handing it
+        to a worker thread (`Committer`)."""
+        ...
+
+    def may_lease(self, subscriber_id: str, now: float) -> bool:
+        """False only when a lease at `now` would surely find nothing, told from memory
+        without a statement (queues held as a log); True when it may find something, or
+        when that cannot be told at once. A long-lived reader looks here before asking for
+        a lease that would come back empty (`SubscriberQueues.pull`'s `quick`)."""
+        ...
 
     def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult: ...
     def nack(

@@ -20,6 +20,7 @@ from tidings.errors import ErrorCode, TidingsError
 from tidings.model import ID_MAX
 from tidings.private import DIR_MODE
 from tidings.store.base import (
+    Busy,
     QueueDepth,
     QueuedMessage,
     QueuedPage,
@@ -191,6 +192,9 @@ class LogLayout(SQLStore):
             cur.execute(self.db.q("DELETE FROM log_publications WHERE enqueued_at < ?"), (cutoff,))
         return moved
 
+    def may_lease(self, subscriber_id: str, now: float) -> bool:
+        return self.queues.log.may_take(subscriber_id, now)
+
     def queue_size(self, subscriber_id: str) -> tuple[int, int]:
         log = self.queues.log
         with log.lock:
@@ -292,6 +296,13 @@ class SQLiteLogStore(LogLayout, SQLiteStore):
             if self._owner is not None:
                 self._owner.close()
             raise
+
+    def apply_now(self, ops: Sequence[QueueOp]) -> list[Any] | None:
+        with self.nowait():
+            try:
+                return self.queues.apply(ops, wait=False)
+            except Busy:
+                return None
 
     def close(self) -> None:
         super().close()

@@ -28,6 +28,7 @@ from tidings.model import receipt_seq
 from tidings.store.base import (
     Ack,
     AckResult,
+    Busy,
     Discharge,
     Enqueue,
     Fanout,
@@ -111,33 +112,42 @@ class LogQueues:
 
     # ------------------------------------------------------------------ transactions
 
-    def apply(self, ops: Sequence[QueueOp]) -> list[Any]:
+    def apply(self, ops: Sequence[QueueOp], wait: bool = True) -> list[Any]:
         """The operations in order, in one transaction with the log's group commit; what
         each appends is leasable by the operations after it. An operation that fails is its
         caller's answer (its rows undone in a savepoint, the log read again afterwards); one
-        refused before it changed anything (`_check`) leaves the others' memory alone."""
+        refused before it changed anything (`_check`) leaves the others' memory alone.
+        `wait=False`: `Busy` if another thread holds the log (with the database's `nowait`,
+        its write lock too), and nothing ran."""
 
         def run(cur: Cursor) -> list[Any]:
             return [self._isolated(cur, op) for op in ops]
 
         try:
-            answers = self.transaction(run)
+            answers = self.transaction(run, wait)
+        except Busy:
+            raise
         except Exception as exc:
             return [exc] * len(ops)
         if any(isinstance(a, Exception) and not isinstance(a, Refused) for a in answers):
             self.reload()  # what the failed operation did in memory was not committed
         return answers
 
-    def transaction(self, step: Callable[[Cursor], T]) -> T:
+    def transaction(self, step: Callable[[Cursor], T], wait: bool = True) -> T:
         """`step` and the log's group commit in one transaction; memory read again if it
-        fails (what it changed in memory did not commit)."""
-        with self.log.lock:
+        fails (what it changed in memory did not commit). `wait=False`: `Busy` rather than
+        wait for another thread holding the log."""
+        if not self.log.lock.acquire(blocking=wait):
+            raise Busy
+        try:
             try:
                 with self._db.tx() as cur:
                     self._engine.attach(cur)
                     self._absorb(cur)
                     answer = step(cur)
                     prepared = self._flush(cur)
+            except Busy:
+                raise  # at its start: nothing ran
             except Exception:
                 self.reload()
                 raise
@@ -146,6 +156,8 @@ class LogQueues:
             if prepared is not None:
                 self.log.finish(prepared)
             return answer
+        finally:
+            self.log.lock.release()
 
     def one(self, op: QueueOp) -> Any:
         """One operation in a transaction of its own; what it raised is raised."""

@@ -183,6 +183,12 @@ class SQLStore:
         )
         return leased
 
+    def apply_now(self, ops: Sequence[QueueOp]) -> list[Any] | None:
+        return None  # rows: a worker thread's (the log layout on SQLite runs them at once)
+
+    def may_lease(self, subscriber_id: str, now: float) -> bool:
+        return True  # rows: only a statement tells
+
     def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         result: AckResult = self._one(Ack(subscriber_id, receipts))
         return result

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tidings.private import DIR_MODE, create_private
+from tidings.store.base import Busy
 from tidings.store.database import Database
 from tidings.store.dialect import SQLITE
 from tidings.store.sql import SQLStore
@@ -43,7 +44,7 @@ class SQLiteStore(SQLStore):
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the queue's hot pages stay
@@ -51,15 +52,31 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
-        with self._guard:
+        """The writer's transaction; on a thread in `nowait` (`apply_now`), `Busy` instead
+        of waiting for another thread's transaction or another process's write."""
+        nowait = getattr(self._local, "nowait", False)
+        if not self._guard.acquire(blocking=not nowait):
+            raise Busy
+        try:
             cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
+            _begin(cur, nowait)
             try:
                 yield cur
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
+        finally:
+            self._guard.release()
+
+    @contextmanager
+    def nowait(self) -> Iterator[None]:
+        """This thread's transactions raise `Busy` rather than wait, for the block."""
+        self._local.nowait = True
+        try:
+            yield
+        finally:
+            self._local.nowait = False
 
     @contextmanager
     def _read_transaction(self) -> Iterator[sqlite3.Cursor]:
@@ -86,3 +103,21 @@ class SQLiteStore(SQLStore):
             for conn, in_use in self._readers:
                 with in_use:  # (a read under way ends first)
                     conn.close()
+
+
+BUSY_TIMEOUT_MS = 10_000  # how long a transaction waits for another process's write
+
+
+def _begin(cur: sqlite3.Cursor, nowait: bool) -> None:
+    if not nowait:
+        cur.execute("BEGIN IMMEDIATE")
+        return
+    cur.execute("PRAGMA busy_timeout=0")  # no wait for another process's write lock
+    try:
+        cur.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+            raise Busy from None
+        raise
+    finally:
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

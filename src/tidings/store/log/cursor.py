@@ -95,6 +95,17 @@ class Cursor:
             1 for at, seq in self.waiting if at > now and seq > self.floor and seq not in self.acked
         )
 
+    def may_take(self, now: float) -> bool:
+        """Whether `take` at `now` may find something: False when nothing is past `next`,
+        ready again, or due (a lease run out, a delay ended). Read without changing
+        anything, so a caller may look without the log's writer."""
+        return (
+            self.next < len(self.seqs)
+            or bool(self.ready)
+            or bool(self.timeouts and self.timeouts[0][0] <= now)
+            or bool(self.waiting and self.waiting[0][0] <= now)
+        )
+
     def take(
         self,
         n: int,

@@ -163,6 +163,17 @@ class QueueLog:
                 self._place(refs)
             return len(refs)
 
+    def may_take(self, subscriber: str, now: float) -> bool:
+        """Whether a `take` at `now` may find something; True when that cannot be told at
+        once (another thread holds the log: a commit is running)."""
+        if not self.lock.acquire(blocking=False):
+            return True
+        try:
+            number = self._numbers.get(subscriber)
+            return number is None or self._cursors[number].may_take(now)
+        finally:
+            self.lock.release()
+
     def take(
         self,
         subscriber: str,
