@@ -44,7 +44,7 @@ from tidings.store.base import (
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
 ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
-INLINE_OPS = 16  # a batch this small is offered to `apply_now` first
+INLINE_OPS = 64  # a batch this small is offered to `apply_now` first
 
 
 def _never(ops: Sequence[QueueOp]) -> None:

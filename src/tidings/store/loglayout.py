@@ -29,6 +29,7 @@ from tidings.store.base import (
 )
 from tidings.store.bodies import drop_bodies
 from tidings.store.browse import PAGE_BYTES
+from tidings.store.checkpoints import Checkpoints
 from tidings.store.database import Cursor, loads_or
 from tidings.store.log.cursor import Cursor as LogCursor
 from tidings.store.log.queuelog import Post, QueueLog
@@ -296,6 +297,10 @@ class SQLiteLogStore(LogLayout, SQLiteStore):
             if self._owner is not None:
                 self._owner.close()
             raise
+        self.checkpoints: Checkpoints | None = None  # in memory: no write-ahead log
+        if path != ":memory:":  # commits run on the loop's thread: none checkpoints there
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+            self.checkpoints = Checkpoints(self._connect)
 
     def apply_now(self, ops: Sequence[QueueOp]) -> list[Any] | None:
         with self.nowait():
@@ -305,6 +310,8 @@ class SQLiteLogStore(LogLayout, SQLiteStore):
                 return None
 
     def close(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.close()
         super().close()
         if self._owner is not None:
             self._owner.close()  # the lock goes with it (and with the process, killed or not)
