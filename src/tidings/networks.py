@@ -4,6 +4,7 @@ address against them. Pure (no sockets): the settings check their networks with 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Sequence
 
@@ -129,6 +130,7 @@ def wider_keys(host: str) -> list[tuple[str, int]]:
     ]
 
 
+@functools.lru_cache(maxsize=4096)  # parsed once a client, not once a request
 def address_key(host: str) -> tuple[str, bool]:
     """Who a connection from `host` counts against, and whether it is loopback: the address
     itself, or an IPv6 client's /64 (one subscriber line's usual allocation, which a client

@@ -15,6 +15,7 @@ Clients that are not browsers (the CLI, the Python client, curl) send no `Origin
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -67,13 +68,7 @@ class WebGuard:
         name = hostname(host)
         if not name:
             return not host  # HTTP/1.0 without a Host: nothing to rebind
-        if name in self.hosts or "*" in self.hosts:
-            return True
-        try:
-            ipaddress.ip_address(name)  # an address cannot be rebound: it is the address
-        except ValueError:
-            return False
-        return True
+        return name in self.hosts or "*" in self.hosts or _is_address(name)
 
     def _origin_allowed(self, origin: str, scope: Scope, host: str) -> bool:
         scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
@@ -96,6 +91,16 @@ def allowed_hosts(settings: Settings) -> frozenset[str]:
     if settings.public_url:
         names.add(urlsplit(settings.public_url).hostname or "")
     return frozenset(n.lower() for n in names if n)
+
+
+@functools.lru_cache(maxsize=1024)  # a client names the same host request after request
+def _is_address(name: str) -> bool:
+    """An IP address, which cannot be rebound (it is the address), not a name."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def hostname(host: str) -> str:

@@ -337,6 +337,7 @@ def scope_bearer(scope: Scope) -> str | None:
 
 SIMULATION_HEADER = "Tidings-Simulation"  # a simulator's calls carry its run's name
 SIMULATION_NAME_MAX = 100
+_SIMULATION = SIMULATION_HEADER.lower().encode()
 
 
 def scope_simulation(scope: Scope) -> str | None:
@@ -344,17 +345,19 @@ def scope_simulation(scope: Scope) -> str | None:
     from this machine (the console's simulator, `tidings sim` beside the broker): from
     elsewhere, a client could hide its subscribers among the simulated ones and out of the
     operator's list of real ones."""
+    name = header(scope, _SIMULATION).strip()
+    if not name:
+        return None
     client = scope.get("client")
     if client and not address_key(str(client[0]))[1]:
         return None
-    name = header(scope, SIMULATION_HEADER.lower().encode()).strip()
     if len(name) > SIMULATION_NAME_MAX:
         raise TidingsError(
             ErrorCode.INVALID_FIELD,
             field=SIMULATION_HEADER,
             detail=f"a simulation's name has at most {SIMULATION_NAME_MAX} characters",
         )
-    return name or None
+    return name
 
 
 def _bearer(value: str) -> str | None:
