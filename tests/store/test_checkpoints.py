@@ -46,3 +46,28 @@ def test_a_store_in_memory_has_no_log_to_checkpoint() -> None:
     store = SQLiteLogStore(":memory:")
     assert store.checkpoints is None
     store.close()
+
+
+def test_a_failed_checkpoint_is_tried_again_at_the_next_turn(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").close()
+
+    class FailingOnce:  # a connection whose first checkpoint fails (a full disk, say)
+        def __init__(self) -> None:
+            self.conn, self.failed = sqlite3.connect(path, check_same_thread=False), False
+
+        def execute(self, sql: str) -> sqlite3.Cursor:
+            if not self.failed:
+                self.failed = True
+                raise sqlite3.OperationalError("disk I/O error")
+            return self.conn.execute(sql)
+
+        def close(self) -> None:
+            self.conn.close()
+
+    checkpoints = Checkpoints(FailingOnce, 0.01)  # type: ignore[arg-type]
+    deadline = time.monotonic() + 5
+    while checkpoints.last is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    checkpoints.close()
+    assert checkpoints.last is not None

@@ -12,9 +12,12 @@ writer's next transaction starts it again from its beginning, as after SQLite's 
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable
+
+log = logging.getLogger("tidings.store")
 
 EVERY_S = 0.5  # at 1,000 small commits a second, about what SQLite's own 1,000 pages hold
 
@@ -31,8 +34,12 @@ class Checkpoints:
         conn = self._connect()
         try:
             while not self._stop.wait(self._every_s):
-                busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                self.last = (int(busy), int(frames), int(copied))
+                try:
+                    row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error:  # (a full disk, say): the next turn tries again
+                    log.warning("checkpointing the store's WAL failed", exc_info=True)
+                    continue
+                self.last = (int(row[0]), int(row[1]), int(row[2]))
         finally:
             conn.close()
 
