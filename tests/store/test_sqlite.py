@@ -14,7 +14,7 @@ from tests.store.conftest import sql_of
 from tidings.errors import ErrorCode, TidingsError
 from tidings.model import Subscriber
 from tidings.store import open_store
-from tidings.store.base import Enqueue, NewMessage, QueueOp, encode_body
+from tidings.store.base import Enqueue, Lease, NewMessage, QueueOp, encode_body
 
 
 def test_a_reopened_file_keeps_subscribers_and_queued_messages(tmp_path: Path) -> None:
@@ -123,4 +123,20 @@ def test_apply_now_runs_nothing_while_another_thread_is_in_the_store(
         leave.set()
         holder.join()
     assert store.apply_now(ops) == [1]
+    store.close()
+
+
+def test_apply_now_leaves_another_process_rows_to_a_worker_thread(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/t.db"
+    store, ops = _one_message(url)
+    assert store.apply(ops) == [1]  # the first transaction looks for writers' rows
+    assert store.apply_now([Lease("s1", 10, 30.0, 5, 1.0)]) is not None  # none: at once
+    writer = open_store(url, writer=True)  # a pipeline's `tidings match`, beside the owner
+    writer.enqueue([NewMessage("s1", "p2", "p2", ("x",), encode_body({"a": 2}), 1.0)])
+    writer.close()
+    lease = [Lease("s1", 10, 30.0, 5, 1.0)]
+    assert store.apply_now(lease) is None  # rows to take in: not on the loop's thread
+    [leased] = store.apply(lease)
+    assert [m.publication_id for m in leased] == ["p2"]
+    assert store.apply_now(lease) == [[]]  # taken in: small commits run at once again
     store.close()

@@ -490,9 +490,9 @@ class Store(EndpointStore, Protocol):
 
     def apply_now(self, ops: Sequence[QueueOp]) -> list[Any] | None:
         """`apply`, on the caller's thread, if it runs without waiting; None when it would
-        wait (for another thread in the store, another process's write, a server's answer),
-        and then nothing ran. What an event loop calls for a small batch before handing it
-        to a worker thread (`Committer`)."""
+        wait (for another thread in the store, another process's write, a server's answer)
+        or has another process's rows to take in first, and then nothing ran. What an event
+        loop calls for a small batch before handing it to a worker thread (`Committer`)."""
         ...
 
     def may_lease(self, subscriber_id: str, now: float) -> bool:

@@ -143,11 +143,11 @@ class LogQueues:
             try:
                 with self._db.tx() as cur:
                     self._engine.attach(cur)
-                    self._absorb(cur)
+                    self._absorb(cur, wait)
                     answer = step(cur)
                     prepared = self._flush(cur)
             except Busy:
-                raise  # at its start: nothing ran
+                raise  # before anything ran (rolled back)
             except Exception:
                 self.reload()
                 raise
@@ -222,19 +222,23 @@ class LogQueues:
 
     # ------------------------------------------------------------------ enqueueing
 
-    def _absorb(self, cur: Cursor) -> None:
+    def _absorb(self, cur: Cursor, wait: bool = True) -> None:
         """Move into the log the deliveries another process wrote as rows since this
         connection last looked (SQLite's `PRAGMA data_version` tells, one statement a
         transaction; elsewhere the first page is looked for):
         the pipeline's `tidings match` and elastic exit points write to a log store as to
         the rows layout (`open_store(..., writer=True)`); a delivery a fresh publication
-        already made to its subscriber is dropped as the repeat it is."""
+        already made to its subscriber is dropped as the repeat it is. `wait=False` (a
+        commit on the event loop's thread): `Busy` when there may be rows to take in, which
+        may be a pipeline's million, so that a worker thread takes them."""
         asked = self._db.dialect.changed_elsewhere
         if asked is not None:
             cur.execute(asked)
             version = int(cur.fetchone()[0])
             if version == self._version:
                 return
+            if not wait:
+                raise Busy
             self._version = version
         while rows := self._rows_page(cur):
             keys = {str(r[6]).split("~", 1)[0] for r in rows}
