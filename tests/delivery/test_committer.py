@@ -188,3 +188,11 @@ async def test_a_lease_committed_at_once_whose_caller_stopped_waiting_hands_back
         await asyncio.sleep(0.01)
     assert store.depth("s", 1.0) == QueueDepth(ready=3, leased=0, dead=0)
     store.close()
+
+
+async def test_one_enqueue_of_many_deliveries_goes_to_a_worker_thread() -> None:
+    calls: list[tuple[str, int]] = []
+    committer = Committer(threaded(calls, "apply"), apply_now=threaded(calls, "now"))
+    assert await committer.submit(counted(INLINE_OPS + 1)) == INLINE_OPS + 1
+    [(name, thread)] = calls
+    assert name == "apply" and thread != threading.get_ident()

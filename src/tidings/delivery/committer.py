@@ -9,7 +9,7 @@ Fresh enqueues waiting together (new publications, from many requests) are merge
 operation: a few bulk statements for all of them instead of a few for each; so are publishes
 with dedup ids (`PublishOnce`).
 
-A batch of at most `INLINE_OPS` operations is offered to the store to run at once on the
+A small batch (`INLINE_OPS`, weighed by `_weight`) is offered to the store to run at once on the
 event loop's own thread (`Store.apply_now`: the embedded store takes it unless it would
 wait for another thread or process). At low and moderate rates every message costs a few
 commits of one or two operations, and handing each to a worker thread and back (a wake-up
@@ -44,7 +44,7 @@ from tidings.store.base import (
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
 ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
-INLINE_OPS = 64  # a batch this small is offered to `apply_now` first
+INLINE_OPS = 64  # a batch this small (`_weight`) is offered to `apply_now` first
 
 
 def _never(ops: Sequence[QueueOp]) -> None:
@@ -88,7 +88,8 @@ class Committer:
                 del self._pending[: self._max_ops]
                 ops = [op for op, _ in batch]
                 try:
-                    results = self._run(ops, self._apply_now) if len(ops) <= INLINE_OPS else None
+                    small = sum(map(_weight, ops)) <= INLINE_OPS
+                    results = self._run(ops, self._apply_now) if small else None
                     if results is None:
                         results = await asyncio.to_thread(self._run, ops, self._apply)
                 except Exception as exc:  # the commit failed: nobody's writes are durable
@@ -144,6 +145,16 @@ class Committer:
         for i, answer in zip(rest, answers[len(groups) :], strict=True):
             out[i] = answer
         return out
+
+
+def _weight(op: QueueOp) -> int:
+    """What an operation costs to commit, roughly: a fan-out's deliveries, an ack's
+    receipts; one for the rest (a stream's lease mostly finds a few messages)."""
+    if isinstance(op, Enqueue):
+        return op.size()
+    if isinstance(op, Ack | Nack):
+        return len(op.receipts)
+    return 1
 
 
 def _merged(ops: list[QueueOp]) -> QueueOp:
