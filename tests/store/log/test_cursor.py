@@ -81,3 +81,18 @@ def test_a_queue_recovered_with_a_sparse_set_counts_and_lists_only_what_is_left(
         assert cursor.ack(t.seq, t.attempt)
     assert cursor.depth() == 0 and cursor.queued_bytes() == 0
     assert cursor.floor == 7 and not cursor.acked  # the floor stepped over 5 too
+
+
+def test_settled_leases_leave_no_pile_of_timeouts_and_the_unsettled_still_run_out() -> None:
+    cursor = queue(20_000)
+    kept, _ = cursor.take(3, 50.0, 0.0)  # never settled: their leases must still run out
+    for _ in range(19_997):
+        [leased], _ = cursor.take(1, 30.0, 0.0)
+        if leased.seq % 2:
+            assert cursor.ack(leased.seq, leased.attempt)
+        else:
+            assert cursor.hand_back(leased.seq, leased.attempt, ready_at=1e9)
+    assert len(cursor.timeouts) <= 2 * len(cursor.leases) + 1024
+    assert cursor.take(10, 100.0, 49.0) == ([], [])  # handed back for later, or leased
+    again, _ = cursor.take(10, 100.0, 51.0)
+    assert [(t.seq, t.attempt) for t in again] == [(t.seq, 2) for t in kept]

@@ -15,11 +15,13 @@ import heapq
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import NamedTuple
 
 from tidings.store.log.codec import ConsumerState
 
 _COMPACT_AT = 4096  # references dropped from the arrays' front at once, at least
+_STALE_TIMEOUTS = 1024  # settled leases' timeout entries kept beyond twice the leases held
 
 
 class Taken(NamedTuple):
@@ -29,6 +31,11 @@ class Taken(NamedTuple):
     body: int
     tag: int
     attempt: int
+
+
+# a lease's reference made at once, not through the named tuple's constructor (a Python
+# call of its own a delivery)
+_taken: Callable[[tuple[int, int, int, int]], Taken] = partial(tuple.__new__, Taken)
 
 
 class Cursor:
@@ -156,6 +163,7 @@ class Cursor:
         if self.attempts.get(seq) != attempt or seq in self.handed or seq in self.acked:
             return False
         self.leases.pop(seq, None)
+        self._drop_stale_timeouts()
         self.handed.add(seq)
         heapq.heappush(self.waiting, (ready_at, seq))
         return True
@@ -172,7 +180,8 @@ class Cursor:
 
     def settle(self, seq: int) -> None:
         """Take `seq` out of the queue for good (acknowledged, dead-lettered, purged)."""
-        self.leases.pop(seq, None)
+        if self.leases.pop(seq, None) is not None:
+            self._drop_stale_timeouts()
         self.attempts.pop(seq, None)
         self.handed.discard(seq)
         if seq > self.floor:
@@ -221,7 +230,16 @@ class Cursor:
         self.leases[seq] = until
         self.handed.discard(seq)
         heapq.heappush(self.timeouts, (until, seq))
-        return Taken(seq, body, tag, attempt)
+        return _taken((seq, body, tag, attempt))
+
+    def _drop_stale_timeouts(self) -> None:
+        """Rebuild the timeouts from the leases once most are stale (a lease settled before
+        its time leaves its entry behind): they held every delivery of the last visibility
+        timeout, 1.5 million entries (160 MB) for 50,000 deliveries a second of 30 s leases.
+        Amortised: each rebuild follows as many settlements as it keeps entries."""
+        if len(self.timeouts) > 2 * len(self.leases) + _STALE_TIMEOUTS:
+            self.timeouts = [(until, seq) for seq, until in self.leases.items()]
+            heapq.heapify(self.timeouts)
 
     def _expire(self, now: float) -> None:
         while self.timeouts and self.timeouts[0][0] <= now:
