@@ -28,6 +28,7 @@ T = TypeVar("T")
 JSON_DEPTH_CEILING = 200
 # ids and the sequence number in a receipt are the store's signed 64-bit integers
 ID_MAX = 2**63 - 1
+SEQ_DIGITS, ATTEMPT_DIGITS = 19, 10  # a receipt's numbers, at most (the pattern's)
 RECEIPT_PATTERN = r"^[0-9]{1,19}\.[0-9]{1,10}\.[0-9a-f]{1,64}$"
 _RECEIPT = re.compile(RECEIPT_PATTERN, re.ASCII)
 
@@ -301,6 +302,12 @@ def receipt_seq(receipt: str) -> int | None:
         return None
     seq = int(receipt.split(".", 1)[0])
     return seq if seq <= ID_MAX else None
+
+
+def seqs_in_range(receipts: list[str]) -> bool:
+    """Whether every one of these receipts, each matching the pattern, has its sequence
+    number within 64 bits (any of 18 digits is: no number read)."""
+    return all(r.index(".") < SEQ_DIGITS or int(r[: r.index(".")]) <= ID_MAX for r in receipts)
 
 
 def check_receipts(receipts: list[str], field_name: str = "receipts") -> list[str]:
