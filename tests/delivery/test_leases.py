@@ -20,11 +20,20 @@ def test_a_settled_receipt_names_its_message_once() -> None:
 def test_the_oldest_leases_are_forgotten_beyond_the_capacity() -> None:
     leases = Leases(capacity=2)
     leases.remember([leased(1), leased(2), leased(3)])
-    assert [m.id for m in leases.settle("s", ["r1", "r2", "r3"])] == [2, 3]
+    assert [m.publication_id for m in leases.settle("s", ["r1", "r2", "r3"])] == ["p2", "p3"]
+
+
+def test_a_lease_is_kept_without_its_body_with_what_its_ack_is_logged_with() -> None:
+    leases = Leases()
+    big = leased(1)._replace(raw=b"x" * 256 * 1024, attempt=3, enqueued_at=5.0)
+    leases.remember([big])
+    [kept] = leases.settle("s", ["r1"])
+    assert kept == ("s", "p1", ("x",), 3, 5.0)
+    assert not any(isinstance(field, bytes) for field in kept)
 
 
 def test_two_subscribers_leases_under_the_same_receipt_are_settled_each_its_own() -> None:
     leases = Leases()  # on the log layout receipts are per queue: both are `1.1.<nonce>`
     leases.remember([leased(1, "a", "1.1.n"), leased(2, "b", "1.1.n")])
     assert [m.subscriber_id for m in leases.settle("b", ["1.1.n"])] == ["b"]
-    assert [m.id for m in leases.settle("a", ["1.1.n"])] == [1]
+    assert [m.publication_id for m in leases.settle("a", ["1.1.n"])] == ["p1"]

@@ -4,33 +4,57 @@ receipt names a delivery within its subscriber's queue: on the log layout two su
 first deliveries both have `1.1.<nonce>`).
 
 Bounded: the oldest leases are forgotten first; a forgotten or foreign receipt (leased by
-another broker on a shared store) is acknowledged all the same, just not logged.
+another broker on a shared store) is acknowledged all the same, just not logged. What is
+kept of a lease is what its acknowledgement's log line and timing need, never the body: a
+hundred thousand leases of 256 KiB bodies held 25 GiB.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from tidings.store.base import Message
+
+
+class Leased(NamedTuple):
+    """A lease as its acknowledgement is logged (`tidings.eventlog.Delivered`)."""
+
+    subscriber_id: str
+    publication_id: str
+    subscription_ids: tuple[str, ...]
+    attempt: int
+    enqueued_at: float
+
+
+# a message's key here and what is kept of it, taken by position from the tuple it is, in C
+# (a Python loop over the messages cost more than the dictionary itself)
+_KEY = itemgetter(1, 7)  # subscriber_id, receipt
+_KEPT = itemgetter(1, 2, 3, 6, 5)  # Leased's fields
+_leased: Callable[[tuple[Any, ...]], Leased] = partial(tuple.__new__, Leased)
 
 
 class Leases:
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity
-        self._open: OrderedDict[tuple[str, str], Message] = OrderedDict()
+        # in the order leased; an OrderedDict, as forgetting the oldest of a dict whose
+        # front was settled walks over every hole left there
+        self._open: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._open)
 
-    def remember(self, messages: Iterable[Message]) -> None:
-        for m in messages:
-            self._open[m.subscriber_id, m.receipt] = m
-        while len(self._open) > self.capacity:
-            self._open.popitem(last=False)
+    def remember(self, messages: Sequence[Message]) -> None:
+        held = self._open
+        held.update(zip(map(_KEY, messages), map(_KEPT, messages), strict=True))
+        while len(held) > self.capacity:
+            held.popitem(last=False)
 
-    def settle(self, subscriber_id: str, receipts: Sequence[str]) -> list[Message]:
-        """Forget these receipts of the subscriber's; the messages this process had leased
-        under them."""
+    def settle(self, subscriber_id: str, receipts: Sequence[str]) -> list[Leased]:
+        """Forget these receipts of the subscriber's; the leases this process made under
+        them."""
         found = (self._open.pop((subscriber_id, r), None) for r in receipts)
-        return [m for m in found if m is not None]
+        return [_leased(kept) for kept in found if kept is not None]
