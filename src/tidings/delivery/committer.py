@@ -14,9 +14,10 @@ event loop's own thread (`Store.apply_now`: the embedded store takes it unless i
 wait for another thread or process). At low and moderate rates every message costs a few
 commits of one or two operations, and handing each to a worker thread and back (a wake-up
 of that thread, the interpreter's lock passed to it and back, a wake-up of the loop) cost
-more broker CPU than the commit itself (docs/perf.md). A larger batch, one the store would
-wait for, and every batch of a store across the network run on a worker thread, so that
-the loop serves the other connections meanwhile.
+more broker CPU than the commit itself, and a worker thread's commit held the loop's
+thread waiting for the interpreter's lock anyway (docs/perf.md). A larger batch, one the
+store would wait for, and every batch of a store across the network run on a worker thread,
+so that the loop serves the other connections meanwhile.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ from tidings.store.base import (
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
 ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
-INLINE_OPS = 64  # a batch this small (`_weight`) is offered to `apply_now` first
+# a batch this small (`_weight`) is offered to `apply_now` first: 64 before left a fan-out's
+# hundred leases and a batch publish's acknowledgements to a worker thread, whose hand-offs
+# and contention for the interpreter's lock cost more than the loop's wait (docs/perf.md)
+INLINE_OPS = 1024
 
 
 def _never(ops: Sequence[QueueOp]) -> None:
