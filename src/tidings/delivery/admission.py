@@ -13,17 +13,15 @@ one around its parsing and the queue operation it calls, which asks too) is gran
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # the turns the running task holds, by (admission, key); a task it starts inherits the value
 # but not the turns, hence the owning task beside it
-_held: contextvars.ContextVar[tuple[asyncio.Task[object] | None, frozenset[tuple[int, str]]]] = (
-    contextvars.ContextVar("held", default=(None, frozenset()))
-)
+Held = tuple[asyncio.Task[object] | None, frozenset[tuple[int, str]]]
+_held: contextvars.ContextVar[Held] = contextvars.ContextVar("held", default=(None, frozenset()))
 
 
 @dataclass(slots=True)
@@ -46,21 +44,9 @@ class Admission:
         turns = self._turns.get(key)
         return len(turns.waiting) if turns else 0
 
-    @contextlib.asynccontextmanager
-    async def turn(self, key: str) -> AsyncIterator[None]:
-        """Do the work inside once one of `key`'s `most` turns is free."""
-        task, held = _held.get()
-        mine = held if task is asyncio.current_task() else frozenset()
-        if self.most <= 0 or (id(self), key) in mine:
-            yield
-            return
-        await self._take(key)
-        token = _held.set((asyncio.current_task(), mine | {(id(self), key)}))
-        try:
-            yield
-        finally:
-            _held.reset(token)
-            self._give(key)
+    def turn(self, key: str) -> _Turn:
+        """Do the work inside (`async with`) once one of `key`'s `most` turns is free."""
+        return _Turn(self, key)
 
     async def _take(self, key: str) -> None:
         turns = self._turns.setdefault(key, _Turns())
@@ -93,3 +79,32 @@ class Admission:
     def _forget(self, key: str, turns: _Turns) -> None:
         if turns.taken == 0 and not turns.waiting and self._turns.get(key) is turns:
             del self._turns[key]
+
+
+class _Turn:
+    """One `async with admission.turn(key)`: a plain object, not a generator-based context
+    manager (two of them a delivery on a push stream, its lease and its ack, cost more than
+    the bookkeeping inside)."""
+
+    __slots__ = ("_admission", "_key", "_token")
+
+    def __init__(self, admission: Admission, key: str) -> None:
+        self._admission, self._key = admission, key
+        self._token: contextvars.Token[Held] | None = None
+
+    async def __aenter__(self) -> None:
+        admission, key = self._admission, self._key
+        if admission.most <= 0:
+            return
+        task, held = _held.get()
+        current = asyncio.current_task()
+        mine = held if task is current else frozenset()
+        if (id(admission), key) in mine:
+            return
+        await admission._take(key)
+        self._token = _held.set((current, mine | {(id(admission), key)}))
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _held.reset(self._token)
+            self._admission._give(self._key)
