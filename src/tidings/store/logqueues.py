@@ -59,13 +59,10 @@ PUBLICATION_REPLACES = (
 )
 # operations that change only memory (the cursors), whatever they raise
 MEMORY_ONLY = (Ack, Nack, Hasten)
-loads = orjson.loads
+SEPARATOR = b"\n"  # between a stored body's publication id and its JSON (which has no newline)
 # a leased message made from its fields at once, not through the named tuple's constructor
 # (a Python call of its own a delivery: 7% of a lease's time)
 new_message: Callable[[tuple[Any, ...]], Message] = partial(tuple.__new__, Message)
-
-
-SEPARATOR = b"\n"  # between a stored body's publication id and its JSON (which has no newline)
 
 
 def pack(publication_id: str, body: bytes) -> bytes:
@@ -407,7 +404,7 @@ class LogQueues:
             try:
                 if stored is None:
                     raise TypeError("the body is missing")
-                loads(raw)
+                orjson.loads(raw)
             except (orjson.JSONDecodeError, TypeError) as exc:
                 self._undecodable(cur, sid, t, bodies, exc, op.now)
                 continue
