@@ -9,20 +9,42 @@ from collections.abc import Iterable, Iterator
 
 
 class Signals:
+    """Each waiter is a future of its own, woken by `notify` or by its timer: not an
+    `asyncio.Event` awaited through `asyncio.wait_for`, which made a task, a timer and a
+    waiter for every wait, and a push stream waits once a frame."""
+
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
 
     def notify(self, subscriber_ids: Iterable[str]) -> None:
         for sid in subscriber_ids:
-            event = self._events.pop(sid, None)
-            if event is not None:
-                event.set()
+            for waiter in self._waiting.pop(sid, ()):
+                _wake(waiter)
 
     async def wait(self, subscriber_id: str, timeout: float) -> None:
         """Return when notified for this subscriber, or after `timeout` seconds."""
-        event = self._events.setdefault(subscriber_id, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiting.setdefault(subscriber_id, []).append(waiter)
+        timer = loop.call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            waiters = self._waiting.get(subscriber_id)
+            if waiters is not None and waiter in waiters:  # not notified: its time ran out
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiting[subscriber_id]
+
+    def waiting(self) -> int:
+        """Waiters not yet woken (their subscribers' lists are dropped with the last)."""
+        return sum(map(len, self._waiting.values()))
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Revocations:
