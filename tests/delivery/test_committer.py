@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tidings.delivery.committer import INLINE_OPS, Committer
-from tidings.store.base import Enqueue, NewMessage, QueueOp, Reject
+from tidings.delivery.committer import INLINE_OPS, LEASE_WEIGHT, Committer
+from tidings.store.base import Enqueue, Lease, NewMessage, QueueOp, Reject
 
 
 def counted(n: int) -> Enqueue:
@@ -171,6 +171,20 @@ async def test_a_batch_the_store_would_wait_for_runs_once_on_a_worker_thread() -
     assert await committer.submit(counted(3)) == 3
     assert [name for name, _ in calls] == ["now-refused", "apply"]
     assert calls[1][1] != threading.get_ident()
+
+
+async def test_a_hundred_streams_leases_run_at_once_more_go_to_a_worker_thread() -> None:
+    calls: list[tuple[str, int]] = []
+    committer = Committer(threaded(calls, "apply"), apply_now=threaded(calls, "now"))
+
+    def lease(i: int, most: int) -> Lease:
+        return Lease(f"s{i}", most, 30.0, 5, 0.0)
+
+    await asyncio.gather(*(committer.submit(lease(i, 1)) for i in range(500)))
+    await asyncio.gather(*(committer.submit(lease(i, 500)) for i in range(100)))
+    many = INLINE_OPS // LEASE_WEIGHT + 1  # each may take 500 messages
+    await asyncio.gather(*(committer.submit(lease(i, 500)) for i in range(many)))
+    assert [name for name, _ in calls] == ["now", "now", "apply"]
 
 
 async def test_one_enqueue_of_many_deliveries_goes_to_a_worker_thread() -> None:

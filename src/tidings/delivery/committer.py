@@ -49,6 +49,9 @@ ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
 # hundred leases and a batch publish's acknowledgements to a worker thread, whose hand-offs
 # and contention for the interpreter's lock cost more than the loop's wait (docs/perf.md)
 INLINE_OPS = 1024
+# a lease weighs what it asks for up to this: a hundred streams' leases still run on the
+# loop's thread, while a batch of them can take at most 128 x 500 messages there
+LEASE_WEIGHT = 8
 
 
 def _never(ops: Sequence[QueueOp]) -> None:
@@ -153,11 +156,15 @@ class Committer:
 
 def _weight(op: QueueOp) -> int:
     """What an operation costs to commit, roughly: a fan-out's deliveries, an ack's
-    receipts; one for the rest (a stream's lease mostly finds a few messages)."""
+    receipts; a lease what it may take, counted up to `LEASE_WEIGHT` (a stream's lease
+    mostly finds a few messages, yet a hundred of 500 each over a backlog would hold the
+    loop's thread for a second); one for the rest."""
     if isinstance(op, Enqueue):
         return op.size()
     if isinstance(op, Ack | Nack):
         return len(op.receipts)
+    if isinstance(op, Lease):
+        return min(op.max_messages, LEASE_WEIGHT)
     return 1
 
 
