@@ -157,8 +157,8 @@ class Committer:
 def _weight(op: QueueOp) -> int:
     """What an operation costs to commit, roughly: a fan-out's deliveries, an ack's
     receipts; a lease what it may take, counted up to `LEASE_WEIGHT` (a stream's lease
-    mostly finds a few messages, yet a hundred of 500 each over a backlog would hold the
-    loop's thread for a second); one for the rest."""
+    mostly finds a few messages, yet 512 of 500 each over a backlog would hold the loop's
+    thread for a second or two); one for the rest."""
     if isinstance(op, Enqueue):
         return op.size()
     if isinstance(op, Ack | Nack):
