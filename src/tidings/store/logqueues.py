@@ -400,7 +400,7 @@ class LogQueues:
         for t in taken:
             seq, body, attempt = t.seq, t.body, t.attempt
             stored = bodies.get(body)
-            publication_id, _, raw = stored.partition(SEPARATOR) if stored else (b"", b"", b"")
+            publication_id, raw = unpack(stored) if stored is not None else ("", b"")
             try:
                 if stored is None:
                     raise TypeError("the body is missing")
@@ -413,7 +413,7 @@ class LogQueues:
                     (
                         seq,
                         sid,
-                        publication_id.decode(),
+                        publication_id,
                         ids.get(t.tag, ()),
                         raw,
                         body_time(body),
