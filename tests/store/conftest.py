@@ -12,9 +12,21 @@ from tests.conftest import require_service
 
 from tidings.store import open_store
 from tidings.store.base import Store
+from tidings.store.loglayout import LogLayout
+from tidings.store.partitions import PartitionedLogStore
 from tidings.store.sql import SQLStore
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def logs_of(store: Store) -> list[LogLayout]:
+    """The stores holding queues as a log behind `store`: itself, each partition it owns
+    (`layout=log&partitions=N`), or none (the rows layout)."""
+    if isinstance(store, LogLayout):
+        return [store]
+    if isinstance(store, PartitionedLogStore):
+        return store.partition_stores()
+    return []
 
 
 def sql_of(store: Store) -> SQLStore:
@@ -23,7 +35,10 @@ def sql_of(store: Store) -> SQLStore:
     return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-rows", "postgres", "postgres-log"])
+STORES = ["memory", "sqlite", "sqlite-rows", "postgres", "postgres-log", "postgres-partitions"]
+
+
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "memory":
         s = open_store("memory://")
@@ -34,10 +49,22 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     else:
         require_service("postgres")
         schema = f"t_{uuid.uuid4().hex[:12]}"
-        layout = "&layout=log" if request.param == "postgres-log" else ""
+        layout = {
+            "postgres-log": "&layout=log",
+            "postgres-partitions": "&layout=log&partitions=3",  # one store owning all three
+        }.get(request.param, "")
         s = open_store(f"{PG}?schema={schema}{layout}")
     yield s
     s.close()
     if request.param.startswith("postgres"):
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        drop_schemas(schema)
+
+
+def drop_schemas(schema: str) -> None:
+    """A test's schema, and its partitions' if it had any."""
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        for (name,) in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{schema}_p%",)
+        ).fetchall():
+            conn.execute(f'DROP SCHEMA "{name}" CASCADE')

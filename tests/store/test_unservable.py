@@ -3,31 +3,30 @@ receipts and ids are nobody's, never an error."""
 
 from __future__ import annotations
 
-from tests.store.conftest import sql_of
+from tests.store.conftest import logs_of, sql_of
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
 from tidings.store.base import Store
-from tidings.store.loglayout import LogLayout
 
 
 def corrupt(store: Store, publication_id: str) -> None:
     """Overwrite a stored body with text that is not JSON (as a bad migration might)."""
-    with sql_of(store).db.tx() as cur:
-        if isinstance(store, LogLayout):  # a log body is its publication id, then JSON
+    for each in logs_of(store):  # a log body is its publication id, then JSON
+        with each.db.tx() as cur:
             cur.execute(
-                sql_of(store).db.q("UPDATE log_bodies SET body = ? WHERE body = ?"),
+                each.db.q("UPDATE log_bodies SET body = ? WHERE body = ?"),
                 (
                     f"{publication_id}\n{{not json".encode(),
                     f'{publication_id}\n{{"id":"{publication_id}"}}'.encode(),
                 ),
             )
-        else:
+        each.queues.reload()  # read from disk, not the bodies it wrote (a restart)
+    if not logs_of(store):
+        with sql_of(store).db.tx() as cur:
             cur.execute(
                 "UPDATE bodies SET body = '{not json' WHERE key IN "
                 f"(SELECT body_key FROM messages WHERE publication_id = '{publication_id}')"
             )
-    if isinstance(store, LogLayout):
-        store.queues.reload()  # read from disk, not the bodies it wrote (a restart)
 
 
 def test_an_undecodable_message_is_dead_lettered_alone_and_the_others_are_leased(

@@ -100,7 +100,11 @@ class Lifecycle:
             self.telemetry.tick()
 
     def _on_change(self, change: Change) -> None:
-        """Another broker on the shared store changed something this one caches."""
+        """Another broker on the shared store changed something this one caches, or its
+        partitions took deliveries in (their subscribers' streams may lease now)."""
+        if change.kind == "queued":
+            self.deliveries.signals.notify(change.subscriber_ids)
+            return
         self.auth.changed(change, self.spawn)
         self.housekeeping.changed.set()
 

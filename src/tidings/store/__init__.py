@@ -32,7 +32,31 @@ def check_store_url(url: str) -> str:
         raise TidingsError(
             ErrorCode.CONFIG_INVALID, field="store_url", detail="layout is rows or log"
         )
+    if "partitions" in query or "own" in query:
+        _partitioning(scheme, query)
     return scheme
+
+
+MAX_PARTITIONS = 1024
+
+
+def _partitioning(scheme: str, query: dict[str, str]) -> tuple[int, list[int] | None]:
+    """`partitions=N` (and the `own=i,j` a broker prefers) of a PostgreSQL log, checked."""
+
+    def refuse(detail: str) -> TidingsError:
+        return TidingsError(ErrorCode.CONFIG_INVALID, field="store_url", detail=detail)
+
+    if scheme not in ("postgresql", "postgres") or query.get("layout") != "log":
+        raise refuse("partitions and own are for PostgreSQL with layout=log")
+    count = query.get("partitions", "")
+    if not count.isdigit() or not 1 <= int(count) <= MAX_PARTITIONS:
+        raise refuse(f"partitions is a whole number from 1 to {MAX_PARTITIONS}")
+    if "own" not in query:
+        return int(count), None
+    own = query["own"].split(",")
+    if not all(p.isdigit() and int(p) < int(count) for p in own):
+        raise refuse(f"own lists partitions by number, each below partitions ({count})")
+    return int(count), sorted({int(p) for p in own})
 
 
 def open_store(url: str, writer: bool = False) -> Store:
@@ -56,6 +80,11 @@ def open_store(url: str, writer: bool = False) -> Store:
     from tidings.store.postgres import PostgresStore
 
     url = _without_layout(url)
+    if "partitions" in query:  # several brokers, each partition of the queues with an owner
+        from tidings.store.partitions import PartitionedLogStore
+
+        count, own = _partitioning(scheme, query)
+        return PartitionedLogStore(url, count, own, writer=writer)
     if query.get("layout") == "log" and not writer:  # (several brokers: the rows, by default)
         from tidings.store.pglog import PostgresLogStore
 
@@ -63,8 +92,12 @@ def open_store(url: str, writer: bool = False) -> Store:
     return PostgresStore(url)
 
 
+TIDINGS_PARAMETERS = ("layout", "partitions", "own")
+
+
 def _without_layout(url: str) -> str:
-    """A PostgreSQL URL without `layout=`, which is Tidings', not a connection parameter."""
+    """A PostgreSQL URL without `layout=`, `partitions=` and `own=`, which are Tidings', not
+    connection parameters."""
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "layout"]
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in TIDINGS_PARAMETERS]
     return urlunsplit(parts._replace(query=urlencode(query)))

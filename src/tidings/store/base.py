@@ -332,10 +332,13 @@ class Change:
 
     `subscriber_removed`: that subscriber (and its subscriptions) is gone; `resync`:
     notifications may have been missed (the feed reconnected), so every cache derived from
-    the store is stale. Other subscription changes are read through `subscriptions_version`."""
+    the store is stale; `queued`: deliveries were taken into these subscribers' queues by
+    this broker from what others published (`partitions.py`), so their streams may lease.
+    Other subscription changes are read through `subscriptions_version`."""
 
-    kind: Literal["subscriber_removed", "resync"]
+    kind: Literal["subscriber_removed", "resync", "queued"]
     subscriber_id: str = ""
+    subscriber_ids: tuple[str, ...] = ()
 
 
 # ---- push endpoints (webhooks, tidings.delivery.webhooks): at most one per subscriber,

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tidings.model import ATTEMPT_DIGITS, SEQ_DIGITS
+from tidings.store import inbox
 from tidings.store.base import (
     Ack,
     AckResult,
@@ -77,8 +78,21 @@ def unpack(stored: bytes) -> tuple[str, bytes]:
 class LogQueues:
     """The queue operations over the log; `apply` is one transaction."""
 
-    def __init__(self, db: Database, segment_bodies: int = 4096) -> None:
+    def __init__(
+        self,
+        db: Database,
+        segment_bodies: int = 4096,
+        inbox: bool = False,
+        on_arrival: Callable[[set[str]], None] | None = None,
+    ) -> None:
+        """`inbox`: a partition's queues (`partitions.py`), which take what publishing
+        brokers left in the partition's inbox instead of the rows writers leave;
+        `on_arrival`: told, after each transaction, the subscribers whose queues it took
+        deliveries into from there (their streams may be waiting elsewhere)."""
         self._db = db
+        self._inbox = inbox
+        self._on_arrival = on_arrival
+        self._arrived: set[str] = set()
         self._engine = SQLLogEngine(db)
         self.log = QueueLog(self._engine, segment_bodies=segment_bodies, eager=True)
         self._dedup = DedupIds(db)
@@ -111,6 +125,7 @@ class LogQueues:
         with self.log.lock:
             self.log.reload()
             self._new_sets.clear()
+            self._arrived.clear()
             self.nonce = os.urandom(4).hex()
             self._load()
 
@@ -159,6 +174,10 @@ class LogQueues:
                 self._engine.attach(None)
             if prepared is not None:
                 self.log.finish(prepared)
+            if self._arrived:
+                arrived, self._arrived = self._arrived, set()
+                if self._on_arrival is not None:
+                    self._on_arrival(arrived)
             return answer
         finally:
             self.log.lock.release()
@@ -199,7 +218,7 @@ class LogQueues:
         return result
 
     def _run(self, cur: Cursor, op: QueueOp) -> Any:
-        _check(op)
+        refuse_malformed(op)
         match op:
             case Enqueue(messages, fresh, fanouts):
                 return self._fanouts(cur, fanouts) + self._messages(cur, messages, fresh)
@@ -235,6 +254,9 @@ class LogQueues:
         already made to its subscriber is dropped as the repeat it is. `wait=False` (a
         commit on the event loop's thread): `Busy` when there may be rows to take in, which
         may be a pipeline's million, so that a worker thread takes them."""
+        if self._inbox:
+            self._take_inbox(cur)
+            return
         asked = self._db.dialect.changed_elsewhere
         if asked is not None:
             cur.execute(asked)
@@ -261,6 +283,22 @@ class LogQueues:
                     self.log.touched(r[1])
             cur.execute(self._db.q("DELETE FROM messages WHERE seq <= ?"), (rows[-1][0],))
             drop_bodies(self._db, cur, {str(r[6]) for r in rows})
+
+    def _take_inbox(self, cur: Cursor) -> None:
+        """What publishing brokers left for this partition, appended in their order."""
+        for delivered in inbox.take(cur):
+            self.take(cur, delivered)
+            for f in delivered.fanouts:
+                self._arrived.update(f.owners)
+            self._arrived.update(m.subscriber_id for m in delivered.checked)
+
+    def take(self, cur: Cursor, delivered: inbox.Delivered) -> int:
+        """A partition's share of publications, in this transaction: fresh fan-outs
+        appended, checked deliveries (claimed by their publisher) unless already made."""
+        appended = self._fanouts(cur, delivered.fanouts)
+        if delivered.checked:
+            appended += self._messages(cur, delivered.checked, fresh=False, claimed=True)
+        return appended
 
     @staticmethod
     def _rows_page(cur: Cursor) -> list[Any]:
@@ -304,12 +342,18 @@ class LogQueues:
         return self.log.append(posts)
 
     def _messages(
-        self, cur: Cursor, messages: Sequence[NewMessage], fresh: bool, remember: bool = True
+        self,
+        cur: Cursor,
+        messages: Sequence[NewMessage],
+        fresh: bool,
+        remember: bool = True,
+        claimed: bool = False,
     ) -> int:
         """Deliveries one by one: a run of one publication's (one key, one body) is a post;
-        unless `fresh`, each is checked against every delivery of its key before."""
+        unless `fresh`, each is checked against every delivery of its key before (`claimed`:
+        its claim in `dedup` made already, by the broker that published it)."""
         if not fresh:
-            messages = self._new_only(cur, messages)
+            messages = self._new_only(cur, messages, claim=not claimed)
         posts: list[Post] = []
         seen: list[tuple[str, str, float, list[str]]] = []
         for (key, _), run in groupby(messages, key=lambda m: (m.dedup_key, m.body)):
@@ -365,18 +409,19 @@ class LogQueues:
                 recipients[str(key)] = set(numbers)
         return recipients
 
-    def _new_only(self, cur: Cursor, messages: Sequence[NewMessage]) -> list[NewMessage]:
-        """The deliveries whose (subscriber, key) was never enqueued: claimed in `dedup`,
-        and not among a fresh publication's recipients (`log_publications`)."""
+    def _new_only(
+        self, cur: Cursor, messages: Sequence[NewMessage], claim: bool = True
+    ) -> list[NewMessage]:
+        """The deliveries whose (subscriber, key) was never enqueued: claimed in `dedup`
+        (unless `claim` is false: claimed before), and not among a fresh publication's
+        recipients (`log_publications`)."""
         recipients = self._recipients(cur, {m.dedup_key for m in messages})
-        claim = self._db.dialect.ignoring_duplicates("dedup", "VALUES (?, ?, ?)")
         new: list[NewMessage] = []
         for m in messages:
             number = self.log.number(m.subscriber_id)
             if number in recipients.get(m.dedup_key, ()):
                 continue
-            cur.execute(claim, (m.subscriber_id, m.dedup_key, m.enqueued_at))
-            if cur.rowcount == 1:
+            if not claim or claim_delivery(self._db, cur, m):
                 new.append(m)
         return new
 
@@ -552,11 +597,20 @@ class LogQueues:
             return len(chosen)
 
 
+def claim_delivery(db: Database, cur: Cursor, m: NewMessage) -> bool:
+    """Claim a checked delivery's (subscriber, key) in `dedup`: False if it was before."""
+    cur.execute(
+        db.dialect.ignoring_duplicates("dedup", "VALUES (?, ?, ?)"),
+        (m.subscriber_id, m.dedup_key, m.enqueued_at),
+    )
+    return bool(cur.rowcount == 1)
+
+
 class Refused(TypeError):
     """An operation refused before it changed anything."""
 
 
-def _check(op: QueueOp) -> None:
+def refuse_malformed(op: QueueOp) -> None:
     """Refuse a malformed enqueue before any of it is appended (the log has no savepoint)."""
     if isinstance(op, Enqueue | PublishOnce):
         for f in op.fanouts:  # (no object made per delivery to check it)
