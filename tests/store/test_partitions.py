@@ -1,0 +1,174 @@
+"""Several brokers on PostgreSQL, each partition of the queues owned by one
+(`layout=log&partitions=N`): publishing anywhere, serving where owned, ownership moving when
+a broker goes and coming back when it returns. (The suite of every backend runs over one
+store owning every partition: tests/store/conftest.py.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from tests.conftest import require_service
+from tests.store.conftest import PG, drop_schemas
+from tests.store.test_behaviour import T0, lease, msg, subscriber
+
+from tidings.errors import ErrorCode, TidingsError
+from tidings.store import check_store_url, open_store
+from tidings.store.base import Change
+from tidings.store.inbox import partition_of
+from tidings.store.partitions import PartitionedLogStore
+
+WAIT_S = 15.0  # ownership moves within a few ticks (partitions.TICK_S, ADOPT_AFTER_S)
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    require_service("postgres")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    drop_schemas(name)
+
+
+def broker(schema: str, own: str, partitions: int = 2) -> PartitionedLogStore:
+    store = open_store(f"{PG}?schema={schema}&layout=log&partitions={partitions}&own={own}")
+    assert isinstance(store, PartitionedLogStore)
+    return store
+
+
+def in_partition(p: int, partitions: int = 2) -> str:
+    """A subscriber id whose queue is in partition `p`."""
+    return next(sid for i in range(1000) if partition_of(sid := f"s{i}", partitions) == p)
+
+
+def eventually(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, "not within the wait"
+        time.sleep(0.05)
+
+
+def test_a_publication_through_one_broker_reaches_the_owner_of_its_subscribers_queue(
+    schema: str,
+) -> None:
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first = in_partition(0)
+        subscriber(a, first)
+        told: list[Change] = []
+        heard = threading.Event()
+        stop = a.watch(lambda c: (told.append(c), heard.set()))
+        try:
+            b.enqueue([msg("p1", owner=first), msg("p2", owner=first)], fresh=True)
+            assert heard.wait(WAIT_S)  # its owner takes it in and says so, unasked
+            assert any(c.kind == "queued" and first in c.subscriber_ids for c in told)
+        finally:
+            stop()
+        assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
+    finally:
+        a.close(), b.close()
+
+
+def test_a_subscribers_queue_is_served_only_by_its_owner(schema: str) -> None:
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first = in_partition(0)
+        subscriber(a, first)
+        a.enqueue([msg("p1", owner=first)], fresh=True)
+        with pytest.raises(TidingsError) as refused:
+            lease(b, owner=first)
+        assert refused.value.code == ErrorCode.UNAVAILABLE and refused.value.status == 503
+        with pytest.raises(TidingsError):
+            b.depth(first, T0)
+        assert b.may_lease(first, T0) and b.queue_size(first) == (0, 0)
+        assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
+        assert (a.owned(), b.owned()) == ({0}, {1})
+    finally:
+        a.close(), b.close()
+
+
+def test_a_checked_delivery_published_twice_through_two_brokers_is_queued_once(
+    schema: str,
+) -> None:
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first = in_partition(0)
+        subscriber(a, first)
+        assert b.enqueue([msg("p1", owner=first)]) == 1
+        assert a.enqueue([msg("p1", owner=first)]) == 0
+        assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
+    finally:
+        a.close(), b.close()
+
+
+def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(
+    schema: str,
+) -> None:
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first = in_partition(0)
+        subscriber(a, first)
+        a.enqueue([msg("p1", owner=first)], fresh=True)
+        [held] = lease(a, owner=first)  # leased when its broker dies
+        _end_sessions_of(a)  # as a killed broker's: PostgreSQL drops them and their locks
+        eventually(lambda: 0 in b.owned())
+        [again] = lease(b, owner=first)
+        assert (again.publication_id, again.attempt) == ("p1", held.attempt + 1)
+        assert b.ack(first, [held.receipt]).acked == []  # the dead broker's receipt
+        assert b.ack(first, [again.receipt]).acked == [again.receipt]
+    finally:
+        a.close(), b.close()
+
+
+def test_an_adopted_partition_goes_back_to_the_broker_preferring_it(schema: str) -> None:
+    a, b = broker(schema, "0"), broker(schema, "1")
+    first = in_partition(0)
+    subscriber(a, first)
+    a.enqueue([msg("p1", owner=first)], fresh=True)
+    a.close()
+    try:
+        eventually(lambda: b.owned() == {0, 1})
+        back = broker(schema, "0")
+        try:
+            eventually(lambda: back.owned() == {0} and b.owned() == {1})
+            assert [m.publication_id for m in lease(back, owner=first)] == ["p1"]
+        finally:
+            back.close()
+    finally:
+        b.close()
+
+
+def test_a_broker_naming_another_count_of_partitions_is_refused(schema: str) -> None:
+    broker(schema, "0", partitions=2).close()
+    with pytest.raises(TidingsError) as refused:
+        broker(schema, "0", partitions=3)
+    assert (refused.value.code, refused.value.field) == (ErrorCode.CONFIG_INVALID, "store_url")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///x.db?partitions=2",
+        f"{PG}?partitions=2",  # the rows layout
+        f"{PG}?layout=log&partitions=0",
+        f"{PG}?layout=log&partitions=two",
+        f"{PG}?layout=log&partitions=2&own=2",
+        f"{PG}?layout=log&partitions=2&own=0,x",
+    ],
+)
+def test_a_wrong_partitioning_is_a_config_error_on_the_store_url(url: str) -> None:
+    with pytest.raises(TidingsError) as refused:
+        check_store_url(url)
+    assert (refused.value.code, refused.value.field) == (ErrorCode.CONFIG_INVALID, "store_url")
+
+
+def _end_sessions_of(store: PartitionedLogStore) -> None:
+    """End the store's sessions from outside, as PostgreSQL does a killed process's."""
+    pids = [part._conn.info.backend_pid for part in store._parts.values()]
+    pids.append(store._control.info.backend_pid)
+    with psycopg.connect(PG, autocommit=True) as conn:
+        for pid in pids:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
