@@ -18,10 +18,11 @@ import httpx
 import pytest
 from tests.conftest import PG
 
-from tidings.balancer import haproxy, haproxy_config
+from tidings.balancer import haproxy, haproxy_config, partitioned
 from tidings.client import AsyncClient
 from tidings.ports import free_port
 from tidings.server import broker_processes, stop
+from tidings.store.inbox import partition_of
 
 PUBLICATIONS = 1_500
 KILL_AFTER = 400
@@ -33,6 +34,16 @@ def require_haproxy() -> None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{reason}: required under CI")
         pytest.skip(reason)
+
+
+def test_with_partitions_a_subscribers_requests_go_to_its_partitions_owner() -> None:
+    config = haproxy_config(8080, ["127.0.0.1:8001", "127.0.0.1:8002"], partitions=2)
+    assert "path,field(4,/),crc32,mod(2)" in config
+    assert "use_backend partition%[var(txn.part)] if subscriber" in config
+    for k in (0, 1):
+        assert f"backend partition{k}" in config
+        assert f"option httpchk GET /readyz?partition={k}" in config
+    assert partitioned(f"{PG}?schema=s", 3, 1, 2).endswith("layout=log&partitions=3&own=1")
 
 
 def test_the_configuration_names_every_broker_and_checks_its_health() -> None:
@@ -81,6 +92,7 @@ class Load:
                     messages = answer.json()["messages"] if answer.status_code == 200 else []
                     if answer.status_code != 200:
                         self.failed_requests += 1
+                        time.sleep(0.05)
                     self.seen += [m["body"]["data"] for m in messages]
                     if messages:
                         http.post(
@@ -95,18 +107,27 @@ class Load:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("partitions", [0, 3], ids=["rows", "partitions"])
 def test_killing_one_of_three_brokers_under_load_loses_no_accepted_publication(
-    tmp_path: Path, schema: str
+    tmp_path: Path, schema: str, partitions: int
 ) -> None:
+    """With partitions, the broker killed is the one owning the subscriber's queue: another
+    adopts it, and the balancer sends the subscriber's requests there."""
     require_haproxy()
     ports = [free_port() for _ in range(3)]
     dirs = [tmp_path / f"broker{i}" for i in range(3)]
-    store = ("--store", f"{PG}?schema={schema}")
+    stores = [
+        ["--store", partitioned(f"{PG}?schema={schema}", partitions, i, 3)]
+        if partitions
+        else ["--store", f"{PG}?schema={schema}"]
+        for i in range(3)
+    ]
     with (
-        broker_processes(dirs, ports, *store) as brokers,
-        haproxy(free_port(), [f"127.0.0.1:{p}" for p in ports]) as url,
+        broker_processes(dirs, ports, each=stores) as brokers,
+        haproxy(free_port(), [f"127.0.0.1:{p}" for p in ports], partitions) as url,
     ):
         me = httpx.post(f"{url}/v1/subscribers").json()
+        victim = partition_of(me["id"], partitions) if partitions else 1
         auth = {"Authorization": f"Bearer {me['token']}"}
         topic = {"topics": ["ha"]}
         httpx.post(f"{url}/v1/subscribers/{me['id']}/subscriptions", json=topic, headers=auth)
@@ -125,7 +146,8 @@ def test_killing_one_of_three_brokers_under_load_loses_no_accepted_publication(
             thread.start()
         while len(load.accepted) < KILL_AFTER and threads[0].is_alive():
             time.sleep(0.01)
-        brokers[1][0].send_signal(signal.SIGKILL)
+        routed = load.failed_requests  # none yet: every request reached its queue's owner
+        brokers[victim][0].send_signal(signal.SIGKILL)
         load.published.wait(120)
         deadline = time.monotonic() + 60
         while load.missing() and time.monotonic() < deadline:
@@ -143,6 +165,7 @@ def test_killing_one_of_three_brokers_under_load_loses_no_accepted_publication(
     print(json.dumps(figures))  # the figure the operations doc quotes
     assert len(load.accepted) == PUBLICATIONS
     assert load.missing() == set()
+    assert routed == 0
 
 
 async def test_a_stream_through_the_balancer_waits_out_its_broker_coming_back(
@@ -178,7 +201,7 @@ async def test_a_stream_through_the_balancer_waits_out_its_broker_coming_back(
     ("store", "said"),
     [
         ("sqlite:///x.db", "must be a postgresql:// URL"),
-        ("postgresql://postgres@127.0.0.1:5432/test?schema=ha&layout=log", "layout=log"),
+        ("postgresql://postgres@127.0.0.1:5432/test?schema=ha&layout=log", "--partitions"),
     ],
 )
 def test_the_cluster_script_refuses_a_store_its_brokers_cannot_share(store: str, said: str) -> None:

@@ -198,16 +198,21 @@ LOG_FILE = "serve.log"  # a broker process's stderr, in its data directory
 
 @contextlib.contextmanager
 def broker_processes(
-    data_dirs: Sequence[Path], ports: Sequence[int], *args: str, env: dict[str, str] | None = None
+    data_dirs: Sequence[Path],
+    ports: Sequence[int],
+    *args: str,
+    env: dict[str, str] | None = None,
+    each: Sequence[Sequence[str]] = (),
 ) -> Iterator[list[tuple[subprocess.Popen[bytes], str]]]:
     """Several `tidings serve` processes started at once (none waits for another), and
     their URLs once every one answers; all are stopped on exit. Each one's log goes to
-    `<data dir>/serve.log`: a pipe nobody reads would fill and block the broker."""
+    `<data dir>/serve.log`: a pipe nobody reads would fill and block the broker. `each`:
+    arguments of the i-th broker's own, after the shared ones."""
     started: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
-        for data_dir, port in zip(data_dirs, ports, strict=True):
+        for i, (data_dir, port) in enumerate(zip(data_dirs, ports, strict=True)):
             cmd = [sys.executable, "-m", "tidings.cli.main", "serve", "--port", str(port)]
-            cmd += ["--data-dir", str(data_dir), *args]
+            cmd += ["--data-dir", str(data_dir), *args, *(each[i] if each else ())]
             data_dir.mkdir(parents=True, exist_ok=True)
             with (data_dir / LOG_FILE).open("ab") as log:
                 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=_with(env))

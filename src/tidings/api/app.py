@@ -19,6 +19,7 @@ from tidings.api.operations import Operation, described
 from tidings.api.v1.admin import Simulator
 from tidings.broker import Broker
 from tidings.delivery.webhooks import Webhooks
+from tidings.errors import ErrorCode, TidingsError
 from tidings.wire.base import Health, Ready
 
 
@@ -30,9 +31,13 @@ async def healthz(request: Request) -> Response:
 
 @described(Operation(answer=Ready))
 async def readyz(request: Request) -> Response:
-    """Readiness: the broker answers and its store answers within a second (503 if not)."""
+    """Readiness: the broker answers and its store answers within a second (503 if not).
+    `?partition=k`: and it owns that partition of the queues (a balancer's check)."""
     broker: Broker = request.app.state.broker
     await broker.overview.check_store(timeout_s=1.0)
+    asked = request.query_params.get("partition")
+    if asked is not None and not broker.overview.owns_partition(asked):
+        raise TidingsError(ErrorCode.UNAVAILABLE, detail=f"partition {asked} is not owned here")
     return answer(Ready("ready"))
 
 

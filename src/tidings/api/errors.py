@@ -21,7 +21,8 @@ HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
 
 async def tidings_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TidingsError)
-    retry = exc.params.get("retry_s") if exc.code == ErrorCode.RATE_LIMITED else None
+    retryable = exc.code in (ErrorCode.RATE_LIMITED, ErrorCode.UNAVAILABLE)
+    retry = exc.params.get("retry_s") if retryable else None
     headers = {"Retry-After": str(max(1, math.ceil(float(retry))))} if retry else None
     return answer(error(exc), exc.status, headers)
 

@@ -36,6 +36,12 @@ class Overview:
         depths = [await self.store.depth(r.id, now) for r in page]
         return list(zip(page, depths, strict=True))
 
+    def owns_partition(self, asked: str) -> bool:
+        """Whether this broker owns partition `asked` of the queues (a store without
+        partitions: none)."""
+        owned = getattr(self.store.sync, "owned", None)
+        return owned is not None and asked.isdigit() and int(asked) in owned()
+
     async def check_store(self, timeout_s: float) -> None:
         """UNAVAILABLE unless the store answers a read within `timeout_s`."""
         try:

@@ -70,6 +70,11 @@ PUBLISHING = (Enqueue, PublishOnce, Owe, Discharge)
 TICK_S = 0.5  # how often ownership is looked at (and inboxes read, should a note be lost)
 ADOPT_AFTER_S = 2.0  # how long a partition is seen without an owner before it is adopted
 RETRY_AFTER_S = 1
+# each queue's depth as its owner last told (every tick): what another broker answers
+DEPTHS_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS {schema}.log_depths (subscriber_id TEXT PRIMARY KEY, "
+    "ready BIGINT NOT NULL, leased BIGINT NOT NULL)"
+)
 
 
 def lock_key(schema: str, partition: int, purpose: str = "owner") -> int:
@@ -151,6 +156,7 @@ class PartitionedLogStore(PostgresStore):
         self._dedup = DedupIds(self.db)
         self._listeners: list[Callable[[Change], None]] = []
         self._free_since: dict[int, float] = {}
+        self._told: dict[str, tuple[int, int]] = {}
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -173,6 +179,7 @@ class PartitionedLogStore(PostgresStore):
                 name = inbox.partition_schema(self.schema, p)
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{name}"')
                 conn.execute(inbox.INBOX_SCHEMA.format(schema=f'"{name}"'))
+            conn.execute(DEPTHS_SCHEMA.format(schema=f'"{self.schema}"'))
             meta = f'"{self.schema}".meta'
             row = conn.execute(f"SELECT value FROM {meta} WHERE name = 'log_partitions'").fetchone()
             if row is None:
@@ -283,6 +290,7 @@ class PartitionedLogStore(PostgresStore):
                         due = now - last >= TICK_S
                         if due:
                             self._tend(now)
+                            self._tell_depths()
                             last = now
                         self._take_inboxes(told, due)
             except (psycopg.Error, TidingsError) as exc:
@@ -314,6 +322,28 @@ class PartitionedLogStore(PostgresStore):
         with contextlib.suppress(psycopg.Error):
             self._control.close()
         self._control = self._connect()
+
+    def _tell_depths(self) -> None:
+        """Write the depths of the queues owned here that changed since the last tick, for
+        other brokers to answer with (the admin's pages through a balancer)."""
+        now = time.time()
+        depths: dict[str, tuple[int, int]] = {}
+        for store in self._owned_stores():
+            log = store.queues.log
+            with log.lock:
+                for name, cursor in log.queues():
+                    hidden = cursor.hidden(now)
+                    depths[name] = (cursor.depth() - hidden, hidden)
+        changed = [(s, *d) for s, d in depths.items() if self._told.get(s) != d]
+        if not changed:
+            return
+        with self.db.tx() as cur:
+            cur.executemany(
+                "INSERT INTO log_depths VALUES (%s, %s, %s) ON CONFLICT (subscriber_id) "
+                "DO UPDATE SET ready = excluded.ready, leased = excluded.leased",
+                changed,
+            )
+        self._told.update((s, (r, n)) for s, r, n in changed)
 
     def _arrived(self, subscribers: set[str]) -> None:
         change = Change("queued", subscriber_ids=tuple(subscribers))
@@ -462,6 +492,8 @@ class PartitionedLogStore(PostgresStore):
 
     def remove_subscriber(self, subscriber_id: str) -> bool:
         found = super().remove_subscriber(subscriber_id)
+        with self.db.tx() as cur:
+            cur.execute("DELETE FROM log_depths WHERE subscriber_id = %s", (subscriber_id,))
         self._forget(subscriber_id)  # (elsewhere, its owner hears of it: `watch`)
         return found
 
@@ -483,7 +515,21 @@ class PartitionedLogStore(PostgresStore):
         return self._owner_of(subscriber_id).purge(subscriber_id, now)
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth:
-        return self._owner_of(subscriber_id).depth(subscriber_id, now)
+        """Its owner's count; elsewhere, the one its owner last told (within a tick)."""
+        part = self._part(subscriber_id)
+        if part is not None:
+            return part.store.depth(subscriber_id, now)
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT ready, leased FROM log_depths WHERE subscriber_id = %s", (subscriber_id,)
+            )
+            row = cur.fetchone()
+            cur.execute(
+                "SELECT COUNT(*) FROM dead_letters WHERE subscriber_id = %s", (subscriber_id,)
+            )
+            dead = int(cur.fetchone()[0])
+        ready, leased = (int(row[0]), int(row[1])) if row else (0, 0)
+        return QueueDepth(ready, leased, dead)
 
     def may_lease(self, subscriber_id: str, now: float) -> bool:
         part = self._part(subscriber_id)  # (elsewhere: the lease itself says where it is)
