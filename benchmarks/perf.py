@@ -39,7 +39,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit, machine, versions
 
-from tidings.balancer import haproxy
+from tidings.balancer import haproxy, partitioned
 from tidings.matching.kernels import warm_up
 from tidings.ports import free_port
 from tidings.server import broker_process, broker_processes
@@ -49,22 +49,26 @@ from tidings.sim.perf.memory import BROKER_COMMANDS, RssSampler, pid_of
 TARGETS = ["tidings", "nats-jetstream", "rabbitmq", "nats", "redis"]  # the issue's columns
 KNOWN_TARGETS = [
     *TARGETS,
-    *("tidings-rows", "tidings-pg", "tidings-pglog", "tidings-ha3", "tidings-http", "mqtt"),
+    *("tidings-rows", "tidings-pg", "tidings-pglog", "tidings-ha3", "tidings-ha3-log"),
+    *("tidings-http", "mqtt"),
 ]
 # a Tidings target's store: tidings-rows keeps its queues as rows, as before issue #30
 # (`tidings` runs the embedded default, the log); tidings-pg is PostgreSQL as several brokers
 # share it (rows), tidings-pglog PostgreSQL with the queues a log (one broker owns them),
 # each run in a schema of its own, dropped afterwards; tidings-ha3 is three brokers sharing
 # PostgreSQL (rows) behind HAProxy, their CPU summed (HAProxy's and PostgreSQL's not counted,
-# as PostgreSQL's is not for tidings-pg and tidings-pglog)
+# as PostgreSQL's is not for tidings-pg and tidings-pglog); tidings-ha3-log the same three
+# with the queues a log cut into three partitions, one owned by each broker
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 TIDINGS_STORES = {
     "tidings-rows": "sqlite:///{data_dir}/tidings.db?layout=rows",
     "tidings-pg": PG + "?schema={schema}",
     "tidings-pglog": PG + "?schema={schema}&layout=log",
     "tidings-ha3": PG + "?schema={schema}",
+    "tidings-ha3-log": PG + "?schema={schema}",
 }
-CLUSTER = {"tidings-ha3": 3}  # brokers behind HAProxy
+CLUSTER = {"tidings-ha3": 3, "tidings-ha3-log": 3}  # brokers behind HAProxy
+PARTITIONS = {"tidings-ha3-log": 3}
 DURABLE = {t: ["--confirm", "--persistent"] for t in ("nats-jetstream", "rabbitmq", "mqtt")}
 ONE_TO_ONE = ["-x", "1", "-y", "1", "-s", "150", "--processes", "1"]
 FAN_OUT = ["-x", "1", "-y", "100", "-s", "150", "--batch", "1", "--processes", "2"]
@@ -140,19 +144,26 @@ def broker(target: str) -> Iterator[tuple[str | None, list[int]]]:
     with tempfile.TemporaryDirectory(prefix="tidings-bench-") as data_dir:
         store = TIDINGS_STORES.get(target)
         schema = f"bench_{uuid.uuid4().hex[:12]}"
-        args = ["--store", store.format(data_dir=data_dir, schema=schema)] if store else []
+        url = store.format(data_dir=data_dir, schema=schema) if store else None
+        n, partitions = CLUSTER.get(target, 1), PARTITIONS.get(target, 0)
         try:
-            with brokers(Path(data_dir), CLUSTER.get(target, 1), args) as (url, pids):
-                yield url, pids
+            with brokers(Path(data_dir), n, url, partitions) as (address, pids):
+                yield address, pids
         finally:
             if store and store.startswith(PG):
                 with psycopg.connect(PG, autocommit=True) as conn:
                     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                    for p in range(partitions):
+                        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}_p{p}" CASCADE')
 
 
 @contextlib.contextmanager
-def brokers(root: Path, n: int, args: list[str]) -> Iterator[tuple[str, list[int]]]:
-    """One broker, or n behind HAProxy (as `scripts/ha-cluster.py` runs them)."""
+def brokers(
+    root: Path, n: int, store: str | None, partitions: int = 0
+) -> Iterator[tuple[str, list[int]]]:
+    """One broker, or n behind HAProxy (as `scripts/ha-cluster.py` runs them), on `store`
+    (None: the embedded default) cut into `partitions` if any."""
+    args = ["--store", store] if store else []
     if n == 1:
         with broker_process(root, None, *args) as (process, url):
             yield url, [process.pid]
@@ -160,9 +171,15 @@ def brokers(root: Path, n: int, args: list[str]) -> Iterator[tuple[str, list[int
     ports = [free_port() for _ in range(n)]
     env = {"TIDINGS_WEBHOOKS__SECRETS_KEY_FILE": str(root / "secrets.key")}
     dirs = [root / f"broker{i}" for i in range(n)]
+    each = [
+        ["--store", partitioned(store, partitions, i, n)]
+        for i in range(n if partitions and store else 0)
+    ]
+    shared = [] if each else args
+    addresses = [f"127.0.0.1:{port}" for port in ports]
     with (
-        broker_processes(dirs, ports, *args, env=env) as started,
-        haproxy(free_port(), [f"127.0.0.1:{port}" for port in ports]) as url,
+        broker_processes(dirs, ports, *shared, env=env, each=each) as started,
+        haproxy(free_port(), addresses, partitions) as url,
     ):
         yield url, [process.pid for process, _ in started]
 

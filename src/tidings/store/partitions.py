@@ -293,11 +293,12 @@ class PartitionedLogStore(PostgresStore):
                             self._tell_depths()
                             last = now
                         self._take_inboxes(told, due)
-            except (psycopg.Error, TidingsError) as exc:
+            except Exception as exc:  # (the thread goes on: ownership must be looked at)
                 if self._stop.is_set():
                     return
-                log.warning("partitions' connection lost (%s); reconnecting", exc)
-                self._lost()
+                log.warning("partitions' look failed (%r); connecting again", exc)
+                with contextlib.suppress(psycopg.Error):
+                    self._lost()
                 self._stop.wait(TICK_S)
 
     def _take_inboxes(self, told: set[str], every: bool) -> None:
