@@ -25,7 +25,7 @@ PG_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7105642195401337)"
 PG_ENQUEUE = """
 WITH v AS (
     SELECT DISTINCT ON (sub, key) * FROM unnest(
-        %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]
+        %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[]
     ) WITH ORDINALITY AS v(sub, key, pub, sids, bkey, at, n) ORDER BY sub, key, n),
 d AS (
     INSERT INTO dedup SELECT sub, key, at FROM v ON CONFLICT DO NOTHING
@@ -36,7 +36,7 @@ m AS (
     JOIN d ON d.subscriber_id = v.sub AND d.dedup_key = v.key ORDER BY v.n
     RETURNING body_key),
 b AS (
-    INSERT INTO bodies SELECT k, body FROM unnest(%s::text[], %s::text[]) AS b(k, body)
+    INSERT INTO bodies SELECT k, body FROM unnest(%b::text[], %b::text[]) AS b(k, body)
     WHERE k IN (SELECT body_key FROM m))
 SELECT count(*) FROM m
 """
@@ -108,7 +108,9 @@ class Dialect:
             marks = ", ".join("?" * len(types))
             cur.executemany(self.q(f"INSERT INTO {table} VALUES ({marks}) {then}"), rows)
             return
-        arrays = ", ".join(f"{self.param}::{t}[]" for t in types)
+        # (arrays sent in binary: psycopg escapes each element of a text array with a
+        # regular expression, 3.7x the client's CPU of a 100-row insert)
+        arrays = ", ".join(f"%b::{t}[]" for t in types)
         columns = [list(column) for column in zip(*rows, strict=True)]
         cur.execute(f"{self.insert_arrays.format(table=table, arrays=arrays)} {then}", columns)
 
