@@ -103,6 +103,23 @@ def test_a_checked_delivery_published_twice_through_two_brokers_is_queued_once(
         a.close(), b.close()
 
 
+def test_a_publishers_order_holds_across_brokers(schema: str) -> None:
+    """The first publication goes through another broker (its owner's inbox), the second
+    straight into the owner's log: the second's transaction takes the first in before it."""
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first = in_partition(0)
+        subscriber(a, first)
+        for n in range(5):
+            b.enqueue([msg(f"p{n}a", owner=first)], fresh=True)
+            a.enqueue([msg(f"p{n}b", owner=first)], fresh=True)
+        assert [m.publication_id for m in lease(a, owner=first)] == [
+            f"p{n}{x}" for n in range(5) for x in "ab"
+        ]
+    finally:
+        a.close(), b.close()
+
+
 def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(
     schema: str,
 ) -> None:

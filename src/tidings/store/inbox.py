@@ -111,8 +111,30 @@ def put(cur: Cursor, schema: str, by_partition: Mapping[int, Delivered], channel
         if not delivered:
             continue
         inbox = f'"{partition_schema(schema, p)}".log_inbox'
-        cur.execute(f"INSERT INTO {inbox} (entries) VALUES (%s)", (encode(delivered),))
-        cur.execute("SELECT pg_notify(%s, %s)", (channel, str(p)))
+        cur.execute(f"INSERT INTO {inbox} (entries) VALUES (%b)", (encode(delivered),))
+        cur.execute("SELECT pg_notify(%s, %s)", (channel, note(p, delivered)))
+
+
+NOTE_BYTES = 7000  # of PostgreSQL's 8,000 a notification's payload may hold
+
+
+def note(p: int, delivered: Delivered) -> str:
+    """A notification: the partition's number, and the subscribers who received (one a
+    line) when they fit, so that the owner wakes their streams, whose leases take the inbox
+    in, rather than taking it in itself first."""
+    owners = {o for f in delivered.fanouts for o in f.owners}
+    owners.update(m.subscriber_id for m in delivered.checked)
+    text = "\n".join([str(p), *sorted(owners)])
+    return text if len(text) <= NOTE_BYTES and text.count("\n") == len(owners) else str(p)
+
+
+def noted(payload: str) -> tuple[int, tuple[str, ...] | None] | None:
+    """A notification's partition and its subscribers (None: not told), or None if it is
+    not one."""
+    first, *owners = payload.split("\n")
+    if not first.isdigit():
+        return None
+    return int(first), (tuple(owners) if owners else None)
 
 
 def take(cur: Cursor) -> Iterator[Delivered]:

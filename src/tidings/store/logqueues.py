@@ -93,6 +93,9 @@ class LogQueues:
         self._inbox = inbox
         self._on_arrival = on_arrival
         self._arrived: set[str] = set()
+        # whether the inbox may hold rows: set when its owner is told of some (from another
+        # thread), cleared as a transaction takes them in
+        self.inbox_waiting = True
         self._engine = SQLLogEngine(db)
         self.log = QueueLog(self._engine, segment_bodies=segment_bodies, eager=True)
         self._dedup = DedupIds(db)
@@ -126,6 +129,7 @@ class LogQueues:
             self.log.reload()
             self._new_sets.clear()
             self._arrived.clear()
+            self.inbox_waiting = True
             self.nonce = os.urandom(4).hex()
             self._load()
 
@@ -285,7 +289,11 @@ class LogQueues:
             drop_bodies(self._db, cur, {str(r[6]) for r in rows})
 
     def _take_inbox(self, cur: Cursor) -> None:
-        """What publishing brokers left for this partition, appended in their order."""
+        """What publishing brokers left for this partition, appended in their order (when
+        it may hold some: a statement a transaction saved otherwise)."""
+        if not self.inbox_waiting:
+            return
+        self.inbox_waiting = False
         for delivered in inbox.take(cur):
             self.take(cur, delivered)
             for f in delivered.fanouts:

@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import groupby
 from typing import Any
@@ -284,8 +284,9 @@ class PartitionedLogStore(PostgresStore):
                 with self._connect() as conn:
                     conn.execute(f'LISTEN "{self._inbox_channel}"')
                     while not self._stop.is_set():
-                        told = {n.payload for n in conn.notifies(timeout=TICK_S, stop_after=1)}
-                        told |= {n.payload for n in conn.notifies(timeout=0.0)}
+                        notes = list(conn.notifies(timeout=TICK_S, stop_after=1))
+                        notes += conn.notifies(timeout=0.0)
+                        told = _told(n.payload for n in notes)
                         now = time.monotonic()
                         due = now - last >= TICK_S
                         if due:
@@ -301,16 +302,24 @@ class PartitionedLogStore(PostgresStore):
                     self._lost()
                 self._stop.wait(TICK_S)
 
-    def _take_inboxes(self, told: set[str], every: bool) -> None:
+    def _take_inboxes(self, told: dict[int, set[str] | None], every: bool) -> None:
+        """Partitions told of their subscribers' deliveries wake those (whose leases take
+        the inbox in); others, and every one each tick, take their inbox in here."""
         with self._parts_lock:
             parts = list(self._parts.values())
         for part in parts:
-            if every or str(part.number) in told:
-                try:
-                    part.take_inbox()
-                except psycopg.Error as exc:  # its session is gone: so is the lock
-                    log.warning("partition %d lost its session (%s)", part.number, exc)
-                    self._drop(part)
+            if not every and part.number not in told:
+                continue
+            part.store.queues.inbox_waiting = True
+            subscribers = None if every else told[part.number]
+            if subscribers is not None:
+                self._arrived(subscribers)
+                continue
+            try:
+                part.take_inbox()
+            except psycopg.Error as exc:  # its session is gone: so is the lock
+                log.warning("partition %d lost its session (%s)", part.number, exc)
+                self._drop(part)
 
     def _drop(self, part: Partition) -> None:
         with self._parts_lock:
@@ -418,13 +427,15 @@ class PartitionedLogStore(PostgresStore):
             if home is None:
                 with self.db.tx() as cur:
                     step(cur)
-            else:
+            else:  # what was published elsewhere before goes in first: a publisher's order
+                home.store.queues.inbox_waiting = True
                 home.store.queues.transaction(step)
         except Exception as exc:
             return [exc] * len(ops)
         for p in shares:
             part = owned.get(p)
             if part is not None and part is not home:
+                part.store.queues.inbox_waiting = True
                 with contextlib.suppress(Exception):  # (its next transaction takes them)
                     part.take_inbox()
         return answers
@@ -486,9 +497,13 @@ class PartitionedLogStore(PostgresStore):
     # ------------------------------------------------------------------ one subscriber's queue
 
     def _owner_of(self, subscriber_id: str) -> PartitionQueues:
+        """The queues of the partition holding `subscriber_id`'s, its inbox taken in (a read
+        sees what was published before it); refused unless owned here."""
         part = self._part(subscriber_id)
         if part is None:
             raise not_here(subscriber_id)
+        if part.store.queues.inbox_waiting:
+            part.take_inbox()
         return part.store
 
     def remove_subscriber(self, subscriber_id: str) -> bool:
@@ -534,7 +549,9 @@ class PartitionedLogStore(PostgresStore):
 
     def may_lease(self, subscriber_id: str, now: float) -> bool:
         part = self._part(subscriber_id)  # (elsewhere: the lease itself says where it is)
-        return part is None or part.store.may_lease(subscriber_id, now)
+        if part is None or part.store.queues.inbox_waiting:  # (its lease takes it in)
+            return True
+        return part.store.may_lease(subscriber_id, now)
 
     def queue_size(self, subscriber_id: str) -> tuple[int, int]:
         part = self._part(subscriber_id)  # another broker keeps that queue within bounds
@@ -662,6 +679,22 @@ def _as_fanouts(messages: Sequence[NewMessage]) -> list[Fanout]:
         owners = {m.subscriber_id: m.subscription_ids for m in group}
         out.append(Fanout(first.publication_id, key, body, first.enqueued_at, owners))
     return out
+
+
+def _told(payloads: Iterable[str]) -> dict[int, set[str] | None]:
+    """The partitions notifications named, each with its subscribers (None: some not
+    named, so the inbox is taken in by its owner at once)."""
+    told: dict[int, set[str] | None] = {}
+    for payload in payloads:
+        found = inbox.noted(payload)
+        if found is None:
+            continue
+        p, owners = found
+        if owners is None or (p in told and told[p] is None):
+            told[p] = None
+        else:
+            told.setdefault(p, set()).update(owners)  # type: ignore[union-attr]
+    return told
 
 
 def _deliveries_of(delivered: inbox.Delivered, publication_id: str) -> int:
