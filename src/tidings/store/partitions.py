@@ -157,6 +157,7 @@ class PartitionedLogStore(PostgresStore):
         self._listeners: list[Callable[[Change], None]] = []
         self._free_since: dict[int, float] = {}
         self._told: dict[str, tuple[int, int]] = {}
+        self._wanting: set[int] = set()  # preferred partitions whose "want" lock is held
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -263,9 +264,12 @@ class PartitionedLogStore(PostgresStore):
                     self._release(p)
                 continue
             if p in self._preferred:
-                self._control.execute("SELECT pg_try_advisory_lock(%s)", (want,))
+                if p not in self._wanting:  # (once: a session's advisory locks count up)
+                    self._control.execute("SELECT pg_try_advisory_lock(%s)", (want,))
+                    self._wanting.add(p)
                 if self._take(p):
                     self._control.execute("SELECT pg_advisory_unlock(%s)", (want,))
+                    self._wanting.discard(p)
                 continue
             if not self._probe(lock_key(self.schema, p)):
                 self._free_since.pop(p, None)
@@ -328,9 +332,10 @@ class PartitionedLogStore(PostgresStore):
         part.close()
 
     def _lost(self) -> None:
-        """The control session failed: what it knew of others' wants is gone with it."""
+        """The control session failed: the wants it held are gone with it."""
         with contextlib.suppress(psycopg.Error):
             self._control.close()
+        self._wanting.clear()
         self._control = self._connect()
 
     def _tell_depths(self) -> None:
