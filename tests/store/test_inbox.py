@@ -3,8 +3,21 @@ notification that tells an owner who received."""
 
 from __future__ import annotations
 
+import psycopg
+from tests.conftest import require_service
+from tests.store.conftest import PG
+
 from tidings.store.base import Fanout, NewMessage
-from tidings.store.inbox import Delivered, decode, encode, note, noted, partition_of, split
+from tidings.store.inbox import (
+    Delivered,
+    decode,
+    encode,
+    note,
+    noted,
+    partition_of,
+    split,
+    take,
+)
 
 BODY = b'{"id":"p1"}'
 
@@ -42,3 +55,18 @@ def test_a_notification_names_who_received_when_they_fit() -> None:
     odd = Delivered([Fanout("p1", "p1", BODY, 1.0, {"a\nb": ()})])  # a line break in an id
     assert noted(note(1, odd)) == (1, None)
     assert noted("resync") is None
+
+
+def test_an_inbox_row_that_does_not_decode_is_kept_aside_and_the_others_are_taken() -> None:
+
+    require_service("postgres")
+    with psycopg.connect(PG, autocommit=True) as conn, conn.transaction(force_rollback=True):
+        conn.execute("CREATE TEMP TABLE log_inbox (seq BIGINT, entries BYTEA)")
+        conn.execute("CREATE TEMP TABLE log_inbox_refused (seq BIGINT, entries BYTEA, reason TEXT)")
+        good = Delivered([Fanout("p1", "p1", BODY, 1.0, {"s1": ()})])
+        rows = [(1, encode(good)), (2, b"\xc1 not msgpack"), (3, encode(good))]
+        conn.cursor().executemany("INSERT INTO log_inbox VALUES (%s, %s)", rows)
+        with conn.cursor() as cur:
+            assert [d.fanouts[0].publication_id for d in take(cur)] == ["p1", "p1"]
+        assert conn.execute("SELECT seq FROM log_inbox_refused").fetchall() == [(2,)]
+        assert conn.execute("SELECT count(*) FROM log_inbox").fetchone() == (0,)

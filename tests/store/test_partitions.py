@@ -82,7 +82,8 @@ def test_a_subscribers_queue_is_served_only_by_its_owner(schema: str) -> None:
             lease(b, owner=first)
         assert refused.value.code == ErrorCode.UNAVAILABLE and refused.value.status == 503
         eventually(lambda: b.depth(first, T0).ready == 1)  # as its owner last told
-        assert b.may_lease(first, T0) and b.queue_size(first) == (0, 0)
+        assert b.queue_size(first) == a.queue_size(first)
+        assert b.may_lease(first, T0)  # (the lease itself says where the queue is)
         assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
         assert (a.owned(), b.owned()) == ({0}, {1})
     finally:
@@ -129,12 +130,32 @@ def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(
         subscriber(a, first)
         a.enqueue([msg("p1", owner=first)], fresh=True)
         [held] = lease(a, owner=first)  # leased when its broker dies
-        _end_sessions_of(a)  # as a killed broker's: PostgreSQL drops them and their locks
+        a._stop.set()  # dead: it looks at ownership no more,
+        _end_sessions_of(a)  # and PostgreSQL drops its sessions, and their locks
         eventually(lambda: 0 in b.owned())
         [again] = lease(b, owner=first)
         assert (again.publication_id, again.attempt) == ("p1", held.attempt + 1)
         assert b.ack(first, [held.receipt]).acked == []  # the dead broker's receipt
         assert b.ack(first, [again.receipt]).acked == [again.receipt]
+    finally:
+        a.close(), b.close()
+
+
+def test_a_broker_whose_partitions_session_was_cut_owns_it_again_alone(schema: str) -> None:
+    """Its session ended under it (a proxy, a restarted server): the partition is dropped,
+    taken again through a new session, and publishing through the broker works again."""
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first = in_partition(0)
+        subscriber(a, first)
+        a.enqueue([msg("p1", owner=first)], fresh=True)
+        cut = a._parts[0]
+        with psycopg.connect(PG, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (cut._conn.info.backend_pid,))
+        eventually(lambda: 0 in a._parts and a._parts[0] is not cut)
+        assert (a.owned(), b.owned()) == ({0}, {1})
+        a.enqueue([msg("p2", owner=first)], fresh=True)
+        assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
     finally:
         a.close(), b.close()
 

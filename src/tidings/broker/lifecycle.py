@@ -104,6 +104,7 @@ class Lifecycle:
         partitions took deliveries in (their subscribers' streams may lease now)."""
         if change.kind == "queued":
             self.deliveries.signals.notify(change.subscriber_ids)
+            self.deliveries.quotas.arrived(change.subscriber_ids)
             return
         self.auth.changed(change, self.spawn)
         self.housekeeping.changed.set()

@@ -87,6 +87,11 @@ class Quotas:
                     estimate[0] += 1
                     estimate[1] += len(fanout.body)
 
+    def arrived(self, owners: Iterable[str]) -> None:
+        """Deliveries others published reached these queues (a partition owned here took
+        them in): measured at the next `enforce`."""
+        self._unmeasured.update(owners)
+
     def accepts(self, owner: str) -> bool:
         """False while the owner's queue is full under `refuse-new`."""
         return owner not in self.full

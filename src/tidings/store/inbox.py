@@ -12,6 +12,7 @@ their order (the second's row is written after the first's committed).
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +22,12 @@ import msgspec
 from tidings.store.base import Fanout, NewMessage
 from tidings.store.database import Cursor
 
+log = logging.getLogger("tidings.store")
 INBOX_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS {schema}.log_inbox "
-    "(seq BIGSERIAL PRIMARY KEY, entries BYTEA NOT NULL)"
+    "(seq BIGSERIAL PRIMARY KEY, entries BYTEA NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {schema}.log_inbox_refused "
+    "(seq BIGINT PRIMARY KEY, entries BYTEA NOT NULL, reason TEXT NOT NULL)",
 )
 
 
@@ -139,7 +143,16 @@ def noted(payload: str) -> tuple[int, tuple[str, ...] | None] | None:
 
 def take(cur: Cursor) -> Iterator[Delivered]:
     """Every row of this partition's inbox (`log_inbox` on the search path), oldest first,
-    deleted in the caller's transaction."""
+    deleted in the caller's transaction. A row that does not decode (a broker of another
+    version wrote it) is kept aside in `log_inbox_refused`, not taken again and again."""
     cur.execute("DELETE FROM log_inbox RETURNING seq, entries")
-    for _, blob in sorted(cur.fetchall()):
-        yield decode(bytes(blob))
+    for seq, blob in sorted(cur.fetchall()):
+        try:
+            delivered = decode(bytes(blob))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("inbox row %d does not decode (%s): kept in log_inbox_refused", seq, exc)
+            cur.execute(
+                "INSERT INTO log_inbox_refused VALUES (%s, %s, %s)", (seq, bytes(blob), str(exc))
+            )
+            continue
+        yield delivered

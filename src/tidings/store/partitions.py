@@ -73,7 +73,7 @@ RETRY_AFTER_S = 1
 # each queue's depth as its owner last told (every tick): what another broker answers
 DEPTHS_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS {schema}.log_depths (subscriber_id TEXT PRIMARY KEY, "
-    "ready BIGINT NOT NULL, leased BIGINT NOT NULL)"
+    "ready BIGINT NOT NULL, leased BIGINT NOT NULL, bytes BIGINT NOT NULL)"
 )
 
 
@@ -124,6 +124,11 @@ class Partition:
             with self._conn.transaction(), self._conn.cursor() as cur:
                 yield cur
 
+    @property
+    def lost(self) -> bool:
+        """Its session ended (and the lock with it): another broker may own it now."""
+        return bool(self._conn.closed or self._conn.broken)
+
     def take_inbox(self) -> None:
         self.store.queues.commit_alone()
 
@@ -150,24 +155,31 @@ class PartitionedLogStore(PostgresStore):
         self.partitions = partitions
         self._preferred = set(range(partitions) if own is None else own)
         self._inbox_channel = f"tidings.{self.schema}.inbox"[:63]
-        self._prepare()
         self._parts: dict[int, Partition] = {}
         self._parts_lock = threading.Lock()
         self._dedup = DedupIds(self.db)
         self._listeners: list[Callable[[Change], None]] = []
         self._free_since: dict[int, float] = {}
-        self._told: dict[str, tuple[int, int]] = {}
+        self._told: dict[str, tuple[int, int, int]] = {}
         self._wanting: set[int] = set()  # preferred partitions whose "want" lock is held
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if writer:
-            return
-        self._control = self._connect()
-        for p in sorted(self._preferred):
-            self._take(p)
-        self._thread = threading.Thread(target=self._run, name="tidings-partitions", daemon=True)
-        self._thread.start()
+        self._control: Connection | None = None
+        try:
+            self._prepare()
+            if not writer:
+                self._control = self._connect()
+                for p in sorted(self._preferred):
+                    self._take(p)
+        except BaseException:
+            self.close()  # (what was opened, the locks taken)
+            raise
+        if not writer:
+            self._thread = threading.Thread(
+                target=self._run, name="tidings-partitions", daemon=True
+            )
+            self._thread.start()
 
     # ------------------------------------------------------------------ set-up
 
@@ -179,7 +191,8 @@ class PartitionedLogStore(PostgresStore):
             for p in range(self.partitions):
                 name = inbox.partition_schema(self.schema, p)
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{name}"')
-                conn.execute(inbox.INBOX_SCHEMA.format(schema=f'"{name}"'))
+                for statement in inbox.INBOX_SCHEMA:
+                    conn.execute(statement.format(schema=f'"{name}"'))
             conn.execute(DEPTHS_SCHEMA.format(schema=f'"{self.schema}"'))
             meta = f'"{self.schema}".meta'
             row = conn.execute(f"SELECT value FROM {meta} WHERE name = 'log_partitions'").fetchone()
@@ -231,6 +244,9 @@ class PartitionedLogStore(PostgresStore):
             conn.close()
             raise
         with self._parts_lock:
+            if self._stop.is_set():  # closed meanwhile: nothing is served any more
+                part.close()
+                return False
             self._parts[p] = part
         log.info("partition %d of %s owned here", p, self.schema)
         return True
@@ -245,17 +261,28 @@ class PartitionedLogStore(PostgresStore):
                 part.close()
             log.info("partition %d of %s handed back", p, self.schema)
 
+    def _control_session(self) -> Connection:
+        """The control session (the wants it holds, the probes): a broker's, not a writer's."""
+        assert self._control is not None
+        return self._control
+
     def _probe(self, key: int) -> bool:
         """Whether nobody holds the lock `key` (taken and let go at once)."""
-        row = self._control.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        row = self._control_session().execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
         if row and row[0]:
-            self._control.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            self._control_session().execute("SELECT pg_advisory_unlock(%s)", (key,))
             return True
         return False
 
     def _tend(self, now: float) -> None:
-        """One look at ownership: take what is preferred and free (wanting it meanwhile),
-        adopt what has had no owner for a while, hand back what its preferrer waits for."""
+        """One look at ownership: drop what lost its session, take what is preferred and
+        free (wanting it meanwhile), adopt what has had no owner for a while, hand back what
+        its preferrer waits for."""
+        with self._parts_lock:
+            lost = [part for part in self._parts.values() if part.lost]
+        for part in lost:
+            self._drop(part)
+            log.warning("partition %d lost its session", part.number)
         owned = self.owned()
         for p in range(self.partitions):
             want = lock_key(self.schema, p, "want")
@@ -264,11 +291,16 @@ class PartitionedLogStore(PostgresStore):
                     self._release(p)
                 continue
             if p in self._preferred:
-                if p not in self._wanting:  # (once: a session's advisory locks count up)
-                    self._control.execute("SELECT pg_try_advisory_lock(%s)", (want,))
-                    self._wanting.add(p)
+                if p not in self._wanting:  # (once held: a session's advisory locks count up)
+                    row = (
+                        self._control_session()
+                        .execute("SELECT pg_try_advisory_lock(%s)", (want,))
+                        .fetchone()
+                    )
+                    if row and row[0]:  # (else an adopter's probe held it a moment: again)
+                        self._wanting.add(p)
                 if self._take(p):
-                    self._control.execute("SELECT pg_advisory_unlock(%s)", (want,))
+                    self._control_session().execute("SELECT pg_advisory_unlock(%s)", (want,))
                     self._wanting.discard(p)
                 continue
             if not self._probe(lock_key(self.schema, p)):
@@ -321,9 +353,11 @@ class PartitionedLogStore(PostgresStore):
                 continue
             try:
                 part.take_inbox()
-            except psycopg.Error as exc:  # its session is gone: so is the lock
-                log.warning("partition %d lost its session (%s)", part.number, exc)
-                self._drop(part)
+            except Exception as exc:
+                if not part.lost:
+                    raise
+                self._drop(part)  # its session is gone, and the lock with it
+                log.warning("partition %d lost its session (%r)", part.number, exc)
 
     def _drop(self, part: Partition) -> None:
         with self._parts_lock:
@@ -333,8 +367,9 @@ class PartitionedLogStore(PostgresStore):
 
     def _lost(self) -> None:
         """The control session failed: the wants it held are gone with it."""
-        with contextlib.suppress(psycopg.Error):
-            self._control.close()
+        if self._control is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._control.close()
         self._wanting.clear()
         self._control = self._connect()
 
@@ -342,23 +377,24 @@ class PartitionedLogStore(PostgresStore):
         """Write the depths of the queues owned here that changed since the last tick, for
         other brokers to answer with (the admin's pages through a balancer)."""
         now = time.time()
-        depths: dict[str, tuple[int, int]] = {}
+        depths: dict[str, tuple[int, int, int]] = {}
         for store in self._owned_stores():
             log = store.queues.log
             with log.lock:
                 for name, cursor in log.queues():
                     hidden = cursor.hidden(now)
-                    depths[name] = (cursor.depth() - hidden, hidden)
+                    depths[name] = (cursor.depth() - hidden, hidden, cursor.queued_bytes())
         changed = [(s, *d) for s, d in depths.items() if self._told.get(s) != d]
         if not changed:
             return
         with self.db.tx() as cur:
             cur.executemany(
-                "INSERT INTO log_depths VALUES (%s, %s, %s) ON CONFLICT (subscriber_id) "
-                "DO UPDATE SET ready = excluded.ready, leased = excluded.leased",
+                "INSERT INTO log_depths VALUES (%s, %s, %s, %s) ON CONFLICT (subscriber_id) "
+                "DO UPDATE SET ready = excluded.ready, leased = excluded.leased, "
+                "bytes = excluded.bytes",
                 changed,
             )
-        self._told.update((s, (r, n)) for s, r, n in changed)
+        self._told.update((s, (r, n, b)) for s, r, n, b in changed)
 
     def _arrived(self, subscribers: set[str]) -> None:
         change = Change("queued", subscriber_ids=tuple(subscribers))
@@ -407,7 +443,7 @@ class PartitionedLogStore(PostgresStore):
         shares: dict[int, inbox.Delivered] = {}
         with self._parts_lock:
             owned = dict(self._parts)
-        home = next(iter(sorted(owned.items())), (None, None))[1]
+        home = next((part for _, part in sorted(owned.items()) if not part.lost), None)
 
         def step(cur: Cursor) -> None:
             for op in ops:
@@ -537,20 +573,25 @@ class PartitionedLogStore(PostgresStore):
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth:
         """Its owner's count; elsewhere, the one its owner last told (within a tick)."""
-        part = self._part(subscriber_id)
-        if part is not None:
-            return part.store.depth(subscriber_id, now)
+        if self._part(subscriber_id) is not None:
+            return self._owner_of(subscriber_id).depth(subscriber_id, now)
+        told = self._told_depth(subscriber_id)
         with self.db.read() as cur:
-            cur.execute(
-                "SELECT ready, leased FROM log_depths WHERE subscriber_id = %s", (subscriber_id,)
-            )
-            row = cur.fetchone()
             cur.execute(
                 "SELECT COUNT(*) FROM dead_letters WHERE subscriber_id = %s", (subscriber_id,)
             )
             dead = int(cur.fetchone()[0])
-        ready, leased = (int(row[0]), int(row[1])) if row else (0, 0)
-        return QueueDepth(ready, leased, dead)
+        return QueueDepth(told[0], told[1], dead)
+
+    def _told_depth(self, subscriber_id: str) -> tuple[int, int, int]:
+        """(ready, leased, bytes) of a queue owned elsewhere, as its owner last wrote them."""
+        with self.db.read() as cur:
+            cur.execute(
+                "SELECT ready, leased, bytes FROM log_depths WHERE subscriber_id = %s",
+                (subscriber_id,),
+            )
+            row = cur.fetchone()
+        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
     def may_lease(self, subscriber_id: str, now: float) -> bool:
         part = self._part(subscriber_id)  # (elsewhere: the lease itself says where it is)
@@ -559,8 +600,12 @@ class PartitionedLogStore(PostgresStore):
         return part.store.may_lease(subscriber_id, now)
 
     def queue_size(self, subscriber_id: str) -> tuple[int, int]:
-        part = self._part(subscriber_id)  # another broker keeps that queue within bounds
-        return (0, 0) if part is None else part.store.queue_size(subscriber_id)
+        """Its owner's count; elsewhere the one its owner last told (so a broker refusing
+        new deliveries to a full queue refuses them wherever they are published)."""
+        if self._part(subscriber_id) is None:
+            ready, leased, size = self._told_depth(subscriber_id)
+            return ready + leased, size
+        return self._owner_of(subscriber_id).queue_size(subscriber_id)
 
     def trim_queue(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
         part = self._part(subscriber_id)
@@ -659,6 +704,7 @@ class PartitionedLogStore(PostgresStore):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        if self._control is not None:
             self._control.close()
         with self._parts_lock:
             parts, self._parts = list(self._parts.values()), {}
