@@ -210,3 +210,62 @@ def test_the_cluster_script_refuses_a_store_its_brokers_cannot_share(store: str,
         [sys.executable, str(script), "--store", store], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_cluster_script_runs_brokers_each_owning_a_partition(schema: str) -> None:
+    """`ha-cluster.py --partitions 3`: three brokers, each the owner of one partition, and
+    a subscriber's publications and pulls through the balancer, whichever its partition."""
+    require_haproxy()
+    script = Path(__file__).parent.parent / "scripts" / "ha-cluster.py"
+    port = free_port()
+    store = f"{PG}?schema={schema}"
+    cluster = subprocess.Popen(
+        [sys.executable, str(script), "--store", store, "--partitions", "3", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert cluster.stdout is not None
+        first = cluster.stdout.readline()  # once every broker and the balancer answer
+        assert first.startswith("balancer "), first
+        url = first.split()[1]
+        cluster.stdout.readline()  # (the admin token)
+        brokers = [cluster.stdout.readline().split()[1] for _ in range(3)]
+        assert sorted(map(owned_by, brokers)) == [[0], [1], [2]]
+        with httpx.Client(base_url=url, timeout=10) as http:
+            subscribers = [http.post("/v1/subscribers").json() for _ in range(6)]
+            for me in subscribers:
+                made = http.post(
+                    f"/v1/subscribers/{me['id']}/subscriptions",
+                    json={"topics": [f"t-{me['id']}"]},
+                    headers={"Authorization": f"Bearer {me['token']}"},
+                )
+                assert made.status_code == 201
+            for address in brokers:  # every broker has read the subscriptions
+                seen = 'tidings_subscriptions{kind="topic"} 6.0'
+                deadline = time.monotonic() + 30
+                while seen not in httpx.get(f"{address}/metrics").text:
+                    assert time.monotonic() < deadline, f"{address} never saw the subscriptions"
+                    time.sleep(0.1)
+            for me in subscribers:
+                published = {"topics": [f"t-{me['id']}"], "data": me["id"]}
+                assert http.post("/v1/publications", json=published).status_code == 201
+            for me in subscribers:
+                pulled = http.get(
+                    f"/v1/subscribers/{me['id']}/messages",
+                    params={"wait": 5},
+                    headers={"Authorization": f"Bearer {me['token']}"},
+                )
+                assert pulled.status_code == 200
+                assert [m["body"]["data"] for m in pulled.json()["messages"]] == [me["id"]]
+    finally:
+        cluster.send_signal(signal.SIGTERM)
+        cluster.wait(30)
+
+
+def owned_by(address: str) -> list[int]:
+    """The partitions (of 3) a broker says it owns."""
+    return [p for p in range(3) if httpx.get(f"{address}/readyz?partition={p}").status_code == 200]
