@@ -13,6 +13,8 @@ from tests.api.conftest import Sub
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from tidings.client import AsyncClient
+from tidings.errors import ErrorCode, TidingsError
 from tidings.server import EmbeddedServer
 
 
@@ -40,6 +42,48 @@ async def test_a_stream_pushes_messages_and_takes_acks(
         await ws.send(orjson.dumps({"type": "ack", "receipts": [frame["receipt"]]}).decode())
         await asyncio.sleep(0.2)
     assert sub.get("").json()["depth"] == {"ready": 0, "leased": 0, "dead": 0}
+
+
+def moved_once(server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queues' first lease answers as a broker whose partition moved away does."""
+    queues = server.broker.queues
+    real_pull, refused = queues.pull, [False]
+
+    async def pull(*args: Any, **kwargs: Any) -> Any:
+        if not refused[0]:
+            refused[0] = True
+            raise TidingsError(ErrorCode.UNAVAILABLE, detail="held elsewhere", retry_s=1)
+        return await real_pull(*args, **kwargs)
+
+    monkeypatch.setattr(queues, "pull", pull)
+
+
+async def test_a_stream_whose_queue_is_served_elsewhere_now_is_told_and_closed_to_retry(
+    server: EmbeddedServer, sub: Sub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved_once(server, monkeypatch)
+    async with connect(ws_url(server, sub), additional_headers=sub.auth) as ws:
+        error = orjson.loads(await ws.recv())
+        assert error["error"]["code"] == "unavailable"
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013  # try again later
+
+
+async def test_the_async_clients_stream_follows_its_queue_to_where_it_is_served(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved_once(server, monkeypatch)
+    async with AsyncClient(server.url) as client:
+        me = await client.register()
+        await me.subscribe(topics=["moved"])
+        await client.publish("here", topics=["moved"])
+        async with me.stream() as stream:
+            received = stream.__aiter__()
+            message = await asyncio.wait_for(received.__anext__(), 20)
+            await message.ack()
+            await received.aclose()
+        assert message.data == "here" and stream.reconnects == 1
 
 
 async def test_no_more_than_prefetch_messages_are_unacknowledged(

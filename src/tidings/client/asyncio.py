@@ -205,6 +205,9 @@ class Stream:
                 if not self._reconnect:
                     broke = f"the stream broke: {exc}"
                     raise t.TidingsClientError(0, "stream_closed", broke) from None
+            except t.TidingsClientError as exc:  # an error frame, then the close
+                if not (self._reconnect and t.passing(exc)):  # (503: served elsewhere now)
+                    raise
             await self._reopen()
 
     async def _reopen(self) -> None:

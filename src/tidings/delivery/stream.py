@@ -22,11 +22,13 @@ the hundred only to be left there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Literal
 
 from tidings.delivery.frames import batch_bytes
 from tidings.delivery.queue import Queue, SizedQueue
+from tidings.errors import TidingsError
 from tidings.store.base import Message
 
 SETTLING = 64  # acknowledgement commits of one stream running at once, at most
@@ -142,10 +144,13 @@ class PushStream:
         self._room.set()
 
     async def close(self) -> None:
-        """Commit the acknowledgements already read, then release the unacknowledged."""
+        """Commit the acknowledgements already read, then release the unacknowledged (unless
+        the queue is refused here now: another broker took it, and what was leased here is
+        ready there again)."""
         if self._settling:
             await asyncio.wait(set(self._settling), timeout=SETTLE_WAIT_S)
         if self.inflight:
-            await self.queue.release(self.subscriber_id, list(self.inflight))
+            with contextlib.suppress(TidingsError):
+                await self.queue.release(self.subscriber_id, list(self.inflight))
             self.inflight.clear()
             self._held = 0

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from tidings.broker import Broker
 
 _FRAME = msgspec.json.Decoder(StreamFrame)
-CLOSE_CODES = {401: 4401, 403: 4403, 404: 4404}
+# 503 (the queue held by another broker now: a partition moved): 1013, try again later
+CLOSE_CODES = {401: 4401, 403: 4403, 404: 4404, 503: 1013}
 log = logging.getLogger("tidings.api")
 T = TypeVar("T", bound=str)
 
@@ -165,8 +166,11 @@ async def _ended(task: asyncio.Task[Any], sid: str) -> None:
 
 
 async def _send(ws: WebSocket, push: PushStream, framing: Framing) -> None:
-    while True:  # one frame per leased batch: frames, not messages, cost the most
-        await ws.send_bytes(framing.messages(await push.next_batch()))
+    try:
+        while True:  # one frame per leased batch: frames, not messages, cost the most
+            await ws.send_bytes(framing.messages(await push.next_batch()))
+    except TidingsError as exc:  # its queue is served elsewhere now: the client goes there
+        await _refuse(ws, exc, framing)
 
 
 async def _receive(ws: WebSocket, push: PushStream, framing: Framing) -> None:
