@@ -220,6 +220,11 @@ def schema() -> Iterator[str]:
     yield name
     with psycopg.connect(PG, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        partitions = conn.execute(  # (a store cut into partitions keeps each in its own)
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{name}\\_p%",)
+        ).fetchall()
+        for (partition,) in partitions:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{partition}" CASCADE')
 
 
 @pytest.fixture

@@ -77,13 +77,17 @@ def queued(url: str, who: dict[str, str]) -> list[str]:
 @pytest.fixture
 def layout_args(request: pytest.FixtureRequest) -> Callable[[str, Path], list[str]]:
     """The broker's arguments for a store of a layout: rows (the default), log (SQLite's),
-    pglog (the log on PostgreSQL, in the test's `schema`, dropped afterwards)."""
+    pglog (the log on PostgreSQL, in the test's `schema`, dropped afterwards), pgparts (the
+    log on PostgreSQL cut into partitions)."""
 
     def args(layout: str, data_dir: Path) -> list[str]:
         if layout == "rows":
             return []
         if layout == "pglog":
             return ["--store", f"{PG}?schema={request.getfixturevalue('schema')}&layout=log"]
+        if layout == "pgparts":  # one broker owning every partition of three
+            schema = request.getfixturevalue("schema")
+            return ["--store", f"{PG}?schema={schema}&layout=log&partitions=3"]
         return ["--store", f"sqlite:///{data_dir}/tidings.db?layout={layout}"]
 
     return args
@@ -91,7 +95,8 @@ def layout_args(request: pytest.FixtureRequest) -> Callable[[str, Path], list[st
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("seed", "layout"), [(1, "rows"), (2, "rows"), (1, "log"), (2, "log"), (1, "pglog")]
+    ("seed", "layout"),
+    [(1, "rows"), (2, "rows"), (1, "log"), (2, "log"), (1, "pglog"), (1, "pgparts")],
 )
 def test_kill_9_under_load_loses_no_accepted_publication(
     tmp_path: Path, seed: int, layout: str, layout_args: Callable[[str, Path], list[str]]
@@ -165,7 +170,7 @@ async def _fan_out_until_killed(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["rows", "log", "pglog"])
+@pytest.mark.parametrize("layout", ["rows", "log", "pglog", "pgparts"])
 def test_kill_9_under_fan_out_loses_no_delivery_and_no_body(
     tmp_path: Path, layout: str, layout_args: Callable[[str, Path], list[str]]
 ) -> None:

@@ -70,6 +70,7 @@ PUBLISHING = (Enqueue, PublishOnce, Owe, Discharge)
 TICK_S = 0.5  # how often ownership is looked at (and inboxes read, should a note be lost)
 ADOPT_AFTER_S = 2.0  # how long a partition is seen without an owner before it is adopted
 RETRY_AFTER_S = 1
+OWNER_WAIT_S = 3.0  # a preferred partition waited for at the start (`pglog.OWNER_WAIT_S`)
 # each queue's depth as its owner last told (every tick): what another broker answers
 DEPTHS_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS {schema}.log_depths (subscriber_id TEXT PRIMARY KEY, "
@@ -170,8 +171,7 @@ class PartitionedLogStore(PostgresStore):
             self._prepare()
             if not writer:
                 self._control = self._connect()
-                for p in sorted(self._preferred):
-                    self._take(p)
+                self._take_preferred()
         except BaseException:
             self.close()  # (what was opened, the locks taken)
             raise
@@ -250,6 +250,18 @@ class PartitionedLogStore(PostgresStore):
             self._parts[p] = part
         log.info("partition %d of %s owned here", p, self.schema)
         return True
+
+    def _take_preferred(self) -> None:
+        """At the start, the preferred partitions, each waited for a moment: a killed
+        broker's session (this broker's before a restart) ends as soon as PostgreSQL reads
+        its closed socket. One still owned after that is left to the partitions' thread."""
+        deadline = time.monotonic() + OWNER_WAIT_S
+        missing = sorted(self._preferred)
+        while missing:
+            missing = [p for p in missing if not self._take(p)]
+            if not missing or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
     def _release(self, p: int) -> None:
         """Stop serving partition `p` (another broker prefers it): its operations from now
