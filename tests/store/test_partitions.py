@@ -178,6 +178,26 @@ def test_an_adopted_partition_goes_back_to_the_broker_preferring_it(schema: str)
         b.close()
 
 
+def test_brokers_naming_no_partitions_of_their_own_share_them_fairly(schema: str) -> None:
+    """Without `own=`: the first broker owns every partition; a second takes half as the
+    first hands them on; when it goes, the first takes them all again."""
+    url = f"{PG}?schema={schema}&layout=log&partitions=4"
+    first = open_store(url)
+    assert isinstance(first, PartitionedLogStore)
+    try:
+        assert first.owned() == {0, 1, 2, 3}
+        second = open_store(url)
+        assert isinstance(second, PartitionedLogStore)
+        try:
+            eventually(lambda: len(first.owned()) == len(second.owned()) == 2)
+            assert first.owned() | second.owned() == {0, 1, 2, 3}
+        finally:
+            second.close()
+        eventually(lambda: first.owned() == {0, 1, 2, 3})
+    finally:
+        first.close()
+
+
 def test_a_broker_naming_another_count_of_partitions_is_refused(schema: str) -> None:
     broker(schema, "0", partitions=2).close()
     with pytest.raises(TidingsError) as refused:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import secrets
 import threading
 import time
 from array import array
@@ -82,6 +83,13 @@ def lock_key(schema: str, partition: int, purpose: str = "owner") -> int:
     """A signed 64-bit advisory lock key for a partition's owner (or a broker wanting it)."""
     digest = hashlib.sha256(f"tidings {purpose} {schema} {partition}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def members_space(schema: str) -> int:
+    """The first key of the brokers' member locks (`pg_try_advisory_lock(space, member)`),
+    a positive 32-bit number naming this schema's brokers."""
+    digest = hashlib.sha256(f"tidings members {schema}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def not_here(subscriber_id: str) -> TidingsError:
@@ -154,8 +162,11 @@ class PartitionedLogStore(PostgresStore):
         self._conninfo = make_conninfo(conninfo, **KEEPALIVE)
         self.schema = schema or "public"
         self.partitions = partitions
-        self._preferred = set(range(partitions) if own is None else own)
+        # no `own=`: a fair share of the partitions, whichever (`_tend_fairly`)
+        self._fair = own is None
+        self._preferred = set() if own is None else set(own)
         self._inbox_channel = f"tidings.{self.schema}.inbox"[:63]
+        self._members_space = members_space(self.schema)
         self._parts: dict[int, Partition] = {}
         self._parts_lock = threading.Lock()
         self._dedup = DedupIds(self.db)
@@ -171,6 +182,7 @@ class PartitionedLogStore(PostgresStore):
             self._prepare()
             if not writer:
                 self._control = self._connect()
+                self._join()
                 self._take_preferred()
         except BaseException:
             self.close()  # (what was opened, the locks taken)
@@ -252,16 +264,71 @@ class PartitionedLogStore(PostgresStore):
         return True
 
     def _take_preferred(self) -> None:
-        """At the start, the preferred partitions, each waited for a moment: a killed
-        broker's session (this broker's before a restart) ends as soon as PostgreSQL reads
-        its closed socket. One still owned after that is left to the partitions' thread."""
+        """At the start, the preferred partitions (or a fair share), waited for a moment: a
+        killed broker's session (this broker's before a restart) ends as soon as
+        PostgreSQL reads its closed socket. What is still owned after that is left to the
+        partitions' thread."""
         deadline = time.monotonic() + OWNER_WAIT_S
         missing = sorted(self._preferred)
-        while missing:
-            missing = [p for p in missing if not self._take(p)]
-            if not missing or time.monotonic() > deadline:
+        while True:
+            if self._fair:
+                share = self._share()
+                for p in range(self.partitions):
+                    if len(self._parts) >= share:
+                        return
+                    if p not in self._parts:
+                        self._take(p)
+            else:
+                missing = [p for p in missing if not self._take(p)]
+                if not missing:
+                    return
+            if time.monotonic() > deadline:
                 return
             time.sleep(0.05)
+
+    def _join(self) -> None:
+        """Count this broker among the store's (a session lock of its own in `MEMBERS`)."""
+        while True:
+            member = secrets.randbelow(2**31 - 1) + 1
+            row = (
+                self._control_session()
+                .execute("SELECT pg_try_advisory_lock(%s, %s)", (self._members_space, member))
+                .fetchone()
+            )
+            if row and row[0]:
+                return
+
+    def _share(self) -> int:
+        """A fair share of the partitions: their count over the brokers', rounded up."""
+        row = (
+            self._control_session()
+            .execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND objsubid = 2 AND classid = %s::oid "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (self._members_space,),
+            )
+            .fetchone()
+        )
+        brokers = max(1, int(str(row[0])) if row else 1)
+        return -(-self.partitions // brokers)
+
+    def _tend_fairly(self, owned: set[int]) -> None:
+        """No partition preferred: one handed on if a broker preferring it waits or if more
+        than a fair share are owned here; one taken if fewer and one is free."""
+        wanted = [p for p in owned if not self._probe(lock_key(self.schema, p, "want"))]
+        if wanted:
+            self._release(wanted[0])
+            return
+        share = self._share()
+        if len(owned) > share:
+            self._release(max(owned))
+            return
+        if len(owned) < share:
+            for p in range(self.partitions):
+                free = p not in owned and self._probe(lock_key(self.schema, p))
+                if free and self._probe(lock_key(self.schema, p, "want")) and self._take(p):
+                    return
 
     def _release(self, p: int) -> None:
         """Stop serving partition `p` (another broker prefers it): its operations from now
@@ -296,6 +363,9 @@ class PartitionedLogStore(PostgresStore):
             self._drop(part)
             log.warning("partition %d lost its session", part.number)
         owned = self.owned()
+        if self._fair:
+            self._tend_fairly(owned)
+            return
         for p in range(self.partitions):
             want = lock_key(self.schema, p, "want")
             if p in owned:
@@ -384,6 +454,7 @@ class PartitionedLogStore(PostgresStore):
                 self._control.close()
         self._wanting.clear()
         self._control = self._connect()
+        self._join()
 
     def _tell_depths(self) -> None:
         """Write the depths of the queues owned here that changed since the last tick, for
