@@ -90,6 +90,23 @@ def test_a_subscribers_queue_is_served_only_by_its_owner(schema: str) -> None:
         a.close(), b.close()
 
 
+def test_each_broker_counts_the_queues_it_owns_and_their_sum_is_the_stores(
+    schema: str,
+) -> None:
+    a, b = broker(schema, "0"), broker(schema, "1")
+    try:
+        first, second = in_partition(0), in_partition(1)
+        subscriber(a, first), subscriber(a, second)
+        b.enqueue([msg("p1", owner=first), msg("p2", owner=second)], fresh=True)
+        b.enqueue([msg("p3", owner=second)], fresh=True)
+        [one] = lease(a, owner=first)
+        assert a.reject(first, one.receipt, "bad", T0)  # a dead letter of a's queue
+        totals = [s.queue_totals(T0)[0] for s in (a, b)]
+        assert [(t.ready, t.leased, t.dead) for t in totals] == [(0, 0, 1), (2, 0, 0)]
+    finally:
+        a.close(), b.close()
+
+
 def test_a_checked_delivery_published_twice_through_two_brokers_is_queued_once(
     schema: str,
 ) -> None:

@@ -713,12 +713,12 @@ class PartitionedLogStore(PostgresStore):
         return moved
 
     def queue_totals(self, now: float) -> tuple[QueueDepth, float | None]:
-        """The queues of the partitions owned here (each broker's metrics count its own;
-        their sum is the cluster's), and every dead letter."""
+        """The queues of the partitions owned here, their dead letters too: each broker's
+        metrics count its own, and their sum is the cluster's."""
         stats = [s for store in self._owned_stores() for s in store._stats(now)]
         with self.db.read() as cur:
-            cur.execute("SELECT COUNT(*) FROM dead_letters")
-            dead = int(cur.fetchone()[0])
+            cur.execute("SELECT subscriber_id, COUNT(*) FROM dead_letters GROUP BY subscriber_id")
+            dead = sum(int(n) for sid, n in cur.fetchall() if self.owns(str(sid)))
         ready = sum(s.ready for s in stats)
         leased = sum(s.leased for s in stats)
         oldest = min((s.oldest_enqueued_at for s in stats), default=None)
