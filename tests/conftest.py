@@ -214,14 +214,20 @@ def schema() -> Iterator[str]:
     require_service("postgres")
     import uuid
 
-    import psycopg
-
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
+    drop_schemas(name)
+
+
+def drop_schemas(schema: str) -> None:
+    """A test's schema, and each of its partitions' (a store cut into partitions keeps
+    each in a schema of its own)."""
+    import psycopg
+
     with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        partitions = conn.execute(  # (a store cut into partitions keeps each in its own)
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{name}\\_p%",)
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        partitions = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{schema}\\_p%",)
         ).fetchall()
         for (partition,) in partitions:
             conn.execute(f'DROP SCHEMA IF EXISTS "{partition}" CASCADE')

@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from tests.broker.test_operations import settings_for, started
-from tests.conftest import require_service
-from tests.store.conftest import PG, drop_schemas
+from tests.store.conftest import PG
 
 from tidings.broker import Broker
 from tidings.broker.publishing import PublicationInput
@@ -25,11 +23,9 @@ WAIT_S = 15.0
 
 
 @pytest.fixture
-async def pair(tmp_path: Path) -> AsyncIterator[tuple[Broker, Broker]]:
+async def pair(tmp_path: Path, schema: str) -> AsyncIterator[tuple[Broker, Broker]]:
     """Broker `a` owning partition 0 of 2, `b` partition 1; a queue's bound is 2 messages,
     new deliveries refused past it."""
-    require_service("postgres")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
     url = f"{PG}?schema={schema}&layout=log&partitions=2"
     limits = Limits(max_queue_messages=2, queue_overflow="refuse-new")
     brokers = []
@@ -40,7 +36,6 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[Broker, Broker]]:
     for broker in brokers:
         await broker.close()
         broker.store.sync.close()
-    drop_schemas(schema)
 
 
 async def subscriber_of(a: Broker, b: Broker) -> str:

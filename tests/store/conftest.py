@@ -6,9 +6,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from tests.conftest import require_service
+from tests.conftest import drop_schemas, require_service
 
 from tidings.store import open_store
 from tidings.store.base import Store
@@ -58,13 +57,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     s.close()
     if request.param.startswith("postgres"):
         drop_schemas(schema)
-
-
-def drop_schemas(schema: str) -> None:
-    """A test's schema, and its partitions' if it had any."""
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        for (name,) in conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{schema}_p%",)
-        ).fetchall():
-            conn.execute(f'DROP SCHEMA "{name}" CASCADE')

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from tests.conftest import require_service
-from tests.store.conftest import PG, drop_schemas
+from tests.store.conftest import PG
 from tests.store.test_behaviour import T0, lease, msg, subscriber
 
 from tidings.errors import ErrorCode, TidingsError
@@ -25,12 +23,15 @@ from tidings.store.partitions import PartitionedLogStore
 WAIT_S = 15.0  # ownership moves within a few ticks (partitions.TICK_S, ADOPT_AFTER_S)
 
 
+Pair = tuple[PartitionedLogStore, PartitionedLogStore]
+
+
 @pytest.fixture
-def schema() -> Iterator[str]:
-    require_service("postgres")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    yield name
-    drop_schemas(name)
+def pair(schema: str) -> Iterator[Pair]:
+    """Broker `a` preferring partition 0 of 2, `b` partition 1; both closed afterwards."""
+    a, b = broker(schema, "0"), broker(schema, "1")
+    yield a, b
+    a.close(), b.close()
 
 
 def broker(schema: str, own: str, partitions: int = 2) -> PartitionedLogStore:
@@ -52,129 +53,102 @@ def eventually(check: Callable[[], bool]) -> None:
 
 
 def test_a_publication_through_one_broker_reaches_the_owner_of_its_subscribers_queue(
-    schema: str,
+    pair: Pair,
 ) -> None:
-    a, b = broker(schema, "0"), broker(schema, "1")
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    told: list[Change] = []
+    heard = threading.Event()
+    stop = a.watch(lambda c: (told.append(c), heard.set()))
     try:
-        first = in_partition(0)
-        subscriber(a, first)
-        told: list[Change] = []
-        heard = threading.Event()
-        stop = a.watch(lambda c: (told.append(c), heard.set()))
-        try:
-            b.enqueue([msg("p1", owner=first), msg("p2", owner=first)], fresh=True)
-            assert heard.wait(WAIT_S)  # its owner takes it in and says so, unasked
-            assert any(c.kind == "queued" and first in c.subscriber_ids for c in told)
-        finally:
-            stop()
-        assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
+        b.enqueue([msg("p1", owner=first), msg("p2", owner=first)], fresh=True)
+        assert heard.wait(WAIT_S)  # its owner takes it in and says so, unasked
+        assert any(c.kind == "queued" and first in c.subscriber_ids for c in told)
     finally:
-        a.close(), b.close()
+        stop()
+    assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
 
 
-def test_a_subscribers_queue_is_served_only_by_its_owner(schema: str) -> None:
-    a, b = broker(schema, "0"), broker(schema, "1")
-    try:
-        first = in_partition(0)
-        subscriber(a, first)
-        a.enqueue([msg("p1", owner=first)], fresh=True)
-        with pytest.raises(TidingsError) as refused:
-            lease(b, owner=first)
-        assert refused.value.code == ErrorCode.UNAVAILABLE and refused.value.status == 503
-        eventually(lambda: b.depth(first, T0).ready == 1)  # as its owner last told
-        assert b.queue_size(first) == a.queue_size(first)
-        assert b.may_lease(first, T0)  # (the lease itself says where the queue is)
-        assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
-        assert (a.owned(), b.owned()) == ({0}, {1})
-    finally:
-        a.close(), b.close()
+def test_a_subscribers_queue_is_served_only_by_its_owner(pair: Pair) -> None:
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    a.enqueue([msg("p1", owner=first)], fresh=True)
+    with pytest.raises(TidingsError) as refused:
+        lease(b, owner=first)
+    assert refused.value.code == ErrorCode.UNAVAILABLE and refused.value.status == 503
+    eventually(lambda: b.depth(first, T0).ready == 1)  # as its owner last told
+    assert b.queue_size(first) == a.queue_size(first)
+    assert b.may_lease(first, T0)  # (the lease itself says where the queue is)
+    assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
+    assert (a.owned(), b.owned()) == ({0}, {1})
 
 
-def test_each_broker_counts_the_queues_it_owns_and_their_sum_is_the_stores(
-    schema: str,
-) -> None:
-    a, b = broker(schema, "0"), broker(schema, "1")
-    try:
-        first, second = in_partition(0), in_partition(1)
-        subscriber(a, first), subscriber(a, second)
-        b.enqueue([msg("p1", owner=first), msg("p2", owner=second)], fresh=True)
-        b.enqueue([msg("p3", owner=second)], fresh=True)
-        [one] = lease(a, owner=first)
-        assert a.reject(first, one.receipt, "bad", T0)  # a dead letter of a's queue
-        totals = [s.queue_totals(T0)[0] for s in (a, b)]
-        assert [(t.ready, t.leased, t.dead) for t in totals] == [(0, 0, 1), (2, 0, 0)]
-    finally:
-        a.close(), b.close()
+def test_each_broker_counts_the_queues_it_owns_and_their_sum_is_the_stores(pair: Pair) -> None:
+    a, b = pair
+    first, second = in_partition(0), in_partition(1)
+    subscriber(a, first), subscriber(a, second)
+    b.enqueue([msg("p1", owner=first), msg("p2", owner=second)], fresh=True)
+    b.enqueue([msg("p3", owner=second)], fresh=True)
+    [one] = lease(a, owner=first)
+    assert a.reject(first, one.receipt, "bad", T0)  # a dead letter of a's queue
+    totals = [s.queue_totals(T0)[0] for s in (a, b)]
+    assert [(t.ready, t.leased, t.dead) for t in totals] == [(0, 0, 1), (2, 0, 0)]
 
 
-def test_a_checked_delivery_published_twice_through_two_brokers_is_queued_once(
-    schema: str,
-) -> None:
-    a, b = broker(schema, "0"), broker(schema, "1")
-    try:
-        first = in_partition(0)
-        subscriber(a, first)
-        assert b.enqueue([msg("p1", owner=first)]) == 1
-        assert a.enqueue([msg("p1", owner=first)]) == 0
-        assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
-    finally:
-        a.close(), b.close()
+def test_a_checked_delivery_published_twice_through_two_brokers_is_queued_once(pair: Pair) -> None:
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    assert b.enqueue([msg("p1", owner=first)]) == 1
+    assert a.enqueue([msg("p1", owner=first)]) == 0
+    assert [m.publication_id for m in lease(a, owner=first)] == ["p1"]
 
 
-def test_a_publishers_order_holds_across_brokers(schema: str) -> None:
+def test_a_publishers_order_holds_across_brokers(pair: Pair) -> None:
     """The first publication goes through another broker (its owner's inbox), the second
     straight into the owner's log: the second's transaction takes the first in before it."""
-    a, b = broker(schema, "0"), broker(schema, "1")
-    try:
-        first = in_partition(0)
-        subscriber(a, first)
-        for n in range(5):
-            b.enqueue([msg(f"p{n}a", owner=first)], fresh=True)
-            a.enqueue([msg(f"p{n}b", owner=first)], fresh=True)
-        assert [m.publication_id for m in lease(a, owner=first)] == [
-            f"p{n}{x}" for n in range(5) for x in "ab"
-        ]
-    finally:
-        a.close(), b.close()
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    for n in range(5):
+        b.enqueue([msg(f"p{n}a", owner=first)], fresh=True)
+        a.enqueue([msg(f"p{n}b", owner=first)], fresh=True)
+    assert [m.publication_id for m in lease(a, owner=first)] == [
+        f"p{n}{x}" for n in range(5) for x in "ab"
+    ]
 
 
-def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(
-    schema: str,
-) -> None:
-    a, b = broker(schema, "0"), broker(schema, "1")
-    try:
-        first = in_partition(0)
-        subscriber(a, first)
-        a.enqueue([msg("p1", owner=first)], fresh=True)
-        [held] = lease(a, owner=first)  # leased when its broker dies
-        a._stop.set()  # dead: it looks at ownership no more,
-        _end_sessions_of(a)  # and PostgreSQL drops its sessions, and their locks
-        eventually(lambda: 0 in b.owned())
-        [again] = lease(b, owner=first)
-        assert (again.publication_id, again.attempt) == ("p1", held.attempt + 1)
-        assert b.ack(first, [held.receipt]).acked == []  # the dead broker's receipt
-        assert b.ack(first, [again.receipt]).acked == [again.receipt]
-    finally:
-        a.close(), b.close()
+def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(pair: Pair) -> None:
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    a.enqueue([msg("p1", owner=first)], fresh=True)
+    [held] = lease(a, owner=first)  # leased when its broker dies
+    a._stop.set()  # dead: it looks at ownership no more,
+    _end_sessions_of(a)  # and PostgreSQL drops its sessions, and their locks
+    eventually(lambda: 0 in b.owned())
+    [again] = lease(b, owner=first)
+    assert (again.publication_id, again.attempt) == ("p1", held.attempt + 1)
+    assert b.ack(first, [held.receipt]).acked == []  # the dead broker's receipt
+    assert b.ack(first, [again.receipt]).acked == [again.receipt]
 
 
-def test_a_broker_whose_partitions_session_was_cut_owns_it_again_alone(schema: str) -> None:
+def test_a_broker_whose_partitions_session_was_cut_owns_it_again_alone(pair: Pair) -> None:
     """Its session ended under it (a proxy, a restarted server): the partition is dropped,
     taken again through a new session, and publishing through the broker works again."""
-    a, b = broker(schema, "0"), broker(schema, "1")
-    try:
-        first = in_partition(0)
-        subscriber(a, first)
-        a.enqueue([msg("p1", owner=first)], fresh=True)
-        cut = a._parts[0]
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(%s)", (cut._conn.info.backend_pid,))
-        eventually(lambda: 0 in a._parts and a._parts[0] is not cut)
-        assert (a.owned(), b.owned()) == ({0}, {1})
-        a.enqueue([msg("p2", owner=first)], fresh=True)
-        assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
-    finally:
-        a.close(), b.close()
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    a.enqueue([msg("p1", owner=first)], fresh=True)
+    cut = a._parts[0]
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (cut._conn.info.backend_pid,))
+    eventually(lambda: 0 in a._parts and a._parts[0] is not cut)
+    assert (a.owned(), b.owned()) == ({0}, {1})
+    a.enqueue([msg("p2", owner=first)], fresh=True)
+    assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
 
 
 def test_an_adopted_partition_goes_back_to_the_broker_preferring_it(schema: str) -> None:
