@@ -461,7 +461,7 @@ class PartitionedLogStore(PostgresStore):
         other brokers to answer with (the admin's pages through a balancer)."""
         now = time.time()
         depths: dict[str, tuple[int, int, int]] = {}
-        for store in self._owned_stores():
+        for store in self.partition_stores():
             log = store.queues.log
             with log.lock:
                 for name, cursor in log.queues():
@@ -700,22 +700,20 @@ class PartitionedLogStore(PostgresStore):
 
     def partition_stores(self) -> list[PartitionQueues]:
         """The queues of each partition owned here, by number."""
-        return self._owned_stores()
-
-    def _owned_stores(self) -> list[PartitionQueues]:
         with self._parts_lock:
             return [part.store for _, part in sorted(self._parts.items())]
 
     def expire(self, now: float, retention_s: float) -> int:
-        moved = sum(store.expire(now, retention_s) for store in self._owned_stores())
-        with self.db.tx() as cur:  # (also with no partition here)
-            cur.execute("DELETE FROM dedup WHERE enqueued_at < %s", (now - retention_s,))
-        return moved
+        stores = self.partition_stores()  # (each drops the shared dedup rows past it too)
+        if not stores:
+            with self.db.tx() as cur:
+                cur.execute("DELETE FROM dedup WHERE enqueued_at < %s", (now - retention_s,))
+        return sum(store.expire(now, retention_s) for store in stores)
 
     def queue_totals(self, now: float) -> tuple[QueueDepth, float | None]:
         """The queues of the partitions owned here, their dead letters too: each broker's
         metrics count its own, and their sum is the cluster's."""
-        stats = [s for store in self._owned_stores() for s in store._stats(now)]
+        stats = [s for store in self.partition_stores() for s in store._stats(now)]
         with self.db.read() as cur:
             cur.execute("SELECT subscriber_id, COUNT(*) FROM dead_letters GROUP BY subscriber_id")
             dead = sum(int(n) for sid, n in cur.fetchall() if self.owns(str(sid)))
@@ -725,7 +723,7 @@ class PartitionedLogStore(PostgresStore):
         return QueueDepth(ready, leased, dead), oldest
 
     def deepest_queues(self, now: float, limit: int) -> list[QueueStats]:
-        stats = [s for store in self._owned_stores() for s in store._stats(now)]
+        stats = [s for store in self.partition_stores() for s in store._stats(now)]
         stats.sort(key=lambda s: (-(s.ready + s.leased), s.subscriber_id))
         return stats[:limit]
 
