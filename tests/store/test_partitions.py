@@ -20,7 +20,7 @@ from tidings.store.base import Change
 from tidings.store.inbox import partition_of
 from tidings.store.partitions import PartitionedLogStore
 
-WAIT_S = 15.0  # ownership moves within a few ticks (partitions.TICK_S, ADOPT_AFTER_S)
+WAIT_S = 15.0  # ownership moves within a few ticks (ownership.TICK_S, ADOPT_AFTER_S)
 
 
 Pair = tuple[PartitionedLogStore, PartitionedLogStore]
@@ -91,6 +91,7 @@ def test_each_broker_counts_the_queues_it_owns_and_their_sum_is_the_stores(pair:
     subscriber(a, first), subscriber(a, second)
     b.enqueue([msg("p1", owner=first), msg("p2", owner=second)], fresh=True)
     b.enqueue([msg("p3", owner=second)], fresh=True)
+    eventually(lambda: a.depth(first, T0).ready == 1)  # (a hears of b's publication by a note)
     [one] = lease(a, owner=first)
     assert a.reject(first, one.receipt, "bad", T0)  # a dead letter of a's queue
     totals = [s.queue_totals(T0)[0] for s in (a, b)]
@@ -126,7 +127,7 @@ def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(pai
     subscriber(a, first)
     a.enqueue([msg("p1", owner=first)], fresh=True)
     [held] = lease(a, owner=first)  # leased when its broker dies
-    a._stop.set()  # dead: it looks at ownership no more,
+    a.ownership._stop.set()  # dead: it looks at ownership no more,
     _end_sessions_of(a)  # and PostgreSQL drops its sessions, and their locks
     eventually(lambda: 0 in b.owned())
     [again] = lease(b, owner=first)
@@ -142,10 +143,10 @@ def test_a_broker_whose_partitions_session_was_cut_owns_it_again_alone(pair: Pai
     first = in_partition(0)
     subscriber(a, first)
     a.enqueue([msg("p1", owner=first)], fresh=True)
-    cut = a._parts[0]
+    cut = a.ownership.parts[0]
     with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute("SELECT pg_terminate_backend(%s)", (cut._conn.info.backend_pid,))
-    eventually(lambda: 0 in a._parts and a._parts[0] is not cut)
+        conn.execute("SELECT pg_terminate_backend(%s)", (cut.backend_pid,))
+    eventually(lambda: 0 in a.ownership.parts and a.ownership.parts[0] is not cut)
     assert (a.owned(), b.owned()) == ({0}, {1})
     a.enqueue([msg("p2", owner=first)], fresh=True)
     assert [m.publication_id for m in lease(a, owner=first)] == ["p1", "p2"]
@@ -215,8 +216,8 @@ def test_a_wrong_partitioning_is_a_config_error_on_the_store_url(url: str) -> No
 
 def _end_sessions_of(store: PartitionedLogStore) -> None:
     """End the store's sessions from outside, as PostgreSQL does a killed process's."""
-    pids = [part._conn.info.backend_pid for part in store._parts.values()]
-    pids.append(store._control.info.backend_pid)
+    pids = [part.backend_pid for part in store.ownership.parts.values()]
+    pids.append(store.ownership.control_pid)
     with psycopg.connect(PG, autocommit=True) as conn:
         for pid in pids:
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
