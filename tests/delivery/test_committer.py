@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tidings.delivery.committer import INLINE_OPS, LEASE_WEIGHT, Committer
-from tidings.store.base import Enqueue, Lease, NewMessage, QueueOp, Reject
+from tidings.store.base import Enqueue, Lease, Message, NewMessage, QueueOp, Reject
 
 
 def counted(n: int) -> Enqueue:
@@ -193,3 +193,62 @@ async def test_one_enqueue_of_many_deliveries_goes_to_a_worker_thread() -> None:
     assert await committer.submit(counted(INLINE_OPS + 1)) == INLINE_OPS + 1
     [(name, thread)] = calls
     assert name == "apply" and thread != threading.get_ident()
+
+
+def _park(committer: Committer) -> asyncio.Future[list[Message]]:
+    parked = committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0))
+    assert parked is not None
+    return parked
+
+
+def _parking() -> tuple[Any, Committer]:
+    from tidings.store import open_store
+
+    store = open_store("memory://")
+    return store, Committer(store.apply, apply_now=store.apply_now)
+
+
+async def test_a_parked_lease_runs_in_the_commit_that_enqueues_for_its_subscriber() -> None:
+    store, committer = _parking()
+    parked = _park(committer)
+    await committer.submit(Enqueue([NewMessage("t", "p0", "p0", (), b"{}", 0.0)]))
+    assert not parked.done()  # another subscriber's enqueue leaves it parked
+    await committer.submit(Enqueue(counted(2).messages))
+    assert [m.publication_id for m in await asyncio.wait_for(parked, 1.0)] == ["p0", "p1"]
+    assert committer.commits == 2  # the lease went with the enqueue
+    store.close()
+
+
+async def test_an_unparked_lease_runs_in_no_commit() -> None:
+    store, committer = _parking()
+    parked = _park(committer)
+    assert committer.unpark("s", parked) and not committer.unpark("s", parked)
+    await committer.submit(Enqueue(counted(1).messages))
+    assert not parked.done() and store.depth("s", 1.0).ready == 1
+    store.close()
+
+
+async def test_a_parked_lease_whose_waiter_gave_up_leases_nothing() -> None:
+    store, committer = _parking()
+    _park(committer).cancel()
+    await committer.submit(Enqueue(counted(1).messages))
+    assert store.depth("s", 1.0).ready == 1
+    store.close()
+
+
+async def test_a_parked_lease_taken_by_a_commit_is_no_longer_parked() -> None:
+    store, committer = _parking()
+    parked = _park(committer)
+    await committer.submit(Enqueue(counted(1).messages))
+    assert not committer.unpark("s", parked)  # its waiter takes its answer instead
+    assert [m.publication_id for m in parked.result()] == ["p0"]
+    store.close()
+
+
+async def test_no_more_leases_of_one_subscriber_are_parked_than_may_run_at_once() -> None:
+    store, committer = _parking()
+    lease = lambda: Lease("s", 10, 30.0, 5, 1.0)  # noqa: E731
+    first = committer.park("s", lease, most=1)
+    assert first is not None and committer.park("s", lease, most=1) is None
+    assert committer.park("t", lease, most=1) is not None  # another subscriber's
+    store.close()

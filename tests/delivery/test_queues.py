@@ -146,6 +146,34 @@ async def test_a_quick_pull_on_an_empty_queue_waits_without_a_lease_and_is_woken
     assert [m.publication_id for m in await asyncio.wait_for(waiting, 0.9)] == ["p2"]
 
 
+async def test_an_empty_pull_is_answered_by_the_commit_that_enqueues_for_it(
+    rig: Rig,
+) -> None:
+    q, observer = rig.q, rig.observer
+    await q.pull("s", 10, wait_s=0)
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
+    await asyncio.sleep(0.1)
+    commits = q.committer.commits
+    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    # nobody signals it: the enqueue's commit leased for it
+    assert [m.publication_id for m in await asyncio.wait_for(waiting, 0.5)] == ["p2"]
+    assert q.committer.commits == commits + 1 and observer.told[-1] == ("leased", ["p2"])
+
+
+async def test_a_pull_that_stopped_waiting_leaves_what_is_enqueued_next_ready(
+    rig: Rig,
+) -> None:
+    q = rig.q
+    await q.pull("s", 10, wait_s=0)
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
+    await asyncio.sleep(0.1)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    assert rig.store.depth("s", time.time()).ready == 1
+
+
 async def test_a_quick_pull_finds_what_another_process_wrote_within_a_second(
     rig: Rig, tmp_path: Path
 ) -> None:

@@ -9,6 +9,13 @@ Fresh enqueues waiting together (new publications, from many requests) are merge
 operation: a few bulk statements for all of them instead of a few for each; so are publishes
 with dedup ids (`PublishOnce`).
 
+A long-poll or stream that found its queue empty parks its next lease here (`park`): the
+first commit enqueuing for that subscriber runs the lease after its enqueues, in the same
+transaction. A fan-out's deliveries then leave in the commit that accepted them, where a
+woken stream's lease waited for the commit after the one running when it woke: two group
+commits (about 45 ms of a fan-out to 100 streams at 50,000 deliveries/s) off every
+delivery's latency, and a commit's overhead saved.
+
 A small batch (`INLINE_OPS`, weighed by `_weight`) is offered to the store to run at once on the
 event loop's own thread (`Store.apply_now`: the embedded store takes it unless it would
 wait for another thread or process). At low and moderate rates every message costs a few
@@ -44,6 +51,7 @@ from tidings.store.base import (
 )
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
+Parked = tuple[Callable[[], Lease], "asyncio.Future[list[Message]]"]
 ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
 # a batch this small (`_weight`) is offered to `apply_now` first: 64 before left a fan-out's
 # hundred leases and a batch publish's acknowledgements to a worker thread, whose hand-offs
@@ -65,6 +73,7 @@ class Committer:
         self._pending: list[tuple[QueueOp, asyncio.Future[Any]]] = []
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None
+        self._parked: dict[str, list[Parked]] = {}
         self.commits = 0  # transactions run, for the tests and the metrics
 
     @overload
@@ -87,12 +96,50 @@ class Committer:
             self._flusher = loop.create_task(self._flush())
         return await future
 
+    def park(
+        self, subscriber_id: str, lease: Callable[[], Lease], most: int = 0
+    ) -> asyncio.Future[list[Message]] | None:
+        """The lease `lease()` makes, run in the first commit that enqueues for this
+        subscriber, after those enqueues; its answer (or failure) is the future's. The
+        caller waits for it and for its other wake-ups, and `unpark`s it when one of
+        those comes first. None: `most` of the subscriber's leases are parked already
+        (as many as it may run at once, `Admission`; 0: no bound)."""
+        parked = self._parked.setdefault(subscriber_id, [])
+        if most and len(parked) >= most:
+            return None
+        future: asyncio.Future[list[Message]] = asyncio.get_running_loop().create_future()
+        parked.append((lease, future))
+        return future
+
+    def unpark(self, subscriber_id: str, future: asyncio.Future[list[Message]]) -> bool:
+        """True: the lease was still parked, and is no longer; False: a commit took it
+        (its future has, or will have, the answer)."""
+        parked = self._parked.get(subscriber_id, [])
+        for i, (_, waiting) in enumerate(parked):
+            if waiting is future:
+                del parked[i]
+                if not parked:
+                    del self._parked[subscriber_id]
+                return True
+        return False
+
+    def _unparked(self, ops: Sequence[QueueOp]) -> list[tuple[QueueOp, asyncio.Future[Any]]]:
+        """The parked leases of the subscribers these operations enqueue for."""
+        taken: list[tuple[QueueOp, asyncio.Future[Any]]] = []
+        for subscriber_id in _recipients(ops, self._parked):
+            for lease, future in self._parked.pop(subscriber_id):
+                if not future.done():  # (its waiter gave up)
+                    taken.append((lease(), future))
+        return taken
+
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             while self._pending:
                 batch = self._pending[: self._max_ops]
                 del self._pending[: self._max_ops]
+                if self._parked:
+                    batch += self._unparked([op for op, _ in batch])
                 ops = [op for op, _ in batch]
                 try:
                     small = sum(map(_weight, ops)) <= INLINE_OPS
@@ -166,6 +213,22 @@ def _weight(op: QueueOp) -> int:
     if isinstance(op, Lease):
         return min(op.max_messages, LEASE_WEIGHT)
     return 1
+
+
+def _recipients(ops: Sequence[QueueOp], among: dict[str, Any]) -> set[str]:
+    """The subscribers in `among` that these operations enqueue for (or may: a publish with
+    dedup ids enqueues unless its claim is refused)."""
+    found: set[str] = set()
+    for op in ops:
+        if isinstance(op, Enqueue):
+            found.update(m.subscriber_id for m in op.messages if m.subscriber_id in among)
+        if isinstance(op, Enqueue | PublishOnce):
+            for f in op.fanouts:
+                if len(among) < len(f.owners):
+                    found.update(sid for sid in among if sid in f.owners)
+                else:
+                    found.update(sid for sid in f.owners if sid in among)
+    return found
 
 
 def _merged(ops: list[QueueOp]) -> QueueOp:

@@ -4,6 +4,7 @@ the committer's leases), ack, nack, release, reject. Every operation goes throug
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -57,30 +58,54 @@ class SubscriberQueues:
         q = self.settings
         visibility = q.visibility_timeout_s if visibility_s is None else visibility_s
         attempts = q.max_attempts if max_attempts is None else max_attempts
+
+        def lease() -> Lease:
+            return Lease(subscriber_id, max_messages, visibility, attempts, self.clock(), max_bytes)
+
         deadline = time.monotonic() + min(wait_s, q.max_wait_s)
         while True:
             if quick and not self.may_lease(subscriber_id, self.clock()):
                 leased: list[Message] = []  # the store's memory: a lease would find nothing
             else:
                 async with self.admission.turn(subscriber_id):  # not held while waiting below
-                    leased = await self.committer.submit(
-                        Lease(
-                            subscriber_id,
-                            max_messages,
-                            visibility,
-                            attempts,
-                            self.clock(),
-                            max_bytes,
-                        )
-                    )
+                    leased = await self.committer.submit(lease())
             quick = False
             remaining = deadline - time.monotonic()
+            if not leased and remaining > 0:
+                # another process may enqueue or a lease may expire: look again at least
+                # each second; an enqueue here leases in its own commit (`Committer.park`)
+                leased = await self._parked(subscriber_id, lease, min(remaining, 1.0))
+                remaining = deadline - time.monotonic()
             if leased or remaining <= 0:
                 if leased:
                     self.observer.leased(leased, self.clock())
                 return leased
-            # another process may enqueue or a lease may expire: look again at least each second
-            await self.signals.wait(subscriber_id, min(remaining, 1.0))
+
+    async def _parked(
+        self, subscriber_id: str, lease: Callable[[], Lease], timeout: float
+    ) -> list[Message]:
+        """Wait for a wake-up with the next lease parked (`Committer.park`): what it found
+        if a commit took it, else nothing (the caller leases again)."""
+        parked = self.committer.park(subscriber_id, lease, self.admission.most)
+        if parked is None:  # (as many as may run at once are parked already)
+            await self.signals.wait(subscriber_id, timeout)
+            return []
+
+        def answered(future: asyncio.Future[list[Message]]) -> None:
+            if not future.cancelled():  # (wakes the wait below)
+                self.signals.notify([subscriber_id])
+
+        parked.add_done_callback(answered)
+        try:
+            await self.signals.wait(subscriber_id, timeout)
+        except BaseException:
+            self.committer.unpark(subscriber_id, parked)
+            parked.cancel()  # (taken: what it leases goes back, `Committer._orphaned`)
+            raise
+        if self.committer.unpark(subscriber_id, parked):
+            parked.cancel()
+            return []
+        return await parked  # (a commit took it: answered with it, or soon after)
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         async with self.admission.turn(subscriber_id):
