@@ -252,3 +252,21 @@ async def test_no_more_leases_of_one_subscriber_are_parked_than_may_run_at_once(
     assert first is not None and committer.park("s", lease, most=1) is None
     assert committer.park("t", lease, most=1) is not None  # another subscriber's
     store.close()
+
+
+async def test_no_lease_is_parked_while_a_commit_runs() -> None:
+    """A busy committer's next commit comes soon, and a lease then takes what two commits
+    enqueued: parking it would halve a busy stream's batches."""
+    release = threading.Event()
+
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        release.wait(5.0)
+        return [0 for _ in ops]
+
+    committer = Committer(apply)
+    running = asyncio.create_task(committer.submit(counted(1)))
+    await asyncio.sleep(0.05)
+    assert committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0)) is None
+    release.set()
+    await running
+    assert committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0)) is not None
