@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tidings.model import ATTEMPT_DIGITS, SEQ_DIGITS
-from tidings.store import inbox
+from tidings.store import inbox, logtables
 from tidings.store.base import (
     Ack,
     AckResult,
@@ -272,7 +272,7 @@ class LogQueues:
             self._version = version
         while rows := self._rows_page(cur):
             keys = {str(r[6]).split("~", 1)[0] for r in rows}
-            recipients = self._recipients(cur, keys)
+            recipients = logtables.recipients(self._db, cur, keys)
             for r in rows:
                 key = str(r[6]).split("~", 1)[0]
                 if self.log.number(r[1]) in recipients.get(key, ()):
@@ -397,33 +397,13 @@ class LogQueues:
             PUBLICATION_REPLACES,
         )
 
-    def _recipients(self, cur: Cursor, wanted: set[str]) -> dict[str, set[int]]:
-        """The subscriber numbers each of these fresh publications' keys went to."""
-        keys = list(wanted)
-        recipients: dict[str, set[int]] = {}
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            cur.execute(
-                self._db.q(
-                    "SELECT dedup_key, recipients FROM log_publications "
-                    f"WHERE dedup_key IN ({marks})"
-                ),
-                chunk,
-            )
-            for key, blob in cur.fetchall():
-                numbers = array("i")
-                numbers.frombytes(bytes(blob))
-                recipients[str(key)] = set(numbers)
-        return recipients
-
     def _new_only(
         self, cur: Cursor, messages: Sequence[NewMessage], claim: bool = True
     ) -> list[NewMessage]:
         """The deliveries whose (subscriber, key) was never enqueued: claimed in `dedup`
         (unless `claim` is false: claimed before), and not among a fresh publication's
         recipients (`log_publications`)."""
-        recipients = self._recipients(cur, {m.dedup_key for m in messages})
+        recipients = logtables.recipients(self._db, cur, {m.dedup_key for m in messages})
         new: list[NewMessage] = []
         for m in messages:
             number = self.log.number(m.subscriber_id)

@@ -11,7 +11,8 @@ publication's progress).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Collection, Iterator, Sequence
 
 from tidings.store.database import Cursor, Database
 from tidings.store.log.engine import Stored, WriteBatch
@@ -147,4 +148,27 @@ def _bodies(db: Database, cur: Cursor, ids: Sequence[int]) -> dict[int, bytes]:
         marks = ",".join("?" * len(chunk))
         cur.execute(db.q(f"SELECT id, body FROM log_bodies WHERE id IN ({marks})"), chunk)
         found.update((int(r[0]), bytes(r[1])) for r in cur.fetchall())
+    return found
+
+
+def recipients(
+    db: Database, cur: Cursor, keys: Collection[str], schema: str | None = None
+) -> dict[str, set[int]]:
+    """The subscriber numbers each of these publications' dedup keys went to, as
+    `log_publications` remembers them (`schema`: a partition's, quoted; else the search
+    path's)."""
+    table = f"{schema}.log_publications" if schema else "log_publications"
+    wanted = list(keys)
+    found: dict[str, set[int]] = {}
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        cur.execute(
+            db.q(f"SELECT dedup_key, recipients FROM {table} WHERE dedup_key IN ({marks})"),
+            chunk,
+        )
+        for key, blob in cur.fetchall():
+            numbers = array("i")
+            numbers.frombytes(bytes(blob))
+            found[str(key)] = set(numbers)
     return found

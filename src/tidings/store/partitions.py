@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from array import array
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from typing import Any
@@ -56,6 +55,7 @@ from tidings.store.dedup import DedupIds
 from tidings.store.dialect import PG_SCHEMA_LOCK
 from tidings.store.feed import KEEPALIVE
 from tidings.store.logqueues import Refused, claim_delivery, refuse_malformed
+from tidings.store.logtables import recipients
 from tidings.store.ownership import RETRY_AFTER_S, Ownership, PartitionQueues
 from tidings.store.pending import discharge_step, owe_step
 from tidings.store.postgres import PostgresStore, split_schema
@@ -278,19 +278,14 @@ class PartitionedLogStore(PostgresStore):
             cur.execute("SELECT to_regclass(%s)", (f"{name}.log_publications",))
             if cur.fetchone()[0] is None:
                 continue  # never owned: no log yet
-            cur.execute(
-                f"SELECT dedup_key, recipients FROM {name}.log_publications "
-                "WHERE dedup_key = ANY(%s)",
-                (list({m.dedup_key for m in wanted}),),
-            )
-            recipients = {str(k): set(_numbers(bytes(b))) for k, b in cur.fetchall()}
+            found = recipients(self.db, cur, {m.dedup_key for m in wanted}, name)
             cur.execute(
                 f"SELECT name, number FROM {name}.log_names WHERE name = ANY(%s)",
                 (list({m.subscriber_id for m in wanted}),),
             )
             numbers = {str(n): int(i) for n, i in cur.fetchall()}
             for m in wanted:
-                if numbers.get(m.subscriber_id, -1) in recipients.get(m.dedup_key, ()):
+                if numbers.get(m.subscriber_id, -1) in found.get(m.dedup_key, ()):
                     made.add((m.subscriber_id, m.dedup_key))
         return made
 
@@ -468,12 +463,6 @@ class PartitionedLogStore(PostgresStore):
     def close(self) -> None:
         self.ownership.close()
         super().close()
-
-
-def _numbers(blob: bytes) -> array[int]:
-    numbers = array("i")
-    numbers.frombytes(blob)
-    return numbers
 
 
 def _as_fanouts(messages: Sequence[NewMessage]) -> list[Fanout]:
