@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from tidings.delivery.queues import SubscriberQueues
 from tidings.delivery.signals import Signals
 from tidings.model import Subscriber
 from tidings.store import open_store
-from tidings.store.base import Enqueue, Message, NewMessage, Store
+from tidings.store.base import Enqueue, Message, NewMessage, QueueOp, Store
 
 
 @dataclass
@@ -158,6 +159,32 @@ async def test_an_empty_pull_is_answered_by_the_commit_that_enqueues_for_it(
     # nobody signals it: the enqueue's commit leased for it
     assert [m.publication_id for m in await asyncio.wait_for(waiting, 0.5)] == ["p2"]
     assert q.committer.commits == commits + 1 and observer.told[-1] == ("leased", ["p2"])
+
+
+async def test_a_failed_commit_that_carried_a_parked_lease_leaves_the_pull_waiting(
+    rig: Rig,
+) -> None:
+    """The parked lease rode on another's commit: that commit's failure is not the pull's."""
+    store = rig.store
+    failing = {"once": True}
+
+    def apply(ops: Sequence[QueueOp]) -> list[Any]:
+        if any(isinstance(op, Enqueue) for op in ops) and failing.pop("once", False):
+            raise OSError("disk full")
+        return store.apply(ops)
+
+    committer = Committer(apply)
+    q = SubscriberQueues(committer, rig.q.settings, Signals(), Observer(), time.time)
+    await q.pull("s", 10, wait_s=0)
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
+    await asyncio.sleep(0.1)
+    boom = Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())])
+    with pytest.raises(OSError):
+        await committer.submit(boom)
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # still waiting, not failed
+    await committer.submit(Enqueue([NewMessage("s", "p3", "p3", ("sub",), b"{}", time.time())]))
+    assert [m.publication_id for m in await asyncio.wait_for(waiting, 1.5)] == ["p3"]
 
 
 async def test_a_pull_that_stopped_waiting_leaves_what_is_enqueued_next_ready(

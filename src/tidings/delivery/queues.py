@@ -105,7 +105,10 @@ class SubscriberQueues:
         if self.committer.unpark(subscriber_id, parked):
             parked.cancel()
             return []
-        return await parked  # (a commit took it: answered with it, or soon after)
+        try:
+            return await parked  # (a commit took it: answered with it, or soon after)
+        except Exception:  # (its commit failed: the caller's own lease answers for itself)
+            return []
 
     async def ack(self, subscriber_id: str, receipts: Sequence[str]) -> AckResult:
         async with self.admission.turn(subscriber_id):
