@@ -270,3 +270,23 @@ async def test_no_lease_is_parked_while_a_commit_runs() -> None:
     release.set()
     await running
     assert committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0)) is not None
+
+
+async def test_a_lease_answered_after_its_caller_was_cancelled_hands_its_messages_back() -> None:
+    """Its commit ran and answered it, and the caller was cancelled before it resumed."""
+    from tidings.store.base import QueueDepth
+
+    store, committer = _parking()
+    await committer.submit(Enqueue(counted(3).messages))
+    waiting = asyncio.create_task(committer.submit(Lease("s", 10, 30.0, 5, 1.0)))
+    await asyncio.sleep(0)  # submitted: its commit comes next
+    await asyncio.sleep(0)  # committed and answered; the caller not yet resumed
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    for _ in range(100):
+        if store.depth("s", 1.0).ready == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert store.depth("s", 1.0) == QueueDepth(ready=3, leased=0, dead=0)
+    store.close()

@@ -201,6 +201,25 @@ async def test_a_pull_that_stopped_waiting_leaves_what_is_enqueued_next_ready(
     assert rig.store.depth("s", time.time()).ready == 1
 
 
+async def test_a_pull_cancelled_once_its_parked_lease_was_answered_hands_it_back(
+    rig: Rig,
+) -> None:
+    """A stream closing as a publication arrives: the lease its commit made goes back."""
+    q = rig.q
+    await q.pull("s", 10, wait_s=0)
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
+    await asyncio.sleep(0.1)
+    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    waiting.cancel()  # answered, not yet resumed
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    for _ in range(100):
+        if rig.store.depth("s", time.time()).ready == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert rig.store.depth("s", time.time()).ready == 1
+
+
 async def test_a_quick_pull_finds_what_another_process_wrote_within_a_second(
     rig: Rig, tmp_path: Path
 ) -> None:

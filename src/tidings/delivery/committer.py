@@ -89,13 +89,29 @@ class Committer:
     async def submit(self, op: PublishOnce) -> dict[DedupKey, DedupClaim]: ...
     async def submit(self, op: QueueOp) -> Any:
         """The operation's answer once committed; what it raised, or a failed commit."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((op, future))
+        self._start()
+        try:
+            return await future
+        except asyncio.CancelledError:  # answered, but its caller was cancelled before it ran
+            if isinstance(op, Lease) and succeeded(future):
+                self.hand_back(op.subscriber_id, future.result(), op.now)
+            raise
+
+    def _start(self) -> None:
         if not self._flushing:
             self._flushing = True
-            self._flusher = loop.create_task(self._flush())
-        return await future
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
+    def hand_back(self, subscriber_id: str, leased: Sequence[Message], now: float) -> None:
+        """Leased messages nobody will receive (their caller stopped waiting): handed back
+        in the next commit rather than after their visibility timeout."""
+        if leased:
+            receipts = [m.receipt for m in leased]
+            future = asyncio.get_running_loop().create_future()
+            self._pending.append((Nack(subscriber_id, receipts, now), future))
+            self._start()
 
     def park(
         self, subscriber_id: str, lease: Callable[[], Lease], most: int = 0
@@ -136,7 +152,6 @@ class Committer:
         return taken
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while self._pending:
                 batch = self._pending[: self._max_ops]
@@ -154,7 +169,8 @@ class Committer:
                 self.commits += 1
                 for (op, future), result in zip(batch, results, strict=True):
                     if future.done():  # its caller gave up waiting (cancelled)
-                        self._orphaned(op, result, loop)
+                        if isinstance(op, Lease) and isinstance(result, list):
+                            self.hand_back(op.subscriber_id, result, op.now)
                         continue
                     if isinstance(result, Exception):
                         future.set_exception(result)
@@ -162,14 +178,6 @@ class Committer:
                         future.set_result(result)
         finally:
             self._flushing = False
-
-    def _orphaned(self, op: QueueOp, result: Any, loop: asyncio.AbstractEventLoop) -> None:
-        """A lease whose caller stopped waiting (a stream closing mid-lease) leased messages
-        nobody will receive: hand them back in the next commit rather than after their
-        visibility timeout."""
-        if isinstance(op, Lease) and isinstance(result, list) and result:
-            receipts = [m.receipt for m in result]
-            self._pending.append((Nack(op.subscriber_id, receipts, op.now), loop.create_future()))
 
     @overload
     def _run(self, ops: list[QueueOp], apply: Apply) -> list[Any]: ...
@@ -202,6 +210,11 @@ class Committer:
         for i, answer in zip(rest, answers[len(groups) :], strict=True):
             out[i] = answer
         return out
+
+
+def succeeded(future: asyncio.Future[Any]) -> bool:
+    """Whether the future holds a result (not a failure, not cancelled)."""
+    return future.done() and not future.cancelled() and future.exception() is None
 
 
 def _weight(op: QueueOp) -> int:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from tidings.config import QueueSettings
 from tidings.delivery.admission import Admission
-from tidings.delivery.committer import Committer
+from tidings.delivery.committer import Committer, succeeded
 from tidings.delivery.signals import Signals
 from tidings.store.base import Ack, AckResult, Hasten, Lease, Message, Nack, Reject
 
@@ -99,8 +99,10 @@ class SubscriberQueues:
         try:
             await self.signals.wait(subscriber_id, timeout)
         except BaseException:
-            self.committer.unpark(subscriber_id, parked)
-            parked.cancel()  # (taken: what it leases goes back, `Committer._orphaned`)
+            if self.committer.unpark(subscriber_id, parked) or not parked.done():
+                parked.cancel()  # (taken: what it leases goes back when answered)
+            elif succeeded(parked):
+                self.committer.hand_back(subscriber_id, parked.result(), self.clock())
             raise
         if self.committer.unpark(subscriber_id, parked):
             parked.cancel()
