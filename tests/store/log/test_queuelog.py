@@ -241,3 +241,22 @@ def test_forgetting_before_the_first_commit_writes_only_a_tombstone(
     assert names_written(open_engine) == {1: ""}
     again = QueueLog(open_engine(), segment_bodies=4)
     assert again.queues() == [] and again.number("a") == 2
+
+
+def test_the_recent_bodies_are_read_from_memory_up_to_the_caches_bytes(
+    open_engine: OpenEngine,
+) -> None:
+    engine = open_engine()
+    read: list[int] = []
+    reading = engine.read_bodies
+
+    def counted(ids: Any) -> dict[int, bytes]:
+        read.extend(ids)
+        return reading(ids)
+
+    engine.read_bodies = counted  # type: ignore[method-assign]
+    entry = len(body(0)) + 128  # a body's bytes and its entry's (`queuelog._ENTRY_BYTES`)
+    log = QueueLog(engine, cache_bytes=2 * entry)
+    publish_each(log, 5, ["a"])
+    assert drain(log, "a") == [body(i) for i in range(5)]
+    assert sorted(read) == [1, 2, 3]  # the two newest were in memory
