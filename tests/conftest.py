@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import socket
 import ssl
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +26,14 @@ SERVICES = {
     "mqtt": ("127.0.0.1", 1883),
     "nats": ("127.0.0.1", 4222),
 }
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    """Wait, on the event loop, until `condition()` holds (failing after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.01)
 
 
 def _reachable(host: str, port: int) -> bool:

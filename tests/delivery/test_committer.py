@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from tests.conftest import until
 
 from tidings.delivery.committer import INLINE_OPS, LEASE_WEIGHT, Committer
-from tidings.store.base import Enqueue, Lease, Message, NewMessage, QueueOp, Reject
+from tidings.store import open_store
+from tidings.store.base import (
+    Enqueue,
+    Lease,
+    Message,
+    NewMessage,
+    QueueDepth,
+    QueueOp,
+    Reject,
+    Store,
+)
+
+LEASE = Lease("s", 10, 30.0, 5, 1.0)  # up to 10 of subscriber s's messages
 
 
 def counted(n: int) -> Enqueue:
@@ -94,13 +107,10 @@ async def test_a_failed_merged_enqueue_fails_each_of_its_callers() -> None:
 
 @pytest.mark.parametrize("at_once", [False, True], ids=["worker-thread", "loop-thread"])
 async def test_a_lease_whose_caller_stopped_waiting_hands_its_messages_back(at_once: bool) -> None:
-    from tidings.store import open_store
-    from tidings.store.base import Lease, QueueDepth
-
     store = open_store("memory://")
     committer = Committer(store.apply, apply_now=store.apply_now if at_once else lambda _: None)
     await committer.submit(Enqueue(counted(3).messages))
-    waiting = asyncio.create_task(committer.submit(Lease("s", 10, 30.0, 5, 1.0)))
+    waiting = asyncio.create_task(committer.submit(LEASE))
     await asyncio.sleep(0)  # submitted, and its commit under way
     waiting.cancel()
     for _ in range(200):  # the lease commits, then its hand-back in the next commit
@@ -112,7 +122,6 @@ async def test_a_lease_whose_caller_stopped_waiting_hands_its_messages_back(at_o
 
 
 async def test_publishes_with_dedup_ids_waiting_together_become_one_operation() -> None:
-    from tidings.store import open_store
     from tidings.store.base import DedupClaim, PublishOnce
 
     store = open_store("memory://")
@@ -196,62 +205,66 @@ async def test_one_enqueue_of_many_deliveries_goes_to_a_worker_thread() -> None:
 
 
 def _park(committer: Committer) -> asyncio.Future[list[Message]]:
-    parked = committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0))
+    parked = committer.park("s", lambda: LEASE)
     assert parked is not None
     return parked
 
 
-def _parking() -> tuple[Any, Committer]:
-    from tidings.store import open_store
-
+@pytest.fixture
+def parking() -> Iterator[tuple[Store, Committer]]:
+    """An embedded store in memory and a committer over it, as the broker's."""
     store = open_store("memory://")
-    return store, Committer(store.apply, apply_now=store.apply_now)
+    yield store, Committer(store.apply, apply_now=store.apply_now)
+    store.close()
 
 
-async def test_a_parked_lease_runs_in_the_commit_that_enqueues_for_its_subscriber() -> None:
-    store, committer = _parking()
+async def test_a_parked_lease_runs_in_the_commit_that_enqueues_for_its_subscriber(
+    parking: tuple[Store, Committer],
+) -> None:
+    _, committer = parking
     parked = _park(committer)
     await committer.submit(Enqueue([NewMessage("t", "p0", "p0", (), b"{}", 0.0)]))
     assert not parked.done()  # another subscriber's enqueue leaves it parked
     await committer.submit(Enqueue(counted(2).messages))
     assert [m.publication_id for m in await asyncio.wait_for(parked, 1.0)] == ["p0", "p1"]
     assert committer.commits == 2  # the lease went with the enqueue
-    store.close()
 
 
-async def test_an_unparked_lease_runs_in_no_commit() -> None:
-    store, committer = _parking()
+async def test_an_unparked_lease_runs_in_no_commit(parking: tuple[Store, Committer]) -> None:
+    store, committer = parking
     parked = _park(committer)
     assert committer.unpark("s", parked) and not committer.unpark("s", parked)
     await committer.submit(Enqueue(counted(1).messages))
     assert not parked.done() and store.depth("s", 1.0).ready == 1
-    store.close()
 
 
-async def test_a_parked_lease_whose_waiter_gave_up_leases_nothing() -> None:
-    store, committer = _parking()
+async def test_a_parked_lease_whose_waiter_gave_up_leases_nothing(
+    parking: tuple[Store, Committer],
+) -> None:
+    store, committer = parking
     _park(committer).cancel()
     await committer.submit(Enqueue(counted(1).messages))
     assert store.depth("s", 1.0).ready == 1
-    store.close()
 
 
-async def test_a_parked_lease_taken_by_a_commit_is_no_longer_parked() -> None:
-    store, committer = _parking()
+async def test_a_parked_lease_taken_by_a_commit_is_no_longer_parked(
+    parking: tuple[Store, Committer],
+) -> None:
+    _, committer = parking
     parked = _park(committer)
     await committer.submit(Enqueue(counted(1).messages))
     assert not committer.unpark("s", parked)  # its waiter takes its answer instead
     assert [m.publication_id for m in parked.result()] == ["p0"]
-    store.close()
 
 
-async def test_no_more_leases_of_one_subscriber_are_parked_than_may_run_at_once() -> None:
-    store, committer = _parking()
-    lease = lambda: Lease("s", 10, 30.0, 5, 1.0)  # noqa: E731
-    first = committer.park("s", lease, most=1)
-    assert first is not None and committer.park("s", lease, most=1) is None
-    assert committer.park("t", lease, most=1) is not None  # another subscriber's
-    store.close()
+async def test_no_more_leases_of_one_subscriber_are_parked_than_may_run_at_once(
+    parking: tuple[Store, Committer],
+) -> None:
+    _, committer = parking
+    assert committer.park("s", lambda: LEASE, most=1) is not None
+    assert committer.park("s", lambda: LEASE, most=1) is None
+    other = Lease("t", 10, 30.0, 5, 1.0)
+    assert committer.park("t", lambda: other, most=1) is not None  # another subscriber's
 
 
 async def test_no_lease_is_parked_while_a_commit_runs() -> None:
@@ -266,27 +279,23 @@ async def test_no_lease_is_parked_while_a_commit_runs() -> None:
     committer = Committer(apply)
     running = asyncio.create_task(committer.submit(counted(1)))
     await asyncio.sleep(0.05)
-    assert committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0)) is None
+    assert committer.park("s", lambda: LEASE) is None
     release.set()
     await running
-    assert committer.park("s", lambda: Lease("s", 10, 30.0, 5, 1.0)) is not None
+    assert committer.park("s", lambda: LEASE) is not None
 
 
-async def test_a_lease_answered_after_its_caller_was_cancelled_hands_its_messages_back() -> None:
+async def test_a_lease_answered_after_its_caller_was_cancelled_hands_its_messages_back(
+    parking: tuple[Store, Committer],
+) -> None:
     """Its commit ran and answered it, and the caller was cancelled before it resumed."""
-    from tidings.store.base import QueueDepth
-
-    store, committer = _parking()
+    store, committer = parking
     await committer.submit(Enqueue(counted(3).messages))
-    waiting = asyncio.create_task(committer.submit(Lease("s", 10, 30.0, 5, 1.0)))
+    waiting = asyncio.create_task(committer.submit(LEASE))
     await asyncio.sleep(0)  # submitted: its commit comes next
     await asyncio.sleep(0)  # committed and answered; the caller not yet resumed
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    for _ in range(100):
-        if store.depth("s", 1.0).ready == 3:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: store.depth("s", 1.0).ready == 3, timeout_s=2.0)
     assert store.depth("s", 1.0) == QueueDepth(ready=3, leased=0, dead=0)
-    store.close()

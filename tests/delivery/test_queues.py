@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import until
 
 from tidings.config import QueueSettings
 from tidings.delivery.committer import Committer
@@ -43,6 +44,19 @@ class Observer:
 
     def rejected(self, subscriber_id: str, message: Message, reason: str) -> None:
         self.told.append(("rejected", reason))
+
+
+def new(publication_id: str) -> NewMessage:
+    """A delivery to subscriber s, as a publish enqueues it."""
+    return NewMessage("s", publication_id, publication_id, ("sub",), b"{}", time.time())
+
+
+async def waiting_pull(q: SubscriberQueues) -> asyncio.Task[list[Message]]:
+    """A quick pull (a stream's) of s's queue once p1 is leased, waiting for more."""
+    await q.pull("s", 10, wait_s=0)
+    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
+    await asyncio.sleep(0.1)
+    return waiting
 
 
 @pytest.fixture
@@ -151,11 +165,9 @@ async def test_an_empty_pull_is_answered_by_the_commit_that_enqueues_for_it(
     rig: Rig,
 ) -> None:
     q, observer = rig.q, rig.observer
-    await q.pull("s", 10, wait_s=0)
-    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
-    await asyncio.sleep(0.1)
+    waiting = await waiting_pull(q)
     commits = q.committer.commits
-    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    await q.committer.submit(Enqueue([new("p2")]))
     # nobody signals it: the enqueue's commit leased for it
     assert [m.publication_id for m in await asyncio.wait_for(waiting, 0.5)] == ["p2"]
     assert q.committer.commits == commits + 1 and observer.told[-1] == ("leased", ["p2"])
@@ -175,29 +187,23 @@ async def test_a_failed_commit_that_carried_a_parked_lease_leaves_the_pull_waiti
 
     committer = Committer(apply)
     q = SubscriberQueues(committer, rig.q.settings, Signals(), Observer(), time.time)
-    await q.pull("s", 10, wait_s=0)
-    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
-    await asyncio.sleep(0.1)
-    boom = Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())])
+    waiting = await waiting_pull(q)
     with pytest.raises(OSError):
-        await committer.submit(boom)
+        await committer.submit(Enqueue([new("p2")]))
     await asyncio.sleep(0.1)
     assert not waiting.done()  # still waiting, not failed
-    await committer.submit(Enqueue([NewMessage("s", "p3", "p3", ("sub",), b"{}", time.time())]))
+    await committer.submit(Enqueue([new("p3")]))
     assert [m.publication_id for m in await asyncio.wait_for(waiting, 1.5)] == ["p3"]
 
 
 async def test_a_pull_that_stopped_waiting_leaves_what_is_enqueued_next_ready(
     rig: Rig,
 ) -> None:
-    q = rig.q
-    await q.pull("s", 10, wait_s=0)
-    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
-    await asyncio.sleep(0.1)
+    waiting = await waiting_pull(rig.q)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    await rig.q.committer.submit(Enqueue([new("p2")]))
     assert rig.store.depth("s", time.time()).ready == 1
 
 
@@ -205,19 +211,12 @@ async def test_a_pull_cancelled_once_its_parked_lease_was_answered_hands_it_back
     rig: Rig,
 ) -> None:
     """A stream closing as a publication arrives: the lease its commit made goes back."""
-    q = rig.q
-    await q.pull("s", 10, wait_s=0)
-    waiting = asyncio.create_task(q.pull("s", 10, wait_s=2.0, quick=True))
-    await asyncio.sleep(0.1)
-    await q.committer.submit(Enqueue([NewMessage("s", "p2", "p2", ("sub",), b"{}", time.time())]))
+    waiting = await waiting_pull(rig.q)
+    await rig.q.committer.submit(Enqueue([new("p2")]))
     waiting.cancel()  # answered, not yet resumed
     with pytest.raises(asyncio.CancelledError):
         await waiting
-    for _ in range(100):
-        if rig.store.depth("s", time.time()).ready == 1:
-            break
-        await asyncio.sleep(0.01)
-    assert rig.store.depth("s", time.time()).ready == 1
+    await until(lambda: rig.store.depth("s", time.time()).ready == 1, timeout_s=2.0)
 
 
 async def test_a_quick_pull_finds_what_another_process_wrote_within_a_second(

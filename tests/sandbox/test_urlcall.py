@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
+from tests.conftest import until
 from tests.sandbox.endpoint import Endpoint, endpoint
 
 from tidings.addresses import Own
@@ -268,10 +269,3 @@ async def test_a_cancelled_subscription_s_waiting_url_calls_are_dropped_by_the_r
     finally:
         await runner.aclose()
     assert "/hold/gone" not in ep.calls
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        await asyncio.sleep(0.01)
