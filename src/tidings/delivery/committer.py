@@ -52,7 +52,7 @@ from tidings.store.base import (
 )
 
 Apply = Callable[[Sequence[QueueOp]], list[Any]]
-Parked = tuple[Callable[[], Lease], "asyncio.Future[list[Message]]"]
+Parked = tuple[Callable[[], Lease], asyncio.Future[list[Message]]]
 ApplyNow = Callable[[Sequence[QueueOp]], list[Any] | None]
 # a batch this small (`_weight`) is offered to `apply_now` first: 64 before left a fan-out's
 # hundred leases and a batch publish's acknowledgements to a worker thread, whose hand-offs
@@ -237,13 +237,10 @@ def _recipients(ops: Sequence[QueueOp], among: dict[str, Any]) -> set[str]:
     found: set[str] = set()
     for op in ops:
         if isinstance(op, Enqueue):
-            found.update(m.subscriber_id for m in op.messages if m.subscriber_id in among)
+            found |= among.keys() & {m.subscriber_id for m in op.messages}
         if isinstance(op, Enqueue | PublishOnce):
             for f in op.fanouts:
-                if len(among) < len(f.owners):
-                    found.update(sid for sid in among if sid in f.owners)
-                else:
-                    found.update(sid for sid in f.owners if sid in among)
+                found |= among.keys() & f.owners.keys()
     return found
 
 

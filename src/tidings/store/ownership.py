@@ -329,9 +329,12 @@ class Ownership:
         """A preferred partition owned elsewhere: hold its "want" lock (its adopter hands
         it back), and take it once free."""
         if p not in self._wanting:  # (once held: a session's advisory locks count up)
-            row = self._control_session().execute("SELECT pg_try_advisory_lock(%s)", (want,))
-            found = row.fetchone()
-            if found and found[0]:  # (else an adopter's probe held it a moment: again)
+            row = (
+                self._control_session()
+                .execute("SELECT pg_try_advisory_lock(%s)", (want,))
+                .fetchone()
+            )
+            if row and row[0]:  # (else an adopter's probe held it a moment: again)
                 self._wanting.add(p)
         if self._take(p):
             self._control_session().execute("SELECT pg_advisory_unlock(%s)", (want,))
