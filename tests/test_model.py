@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidings.config import Limits
 from tidings.errors import ErrorCode, TidingsError
@@ -12,6 +14,8 @@ from tidings.model import (
     Op,
     Predicate,
     Publication,
+    _plain_publication,
+    _publication_parts,
     is_pattern,
     parse_attributes,
     parse_function_spec,
@@ -212,3 +216,51 @@ def test_a_topic_has_at_most_max_topic_segments() -> None:
     with pytest.raises(TidingsError) as caught:
         validate_topic("a/b/c/d/e", "topics[0]", limits, pattern=False)
     assert caught.value.code is ErrorCode.INVALID_TOPIC and "at most 4" in str(caught.value)
+
+
+# A publication's body, as a client might write it: right, nearly right, or wrong.
+_TOPICS = st.sampled_from(
+    ["a", "a/b", "", "a/*", "a/#", "a b", "a//b", "x" * 256, "/".join("s" * 33), 7]
+)
+_SCALAR = st.one_of(st.text(max_size=3), st.integers(), st.floats(), st.booleans(), st.none())
+_VALUES = st.one_of(
+    _SCALAR,
+    st.lists(_SCALAR, max_size=2),
+    st.dictionaries(st.text(max_size=2), _SCALAR, max_size=2),
+)
+_BODIES = st.dictionaries(
+    st.sampled_from(["data", "topics", "attributes", "function_types", "topicz"]),
+    st.one_of(
+        _VALUES,
+        st.lists(_TOPICS, max_size=4),
+        st.dictionaries(st.sampled_from(["k", "", "x" * 256]), _VALUES, max_size=3),
+        st.lists(st.sampled_from(["f", "", "x" * 1025, 3]), max_size=3),
+    ),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_BODIES)
+def test_a_publication_read_in_one_pass_is_read_as_the_checks_one_by_one_read_it(
+    raw: dict[str, Any],
+) -> None:
+    limits = Limits(max_topics_per_publication=3, max_attributes=2, max_function_types=2)
+    try:
+        expected: Any = _publication_parts(raw, limits)
+    except TidingsError as exc:
+        expected = (exc.code, exc.field, exc.message)
+    try:
+        got: Any = parse_publication_body(raw, limits)
+    except TidingsError as exc:
+        got = (exc.code, exc.field, exc.message)
+    assert repr(got) == repr(expected)  # repr: NaN is not equal to itself
+
+
+def test_the_common_publications_take_the_one_pass() -> None:
+    for raw in (
+        {"topics": ["perf-0"], "data": "x" * 150},
+        {"topics": ["a/b", "c", "a/b"], "data": {"t": [1, 2]}, "attributes": {"k": 1.5}},
+        {"function_types": ["resize", "resize"], "data": None},
+        {},
+    ):
+        assert _plain_publication(raw, LIMITS) == _publication_parts(raw, LIMITS)

@@ -561,10 +561,60 @@ def parse_function_spec(raw: JSON, field_name: str, limits: Limits) -> FunctionS
 # ---------------------------------------------------------------- publications
 
 
-def parse_publication_body(
-    raw: JSON, limits: Limits
-) -> tuple[JSON, tuple[str, ...], dict[str, Scalar], tuple[str, ...]]:
+PublicationParts: TypeAlias = tuple[JSON, tuple[str, ...], dict[str, Scalar], tuple[str, ...]]
+_PUBLICATION_KEYS = frozenset({"data", "topics", "attributes", "function_types"})
+_NO_LIST: list[JSON] = []  # never mutated: what a publication without topics reads as
+_NO_DICT: dict[str, JSON] = {}
+_SCALARS = frozenset({str, int, float, bool})
+_STRING_MAX = 1024  # `_string`'s bound on a topic or function type
+
+
+def parse_publication_body(raw: JSON, limits: Limits) -> PublicationParts:
     """Validate a native publication body; returns (data, topics, attributes, function_types)."""
+    plain = _plain_publication(raw, limits)
+    return plain if plain is not None else _publication_parts(raw, limits)
+
+
+def _plain_publication(raw: JSON, limits: Limits) -> PublicationParts | None:
+    """A publication every check passes, read in one pass; None for anything else, which
+    the checks one by one read again for their error. Same answer as theirs: a batch spent
+    10 us a publication on them, a tenth of a 1 -> 1 message's broker CPU (issue #30)."""
+    if type(raw) is not dict or not raw.keys() <= _PUBLICATION_KEYS:
+        return None
+    topics, ftypes = raw.get("topics", _NO_LIST), raw.get("function_types", _NO_LIST)
+    attributes = raw.get("attributes", _NO_DICT)
+    if (
+        type(topics) is not list
+        or type(ftypes) is not list
+        or type(attributes) is not dict
+        or len(topics) > limits.max_topics_per_publication
+        or len(ftypes) > limits.max_function_types
+        or len(attributes) > limits.max_attributes
+    ):
+        return None
+    longest, segments = min(limits.max_topic_length, _STRING_MAX), limits.max_topic_segments
+    for topic in topics:
+        if (
+            type(topic) is not str
+            or len(topic) > longest
+            or topic.count("/") >= segments
+            or not _TOPIC.fullmatch(topic)
+        ):
+            return None
+    for ftype in ftypes:
+        if type(ftype) is not str or not ftype or len(ftype) > _STRING_MAX:
+            return None
+    for key, value in attributes.items():
+        if type(key) is not str or not key or len(key) > 255:
+            return None
+        if type(value) not in _SCALARS or value != value:
+            return None
+    names = (topics[0],) if len(topics) == 1 else tuple(dict.fromkeys(topics))
+    kinds = tuple(dict.fromkeys(ftypes)) if ftypes else ()
+    return check_depth(raw.get("data"), "data", limits), names, dict(attributes), kinds
+
+
+def _publication_parts(raw: JSON, limits: Limits) -> PublicationParts:
     obj = _object(raw, "$")
     unknown = set(obj) - {"data", "topics", "attributes", "function_types"}
     if unknown:

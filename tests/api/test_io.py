@@ -1,9 +1,15 @@
 """Reading bodies: integers past 64 bits refused as the body is read, whatever else holds
-a long run of digits (strings, fractions) passed."""
+a long run of digits (strings, fractions) passed; a key written twice in an object refused,
+whatever colons its strings hold."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidings.api.io import parse_json
 from tidings.errors import TidingsError
@@ -45,3 +51,42 @@ def test_an_integer_past_64_bits_is_refused_naming_its_key(body: bytes) -> None:
     with pytest.raises(TidingsError) as refused:
         parse_json(body)
     assert refused.value.field == "t" and "integer past 64 bits" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        (b'{"a": 1, "a": 2}', "a"),
+        (b'{"s": "1:2:3", "a": 1, "a": 2}', "a"),  # a colon in a string: the keys are read
+        (b'{"a:b": 1, "a:b": 2}', "a:b"),
+        (b'{"d": {"k": "::", "k": 1}}', "k"),
+        (b'[{"x": 1}, {"y": 2, "y": 3}]', "y"),
+    ],
+)
+def test_a_duplicate_key_is_refused_naming_it(body: bytes, key: str) -> None:
+    with pytest.raises(TidingsError) as refused:
+        parse_json(body)
+    assert refused.value.field == key and "duplicate key" in refused.value.message
+
+
+_KEYS = st.sampled_from(["a", "b", "a:", ":", "c\\"])
+_PAIRS = st.lists(
+    st.tuples(_KEYS, st.one_of(st.integers(-9, 9), st.sampled_from(["", ":", "x:y"])))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PAIRS, min_size=1, max_size=3))
+def test_a_body_is_refused_exactly_when_an_object_repeats_a_key(objects: list[Any]) -> None:
+    written = [
+        "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "}"
+        for pairs in objects
+    ]
+    body = ("[" + ", ".join(written) + "]").encode()
+    repeats = any(len({k for k, _ in pairs}) < len(pairs) for pairs in objects)
+    try:
+        parse_json(body)
+    except TidingsError as exc:
+        assert repeats and "duplicate key" in exc.message
+    else:
+        assert not repeats

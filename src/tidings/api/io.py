@@ -74,7 +74,11 @@ def parse_json(body: bytes, *, allow_empty: bool = False) -> Any:
         value = decoded(orjson.loads, body)
     except orjson.JSONDecodeError as exc:
         raise TidingsError(ErrorCode.INVALID_JSON, detail=str(exc)) from None
-    if _keys_written(body) != _keys_kept(value):
+    kept = _keys_kept(value)
+    # every key written is followed by a colon: colons >= keys written >= keys kept, so a
+    # body with as many colons as keys kept lost none; only one with a colon inside a
+    # string is read again, key by key (2.3 us a publication in a batch, issue #30)
+    if body.count(b":") != kept and _keys_written(body) != kept:
         raise duplicate_key(body)
     digits = body.translate(_DIGITS_AS_ZERO)
     if (_TWENTY_DIGITS in digits or _MINUS_NINETEEN in digits) and _maybe_wide(body, digits):
