@@ -18,29 +18,39 @@ against one of the same data batch: 5.1 s when its checks took a Python step per
 A fourth line reads the worst MessagePack batch for its bytes (260,000 `[[0]]`, the most a
 body may hold, 0.5 MB; 1.9 M in 3.8 MB held `/healthz` 5.5 s) on an event loop, in place
 and then as the API does (`tidings.api.beside`): the longest the loop went without running a
-ticking task, each way, and their ratio.
+ticking task, each way, and their ratio. A fifth reads a batch as the load tool sends it
+(100 publications of 150 bytes with a topic; their data holds colons, as a time of day does):
+microseconds a publication, as the API reads it and with its one-pass reads switched off
+(every key read by the regular expression, every check one by one: how it was read before
+issue #30's sixth sitting), and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 import orjson
 from common import emit, machine, versions
 
+from tidings import model
+from tidings.api import io
 from tidings.api.beside import beside
 from tidings.api.io import parse_json, parse_msgpack
-from tidings.api.v1.publications import publication_input
+from tidings.api.v1.publications import batch_inputs, publication_input
 from tidings.config import Settings
 from tidings.model import parse_publication_body
 
 TOPICS = [[f"b/b/b/b/b/b/b/q{j}/s0/s1/s2/s3/s4/s5/s6/s7" for j in range(64)] for _ in range(900)]
 DATA = [("x" * 4000, ["t"]) for _ in range(1000)]
+EVERYDAY = [{"data": f"{1764280000123456789 + i}:00001:{i:010d}:00000:" + "x" * 107,
+             "topics": ["perf-0"]} for i in range(100)]  # fmt: skip
 
 
 def seconds_per_mb(publications: list[dict[str, Any]], rounds: int) -> float:
@@ -65,6 +75,31 @@ def read_seconds_per_mb(publications: list[dict[str, Any]], rounds: int) -> floa
             publication_input(publication, settings, False)
         times.append(time.perf_counter() - start)
     return statistics.median(times) / (len(body) / 1e6)
+
+
+@contextlib.contextmanager
+def one_by_one() -> Iterator[None]:
+    """The one-pass reads switched off: every body's keys and every check read one by one."""
+    none_repeated, plain = io._none_repeated, model._plain_publication
+    io._none_repeated = lambda body, kept: False
+    model._plain_publication = lambda raw, limits: None
+    try:
+        yield
+    finally:
+        io._none_repeated, model._plain_publication = none_repeated, plain
+
+
+def everyday_us(rounds: int) -> float:
+    """Microseconds a publication to read the load tool's batch as the API does."""
+    settings = Settings()
+    body = orjson.dumps({"publications": EVERYDAY})
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(20):
+            batch_inputs(parse_json(body), settings, False, False)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) / (20 * len(EVERYDAY)) * 1e6
 
 
 def msgpack_seconds_per_mb(body: dict[str, Any], rounds: int) -> float:
@@ -154,6 +189,20 @@ def main() -> None:
             "in_place_s": round(in_place, 3),
             "beside_s": round(aside, 3),
             "in_place_over_beside": round(in_place / aside, 1),
+        }
+    )
+
+    now, before = [], []
+    for _ in range(rounds):  # alternately: a drift of the machine touches both
+        now.append(everyday_us(rounds))
+        with one_by_one():
+            before.append(everyday_us(rounds))
+    emit(
+        {
+            "case": "everyday_batch_reading",
+            "us_per_publication": round(statistics.median(now), 2),
+            "one_by_one_us_per_publication": round(statistics.median(before), 2),
+            "over_one_by_one": round(statistics.median(now) / statistics.median(before), 2),
         }
     )
 
