@@ -127,7 +127,7 @@ def test_a_partition_whose_owner_died_is_adopted_with_its_queue_and_attempts(pai
     subscriber(a, first)
     a.enqueue([msg("p1", owner=first)], fresh=True)
     [held] = lease(a, owner=first)  # leased when its broker dies
-    a.ownership._stop.set()  # dead: it looks at ownership no more,
+    a.ownership.stop_looking()  # dead: it looks at ownership no more,
     _end_sessions_of(a)  # and PostgreSQL drops its sessions, and their locks
     eventually(lambda: 0 in b.owned())
     [again] = lease(b, owner=first)

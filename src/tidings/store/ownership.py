@@ -406,11 +406,16 @@ class Ownership:
         self._control = self.connect()
         self._join()
 
-    def close(self) -> None:
-        """Stop the thread and let every partition go (their locks with their sessions)."""
+    def stop_looking(self) -> None:
+        """Stop the thread: no inbox taken in, no partition taken or handed on any more;
+        what is owned stays owned, with its sessions, until `close`."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+
+    def close(self) -> None:
+        """Stop the thread and let every partition go (their locks with their sessions)."""
+        self.stop_looking()
         if self._control is not None:
             self._control.close()
         with self._parts_lock:
