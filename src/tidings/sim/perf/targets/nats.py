@@ -24,10 +24,24 @@ PENDING_BYTES = 4 * 1024**3
 ACK_EVERY = 500  # JetStream receipts per ack (policy "all": one ack covers those before it)
 ACK_INTERVAL_S = 0.02  # and a timer acks the rest
 MAX_ACK_PENDING = 20_000
+PROBE_TIMEOUT_S = 10  # as long as nats-py waits for a flush's PONG
 
 
 async def _quiet(_: Exception) -> None:
     """nats-py logs connection errors itself unless given a callback."""
+
+
+async def _processed(connection: Client) -> None:
+    """Return once the server has handled what this connection has sent so far (a SUB: the
+    server routes to it from then on). Not `flush()`: nats-py writes its PING straight to the
+    socket, ahead of the commands still in its pending buffer, so the PONG can come before
+    the server has read the SUB, and a publisher on another connection beats it (a consumer
+    once lost the run's first two batches). A message to ourselves goes through that buffer
+    behind the SUB, and the server handles one connection's commands in order."""
+    probe = await connection.subscribe(connection.new_inbox())
+    await connection.publish(probe.subject, b"")
+    await probe.next_msg(timeout=PROBE_TIMEOUT_S)
+    await probe.unsubscribe()
 
 
 class NatsTarget:
@@ -80,7 +94,7 @@ class NatsTarget:
             pending_msgs_limit=PENDING_MSGS,
             pending_bytes_limit=PENDING_BYTES,
         )
-        await connection.flush()  # the server has the interest once the flush returns
+        await _processed(connection)
 
     async def publish_batch(
         self, producer: int, topic: int, bodies: list[bytes], xs: list[int]
