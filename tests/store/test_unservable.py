@@ -59,3 +59,16 @@ def test_malformed_receipts_and_ids_beyond_64_bits_match_nothing(store: Store) -
     assert store.ack("s1", bad).unknown == bad
     assert store.nack("s1", bad, T0).unknown == bad
     assert store.redrive("s1", [2**63, 2**64], T0) == 0
+
+
+def test_a_body_corrupted_after_one_subscriber_leased_it_is_dead_lettered_for_the_next(
+    store: Store,
+) -> None:
+    subscriber(store, "s1")
+    subscriber(store, "s2")
+    store.enqueue([msg("bad", owner="s1"), msg("bad", owner="s2")])
+    assert [m.publication_id for m in lease(store, owner="s1")] == ["bad"]
+    corrupt(store, "bad")  # and read again, as after a restart
+    assert lease(store, owner="s2") == []
+    [letter] = store.dead_letters("s2")
+    assert letter.reason.startswith("undecodable")

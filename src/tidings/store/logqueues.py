@@ -60,6 +60,11 @@ PUBLICATION_REPLACES = (
 )
 # operations that change only memory (the cursors), whatever they raise
 MEMORY_ONLY = (Ack, Nack, Hasten)
+# bodies known to be JSON, by id: a body is read once, not once a subscriber and a lease (a
+# fan-out's to 100 subscribers was read 100 times; a 100 kB body takes 0.85 ms to read).
+# Bodies are never written again under their id; a reload forgets them all (a body
+# corrupted on disk is read again, as after a restart).
+DECODABLE_KEPT = 65_536
 SEPARATOR = b"\n"  # between a stored body's publication id and its JSON (which has no newline)
 # a leased message made from its fields at once, not through the named tuple's constructor
 # (a Python call of its own a delivery: 7% of a lease's time)
@@ -103,6 +108,7 @@ class LogQueues:
         self._ids: dict[int, tuple[str, ...]] = {}
         self._new_sets: list[tuple[int, tuple[str, ...]]] = []
         self.nonce = os.urandom(4).hex()
+        self._decodable: set[int] = set()  # bodies read as JSON once (a fan-out's, by all)
         self._load()
         self.commit_alone()  # what `_load` settled, and what writers left (`_absorb`)
 
@@ -131,6 +137,7 @@ class LogQueues:
             self._arrived.clear()
             self.inbox_waiting = True
             self.nonce = os.urandom(4).hex()
+            self._decodable.clear()
             self._load()
 
     # ------------------------------------------------------------------ transactions
@@ -430,17 +437,22 @@ class LogQueues:
         until = op.now + op.visibility_s
         out: list[Message] = []
         sid, ids, nonce, body_time = op.subscriber_id, self._ids, self.nonce, self.log.body_time
+        decodable = self._decodable
         for t in taken:
             seq, body, attempt = t.seq, t.body, t.attempt
             stored = bodies.get(body)
             publication_id, raw = unpack(stored) if stored is not None else ("", b"")
-            try:
-                if stored is None:
-                    raise TypeError("the body is missing")
-                orjson.loads(raw)
-            except (orjson.JSONDecodeError, TypeError) as exc:
-                self._undecodable(cur, sid, t, bodies, exc, op.now)
-                continue
+            if stored is None or body not in decodable:
+                try:
+                    if stored is None:
+                        raise TypeError("the body is missing")
+                    orjson.loads(raw)
+                except (orjson.JSONDecodeError, TypeError) as exc:
+                    self._undecodable(cur, sid, t, bodies, exc, op.now)
+                    continue
+                if len(decodable) >= DECODABLE_KEPT:
+                    decodable.clear()
+                decodable.add(body)
             out.append(
                 new_message(
                     (
