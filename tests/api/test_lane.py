@@ -1,5 +1,5 @@
-"""The publish lane answers `POST /v1/publications` exactly as the routed handler does, and
-hands every other request to the application."""
+"""The publish lane answers `POST /v1/publications` and `POST /v1/publications/batch`
+exactly as the routed handlers do, and hands every other request to the application."""
 
 from __future__ import annotations
 
@@ -26,6 +26,20 @@ CASES = [
     ({"data": "x" * 300_000}, None),  # past the publication size limit
     ({"attributes": {"nested": {"no": 1}}}, None),
     ([1, 2], None),
+]
+
+
+BATCHES = [
+    ("", {"publications": [{"data": 1, "topics": ["a"]}, {"data": {"t": [2]}}]}, None),
+    ("?answer=count", {"publications": [{"data": 1, "topics": ["a"]}]}, None),
+    ("?answer=nothing", {"publications": [{"data": 1}]}, None),  # not an answer kind
+    ("", {"publications": []}, None),
+    ("", {"publications": [{"data": 1}, {"topics": ["a/#"]}]}, None),  # the second's topic
+    ("", {"publications": [{"data": 1}] * 1001}, None),  # past the batch bound
+    ("", {"publications": {"data": 1}}, None),
+    ("", None, b'{"publications": [{"data": 1, "data": 2}]}'),  # a duplicate key
+    ("", None, b"{not json"),
+    ("", None, b""),
 ]
 
 
@@ -61,6 +75,34 @@ async def test_the_lane_answers_as_the_routed_handler(
     assert got.headers["content-type"] == "application/json"
 
 
+@pytest.mark.parametrize(("query", "json", "content"), BATCHES)
+async def test_the_lane_answers_batches_as_the_routed_handler(
+    broker: Broker, query: str, json: object, content: bytes | None
+) -> None:
+    routed = create_app(broker)
+    path = "/v1/publications/batch" + query
+    async with client(routed) as plain, client(PublishLane(routed, broker)) as lane:
+        kwargs = {"content": content} if content is not None else {"json": json}
+        expected = await plain.post(path, **kwargs)  # type: ignore[arg-type]
+        got = await lane.post(path, **kwargs)  # type: ignore[arg-type]
+    assert comparable(got) == comparable(expected)
+    assert got.headers["content-type"] == "application/json"
+
+
+async def test_a_batch_through_the_lane_is_delivered_and_counted(broker: Broker) -> None:
+    me, _ = await broker.register()
+    await broker.subscribe(me.id, "topic", topics=("lane",))
+    async with client(PublishLane(create_app(broker), broker)) as lane:
+        body = {"publications": [{"topics": ["lane"], "data": n} for n in range(3)]}
+        answer = await lane.post("/v1/publications/batch?answer=count", json=body)
+        assert answer.status_code == 201
+        assert answer.json() == {"published": 3, "deliveries": 3}
+    labels = {"route": "/v1/publications/batch", "method": "POST", "status": "201"}
+    assert broker.metrics.value("http_requests", **labels) == 1
+    pulled = await broker.pull(me.id, 10, wait_s=0)
+    assert [m.body["data"] for m in pulled] == [0, 1, 2]  # type: ignore[index]
+
+
 async def test_a_published_message_through_the_lane_is_delivered_and_counted(
     broker: Broker,
 ) -> None:
@@ -81,8 +123,7 @@ async def test_other_requests_go_on_to_the_application(broker: Broker) -> None:
         assert (await lane.get("/healthz")).json() == {"status": "ok"}
         wrong_method = await lane.get("/v1/publications")
         assert wrong_method.status_code == 405
-        batch = await lane.post("/v1/publications/batch", json={"publications": [{"data": 1}]})
-        assert batch.status_code == 201
+        assert (await lane.put("/v1/publications/batch")).status_code == 405
 
 
 async def test_the_lane_takes_msgpack_as_the_routed_handler_does(broker: Broker) -> None:

@@ -21,10 +21,15 @@ HTTP_CODES = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
 
 async def tidings_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TidingsError)
+    retry = retry_after(exc)
+    return answer(error(exc), exc.status, {"Retry-After": retry} if retry else None)
+
+
+def retry_after(exc: TidingsError) -> str | None:
+    """The `Retry-After` of a refusal that says when to come back, in whole seconds."""
     retryable = exc.code in (ErrorCode.RATE_LIMITED, ErrorCode.UNAVAILABLE)
     retry = exc.params.get("retry_s") if retryable else None
-    headers = {"Retry-After": str(max(1, math.ceil(float(retry))))} if retry else None
-    return answer(error(exc), exc.status, headers)
+    return str(max(1, math.ceil(float(retry)))) if retry else None
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -1,18 +1,21 @@
 """Publishing under /v1: one publication, or a batch; a publication's progress.
 
-`POST /v1/publications` is the hottest call a broker takes, so its endpoint is a pure ASGI
-app: no request object, exception or middleware layers (the profile is in docs/perf.md).
-The route serves it within the application, and `tidings.api.lane.PublishLane` calls the
-very same endpoint in front of the application, skipping the framework's routing."""
+`POST /v1/publications` and `POST /v1/publications/batch` are the hottest calls a broker
+takes, so their endpoints are pure ASGI apps: no request object, exception or middleware
+layers (the profile is in docs/perf.md). The routes serve them within the application, and
+`tidings.api.lane.PublishLane` calls the very same endpoints in front of the application,
+skipping the framework's routing."""
 
 from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import msgspec
 import orjson
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,6 +25,7 @@ from tidings.api import answers
 from tidings.api.answers import answer
 from tidings.api.beside import beside
 from tidings.api.common import broker_of, settings_of
+from tidings.api.errors import retry_after
 from tidings.api.io import (
     SIMULATION_HEADER,
     bearer,
@@ -29,7 +33,6 @@ from tidings.api.io import (
     is_msgpack,
     parse_body,
     query_as,
-    read_body,
     receive_body,
     scope_bearer,
     scope_simulation,
@@ -44,6 +47,7 @@ from tidings.wire import v1 as w
 
 log = logging.getLogger("tidings.api")
 PATH = "/v1/publications"
+BATCH_PATH = PATH + "/batch"
 HEADERS = [(b"content-type", b"application/json")]
 
 
@@ -73,6 +77,27 @@ def publication_input(
     return PublicationInput(data, topics, attributes, ftypes, encoding, dedup_id, simulated)
 
 
+async def answered(path: str, work: Awaitable[bytes], send: Send, status: int = 201) -> int:
+    """Send `work`'s body with `status`, or its error, as the application's handlers answer
+    them (`tidings.api.errors`): a JSON error, a JSON 500 for the unexpected, the connection
+    kept. The status sent."""
+    headers = list(HEADERS)
+    try:
+        body = await work
+    except TidingsError as exc:
+        status, body = exc.status, msgspec.json.encode(answers.error(exc))
+        if retry := retry_after(exc):
+            headers.append((b"retry-after", retry.encode()))
+    except Exception:
+        log.exception("unhandled error on POST %s", path)
+        status = 500
+        body = msgspec.json.encode(answers.error(TidingsError(ErrorCode.INTERNAL)))
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+    return status
+
+
 class Publish:
     """Publish one publication: its topics, attributes, function types and data."""
 
@@ -80,21 +105,8 @@ class Publish:
         await self.answer(scope["app"].state.broker, scope, receive, send)
 
     async def answer(self, broker: Broker, scope: Scope, receive: Receive, send: Send) -> int:
-        """Answer the request; its status. Errors are answered here as the application's
-        handlers answer them (`tidings.api.errors`): a JSON error, a JSON 500 for the
-        unexpected, the connection kept."""
-        try:
-            status, body = 201, await self._publish(broker, scope, receive)
-        except TidingsError as exc:
-            status, body = exc.status, msgspec.json.encode(answers.error(exc))
-        except Exception:
-            log.exception("unhandled error on POST %s", PATH)
-            status = 500
-            body = msgspec.json.encode(answers.error(TidingsError(ErrorCode.INTERNAL)))
-        headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-        return status
+        """Answer the request; its status."""
+        return await answered(PATH, self._publish(broker, scope, receive), send)
 
     async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
         settings = broker.settings
@@ -125,7 +137,39 @@ publish = described(
 )(Publish())
 
 
-@described(
+class PublishBatch:
+    """Publish many publications in one call (one group commit)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.answer(scope["app"].state.broker, scope, receive, send)
+
+    async def answer(self, broker: Broker, scope: Scope, receive: Receive, send: Send) -> int:
+        """Answer the request; its status."""
+        return await answered(BATCH_PATH, self._publish(broker, scope, receive), send)
+
+    async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
+        settings = broker.settings
+        query = dict(QueryParams(scope.get("query_string", b"")))
+        kind = convert(query, w.BatchQuery, strict=False).answer
+        limits = settings.limits
+        body = await receive_body(scope, receive, limits.max_publication_bytes * 16)
+        content_type = header(scope, b"content-type")
+        simulated = scope_simulation(scope) is not None
+        packed = is_msgpack(content_type)
+        inputs = await beside(
+            len(body),
+            lambda: batch_inputs(parse_body(body, content_type), settings, simulated, packed),
+        )
+        results = await broker.publish_batch(inputs, scope_bearer(scope))
+        if kind == "count":
+            deliveries = sum(r.deliveries for r in results)
+            return msgspec.json.encode(w.BatchCounts(published=len(results), deliveries=deliveries))
+        return msgspec.json.encode(
+            w.BatchCounts(publications=[answers.published(r) for r in results])
+        )
+
+
+publish_batch = described(
     Operation(
         w.BatchBody,
         query=w.batch_query,
@@ -134,25 +178,7 @@ publish = described(
         body_media=("application/msgpack",),
         headers=(SIMULATION_HEADER,),
     )
-)
-async def publish_batch(request: Request) -> Response:
-    """Publish many publications in one call (one group commit)."""
-    settings = settings_of(request)
-    kind = query_as(request, w.BatchQuery).answer
-    limits = settings.limits
-    body = await read_body(request, limits.max_publication_bytes * 16)
-    content_type = request.headers.get("content-type", "")
-    simulated = scope_simulation(request.scope) is not None
-    packed = is_msgpack(content_type)
-    inputs = await beside(
-        len(body),
-        lambda: batch_inputs(parse_body(body, content_type), settings, simulated, packed),
-    )
-    results = await request.app.state.broker.publish_batch(inputs, bearer(request))
-    if kind == "count":
-        deliveries = sum(r.deliveries for r in results)
-        return answer(w.BatchCounts(published=len(results), deliveries=deliveries), 201)
-    return answer(w.BatchCounts(publications=[answers.published(r) for r in results]), 201)
+)(PublishBatch())
 
 
 def batch_inputs(
@@ -216,6 +242,6 @@ async def limits(request: Request) -> Response:
 routes = [
     Route("/v1/limits", limits, methods=["GET"]),
     Route(PATH, publish, methods=["POST"], name="publish"),
-    Route(f"{PATH}/batch", publish_batch, methods=["POST"]),
+    Route(BATCH_PATH, publish_batch, methods=["POST"]),
     Route(PATH + "/{publication_id}", progress, methods=["GET"]),
 ]
