@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tidings.config import Limits
@@ -218,33 +218,73 @@ def test_a_topic_has_at_most_max_topic_segments() -> None:
     assert caught.value.code is ErrorCode.INVALID_TOPIC and "at most 4" in str(caught.value)
 
 
-# A publication's body, as a client might write it: right, nearly right, or wrong.
-_TOPICS = st.sampled_from(
-    ["a", "a/b", "", "a/*", "a/#", "a b", "a//b", "x" * 256, "/".join("s" * 33), 7]
+# A publication's body, as a client might write it: right (most), or right but for one field
+_TOPIC_OK = st.sampled_from(["a", "a/b", "x" * 255, "/".join("s" * 32), "é/ü"])
+_TOPIC_BAD = st.sampled_from(["", "a/*", "a/#", "a b", "a//b", "x" * 256, "/".join("s" * 33), 7])
+_SCALAR_OK = st.one_of(st.text(max_size=3), st.integers(), st.booleans(), st.floats(-1e9, 1e9))
+_VALUE_BAD = st.sampled_from([float("nan"), None, [1], {"k": 1}, b"x"])
+_DATA = st.one_of(_SCALAR_OK, st.none(), st.lists(_SCALAR_OK, max_size=2), st.just({"t": [[1]]}))
+_VALID = st.fixed_dictionaries(
+    {},
+    optional={
+        "data": _DATA,
+        "topics": st.lists(_TOPIC_OK, max_size=3),
+        "attributes": st.dictionaries(
+            st.sampled_from(["k", "x" * 255, "é"]), _SCALAR_OK, max_size=2
+        ),
+        "function_types": st.lists(st.sampled_from(["f", "g", "x" * 1024]), max_size=2),
+    },
 )
-_SCALAR = st.one_of(st.text(max_size=3), st.integers(), st.floats(), st.booleans(), st.none())
-_VALUES = st.one_of(
-    _SCALAR,
-    st.lists(_SCALAR, max_size=2),
-    st.dictionaries(st.text(max_size=2), _SCALAR, max_size=2),
+_SPOILS = st.sampled_from(
+    [
+        ("topics", st.lists(st.one_of(_TOPIC_OK, _TOPIC_BAD), min_size=1, max_size=4)),
+        ("topics", st.sampled_from([None, "a", {"a": 1}])),
+        (
+            "attributes",
+            st.dictionaries(
+                st.sampled_from(["k", "", "x" * 256]), st.one_of(_SCALAR_OK, _VALUE_BAD), max_size=3
+            ),
+        ),
+        ("attributes", st.sampled_from([None, [], "k"])),
+        ("attributes", st.dictionaries(st.sampled_from("abcd"), _SCALAR_OK, min_size=3)),
+        ("attributes", st.fixed_dictionaries({"k": _VALUE_BAD})),
+        ("function_types", st.lists(st.sampled_from(["f", "", "x" * 1025, 3]), max_size=3)),
+        ("function_types", st.sampled_from([None, "f"])),
+        ("function_types", st.lists(st.sampled_from("fgh"), min_size=3, max_size=4)),
+        ("data", st.just([[[[1]]]])),  # deeper than the test's limit
+        ("topicz", st.just(["a"])),
+    ]
 )
-_BODIES = st.dictionaries(
-    st.sampled_from(["data", "topics", "attributes", "function_types", "topicz"]),
-    st.one_of(
-        _VALUES,
-        st.lists(_TOPICS, max_size=4),
-        st.dictionaries(st.sampled_from(["k", "", "x" * 256]), _VALUES, max_size=3),
-        st.lists(st.sampled_from(["f", "", "x" * 1025, 3]), max_size=3),
-    ),
-)
+
+
+@st.composite
+def _bodies(draw: st.DrawFn) -> dict[str, Any]:
+    body = draw(_VALID)
+    if draw(st.booleans()):
+        field, values = draw(_SPOILS)
+        body[field] = draw(values)
+    return body
 
 
 @settings(max_examples=600, deadline=None)
-@given(_BODIES)
+@given(_bodies(), st.sampled_from([255, 2000]))
+@example({"topics": ["x" * 1025]}, 2000)  # a topic is a string of at most 1,024 all the same
+@example({"attributes": {"k": float("nan")}}, 255)
+@example({"topics": ["a", "b", "c", "d"]}, 255)  # past the test's limit of 3
+@example({"attributes": {"a": 1, "b": 2, "c": 3}}, 255)  # past the test's limit of 2
+@example({"attributes": {"k": [1]}}, 255)
+@example({"function_types": ["f", "g", "h"]}, 255)  # past the test's limit of 2
+@example({"function_types": [""]}, 255)
 def test_a_publication_read_in_one_pass_is_read_as_the_checks_one_by_one_read_it(
-    raw: dict[str, Any],
+    raw: dict[str, Any], longest: int
 ) -> None:
-    limits = Limits(max_topics_per_publication=3, max_attributes=2, max_function_types=2)
+    limits = Limits(
+        max_topics_per_publication=3,
+        max_attributes=2,
+        max_function_types=2,
+        max_json_depth=3,
+        max_topic_length=longest,
+    )
     try:
         expected: Any = _publication_parts(raw, limits)
     except TidingsError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import httpx
@@ -32,6 +33,17 @@ def operations(spec: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_every_route_is_documented(spec: dict[str, Any]) -> None:
     assert set(operations(spec)) >= HTTP_ROUTES
+
+
+def test_operation_ids_are_unique_snake_case_names(spec: dict[str, Any]) -> None:
+    """Clients generated from the document name their methods after these: an endpoint
+    made a class must keep its route's name (`publish_batch_post`, not `PublishBatch_post`)."""
+    ids = [op["operationId"] for op in operations(spec).values()]
+    assert len(ids) == len(set(ids))
+    assert [i for i in ids if not re.fullmatch(r"[a-z][a-z0-9_]*", i)] == []
+    assert operations(spec)[("post", "/v1/publications/batch")]["operationId"] == (
+        "publish_batch_post"
+    )
 
 
 def test_every_operation_said_to_need_a_token_refuses_a_call_without_one(

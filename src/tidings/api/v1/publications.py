@@ -242,6 +242,6 @@ async def limits(request: Request) -> Response:
 routes = [
     Route("/v1/limits", limits, methods=["GET"]),
     Route(PATH, publish, methods=["POST"], name="publish"),
-    Route(BATCH_PATH, publish_batch, methods=["POST"]),
+    Route(BATCH_PATH, publish_batch, methods=["POST"], name="publish_batch"),
     Route(PATH + "/{publication_id}", progress, methods=["GET"]),
 ]

@@ -325,6 +325,10 @@ class QueueLog:
         with self.lock:
             return self._bodies(ids)
 
+    def in_memory(self, body: int) -> bool:
+        """Whether `read` takes this body from memory (this process wrote it), not the store."""
+        return body in self._cache
+
     def body_time(self, body: int) -> float:
         return self._times[body - self._base]
 

@@ -1,9 +1,11 @@
 """NATS core (at most once, no persistence) and NATS JetStream (a stream per run, a push
 consumer per subscriber acknowledging with ack policy "all"), through nats-py. Subjects
-`perf.<run>.<topic>`. A batch is published in one go: core NATS then flushes (a PING/PONG: the
-server has read it all); JetStream publishes carry a reply inbox and the batch returns once
-its publish acks have come (pipelined, not one request per message). Neither filters by
-content: consumers filter on receipt."""
+`perf.<run>.<topic>`. A batch is published in one go: core NATS then flushes (a PING/PONG,
+for back-pressure: nats-py may send the PING ahead of commands still in its buffer, so the
+PONG bounds how far the publisher runs ahead, not what the server has read); JetStream
+publishes carry a reply inbox and the batch returns once its publish acks have come
+(pipelined, not one request per message). Neither filters by content: consumers filter on
+receipt."""
 
 from __future__ import annotations
 
@@ -39,9 +41,11 @@ async def _processed(connection: Client) -> None:
     once lost the run's first two batches). A message to ourselves goes through that buffer
     behind the SUB, and the server handles one connection's commands in order."""
     probe = await connection.subscribe(connection.new_inbox())
-    await connection.publish(probe.subject, b"")
-    await probe.next_msg(timeout=PROBE_TIMEOUT_S)
-    await probe.unsubscribe()
+    try:
+        await connection.publish(probe.subject, b"")
+        await probe.next_msg(timeout=PROBE_TIMEOUT_S)
+    finally:
+        await probe.unsubscribe()
 
 
 class NatsTarget:
