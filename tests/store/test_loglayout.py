@@ -227,3 +227,28 @@ def test_may_lease_does_not_wait_for_a_commit_and_then_says_maybe(place: Place) 
             target=lambda: (answer.append(store.may_lease("s1", T0)), done.set())
         ).start()
         assert done.wait(5) and answer == [True]
+
+
+def test_a_reload_that_failed_is_done_again_before_the_next_operation(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction failed, and reading the log after it failed too (the store went away
+    for a moment): nothing runs on what memory was left holding until the log is read."""
+    store = place.open()
+    subscriber(store, "s1")
+    store.enqueue([msg("p1")], fresh=True)
+
+    def gone() -> None:
+        raise OSError("the store went away")
+
+    monkeypatch.setattr(store.queues.log.engine, "recover", gone)
+    with pytest.raises(OSError):
+        store.queues.reload()
+    monkeypatch.undo()
+    subscriber(store, "s2")
+    store.enqueue([msg("p2", owner="s2")], fresh=True)
+    assert [m.publication_id for m in lease(store)] == ["p1"]
+    assert [m.publication_id for m in lease(store, owner="s2")] == ["p2"]
+    with store.db.read() as cur:
+        cur.execute("SELECT number, name FROM log_names ORDER BY number")
+        assert cur.fetchall() == [(1, "s1"), (2, "s2")]

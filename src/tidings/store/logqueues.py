@@ -110,6 +110,7 @@ class LogQueues:
         self.nonce = os.urandom(4).hex()
         self._decodable: set[int] = set()  # bodies read as JSON once (a fan-out's, by all)
         self._load()
+        self._loaded = True  # False: a reload failed, and memory is not what was committed
         self.commit_alone()  # what `_load` settled, and what writers left (`_absorb`)
 
     def _load(self) -> None:
@@ -130,8 +131,11 @@ class LogQueues:
 
     def reload(self) -> None:
         """After a failed transaction: memory from what was committed, receipts from before
-        refused (as after a restart)."""
+        refused (as after a restart). If reading the store fails too, memory stays unloaded
+        and the next transaction reads it again before anything else: one built on what is
+        left would number a new queue as an old one (names and states are upserted)."""
         with self.log.lock:
+            self._loaded = False
             self._decodable.clear()  # first: the log numbers bodies from its store again
             self.log.reload()
             self._new_sets.clear()
@@ -139,6 +143,7 @@ class LogQueues:
             self.inbox_waiting = True
             self.nonce = os.urandom(4).hex()
             self._load()
+            self._loaded = True
 
     # ------------------------------------------------------------------ transactions
 
@@ -170,6 +175,8 @@ class LogQueues:
         if not self.log.lock.acquire(blocking=wait):
             raise Busy
         try:
+            if not self._loaded:
+                self.reload()
             try:
                 with self._db.tx() as cur:
                     self._engine.attach(cur)
