@@ -13,11 +13,11 @@ request goes on to the application.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tidings.api.v1.publications import BATCH_PATH, PATH, publish, publish_batch
+from tidings.api.v1.publications import Endpoint, publish, publish_batch
 
 if TYPE_CHECKING:
     from prometheus_client import Histogram
@@ -25,12 +25,7 @@ if TYPE_CHECKING:
     from tidings.broker import Broker
 
 
-class Endpoint(Protocol):
-    async def answer(self, broker: Broker, scope: Scope, receive: Receive, send: Send) -> int:
-        """Answer the request; its status."""
-
-
-ENDPOINTS: dict[str, Endpoint] = {PATH: publish, BATCH_PATH: publish_batch}
+ENDPOINTS: dict[str, Endpoint] = {e.path: e for e in (publish, publish_batch)}
 
 
 class PublishLane:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Awaitable
 from typing import Any
 
 import msgspec
@@ -77,36 +76,44 @@ def publication_input(
     return PublicationInput(data, topics, attributes, ftypes, encoding, dedup_id, simulated)
 
 
-async def answered(path: str, work: Awaitable[bytes], send: Send, status: int = 201) -> int:
-    """Send `work`'s body with `status`, or its error, as the application's handlers answer
-    them (`tidings.api.errors`): a JSON error, a JSON 500 for the unexpected, the connection
-    kept. The status sent."""
-    headers = list(HEADERS)
-    try:
-        body = await work
-    except TidingsError as exc:
-        status, body = exc.status, msgspec.json.encode(answers.error(exc))
-        if retry := retry_after(exc):
-            headers.append((b"retry-after", retry.encode()))
-    except Exception:
-        log.exception("unhandled error on POST %s", path)
-        status = 500
-        body = msgspec.json.encode(answers.error(TidingsError(ErrorCode.INTERNAL)))
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-    return status
+class Endpoint:
+    """A publish route's pure ASGI endpoint: the application's route calls it, the publish
+    lane (`tidings.api.lane`) its `answer`. Errors are answered here as the application's
+    handlers answer them (`tidings.api.errors`): a JSON error with its `Retry-After`, a JSON
+    500 for the unexpected, the connection kept."""
 
-
-class Publish:
-    """Publish one publication: its topics, attributes, function types and data."""
+    path = ""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.answer(scope["app"].state.broker, scope, receive, send)
 
     async def answer(self, broker: Broker, scope: Scope, receive: Receive, send: Send) -> int:
         """Answer the request; its status."""
-        return await answered(PATH, self._publish(broker, scope, receive), send)
+        status, headers = 201, list(HEADERS)
+        try:
+            body = await self._publish(broker, scope, receive)
+        except TidingsError as exc:
+            status, body = exc.status, msgspec.json.encode(answers.error(exc))
+            if retry := retry_after(exc):
+                headers.append((b"retry-after", retry.encode()))
+        except Exception:
+            log.exception("unhandled error on POST %s", self.path)
+            status = 500
+            body = msgspec.json.encode(answers.error(TidingsError(ErrorCode.INTERNAL)))
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return status
+
+    async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
+        """The answer's body."""
+        raise NotImplementedError
+
+
+class Publish(Endpoint):
+    """Publish one publication: its topics, attributes, function types and data."""
+
+    path = PATH
 
     async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
         settings = broker.settings
@@ -137,15 +144,10 @@ publish = described(
 )(Publish())
 
 
-class PublishBatch:
+class PublishBatch(Endpoint):
     """Publish many publications in one call (one group commit)."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.answer(scope["app"].state.broker, scope, receive, send)
-
-    async def answer(self, broker: Broker, scope: Scope, receive: Receive, send: Send) -> int:
-        """Answer the request; its status."""
-        return await answered(BATCH_PATH, self._publish(broker, scope, receive), send)
+    path = BATCH_PATH
 
     async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
         settings = broker.settings
