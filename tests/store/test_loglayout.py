@@ -252,3 +252,35 @@ def test_a_reload_that_failed_is_done_again_before_the_next_operation(
     with store.db.read() as cur:
         cur.execute("SELECT number, name FROM log_names ORDER BY number")
         assert cur.fetchall() == [(1, "s1"), (2, "s2")]
+
+
+def test_reads_after_a_reload_that_failed_answer_from_what_was_committed(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue's depth, size, page and the queues' totals read memory outside a
+    transaction: after a reload failed, they read the log first instead of answering from
+    what was left (every queue empty); a purge empties the queue that was committed."""
+    store = place.open()
+    subscriber(store, "s1")
+    store.enqueue([msg("p1"), msg("p2")], fresh=True)
+
+    def gone() -> None:
+        raise OSError("the store went away")
+
+    monkeypatch.setattr(store.queues.log.engine, "recover", gone)
+    with pytest.raises(OSError):
+        store.queues.reload()
+    assert store.may_lease("s1", T0)  # (the lease's transaction reads the log first)
+    with pytest.raises(OSError):
+        store.depth("s1", T0)  # the store still gone: an error, not an empty queue
+    monkeypatch.undo()
+    assert store.depth("s1", T0) == QueueDepth(2, 0, 0)
+    assert store.queue_size("s1")[0] == 2
+    assert store.queue_totals(T0)[0] == QueueDepth(2, 0, 0)
+    assert [m.publication_id for m in store.browse("s1", 0, 10, T0)] == ["p1", "p2"]
+    with pytest.raises(OSError):
+        monkeypatch.setattr(store.queues.log.engine, "recover", gone)
+        store.queues.reload()
+    monkeypatch.undo()
+    assert store.purge("s1", T0) == 2
+    assert store.depth("s1", T0) == QueueDepth(0, 0, 0) and lease(store) == []

@@ -221,3 +221,31 @@ def _end_sessions_of(store: PartitionedLogStore) -> None:
     with psycopg.connect(PG, autocommit=True) as conn:
         for pid in pids:
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_an_owner_whose_reload_failed_tells_no_empty_depths(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another broker answers a queue's depth as its owner last told it: an owner whose
+    memory could not be read again after a failed transaction reads it before telling
+    (failing while it cannot), not from what was left of it."""
+    a, b = pair
+    first = in_partition(0)
+    subscriber(a, first)
+    a.enqueue([msg("p1", owner=first), msg("p2", owner=first)], fresh=True)
+    eventually(lambda: b.depth(first, T0).ready == 2)
+    [queues] = [s.queues for s in a.partition_stores()]
+
+    def gone() -> None:
+        raise OSError("the store went away")
+
+    monkeypatch.setattr(queues.log.engine, "recover", gone)
+    with pytest.raises(OSError):
+        queues.reload()
+    with pytest.raises(OSError):
+        a._tell_depths()
+    time.sleep(1.0)  # (ownership's ticks tell depths meanwhile, and fail as this one did)
+    assert b.depth(first, T0).ready == 2
+    monkeypatch.undo()
+    a._tell_depths()
+    assert b.depth(first, T0).ready == 2 and a.depth(first, T0).ready == 2

@@ -83,8 +83,8 @@ class LogLayout(SQLStore):
     def remove_subscriber(self, subscriber_id: str) -> bool:
         found = super().remove_subscriber(subscriber_id)
         queues = self.queues
-        with queues.log.lock:
-            if queues.log.forget(subscriber_id) is not None:
+        with queues.memory() as log:
+            if log.forget(subscriber_id) is not None:
                 queues.commit_alone()  # its name and state gone with its queue
         return found
 
@@ -135,8 +135,7 @@ class LogLayout(SQLStore):
     # ---- reading and emptying a queue
 
     def browse(self, subscriber_id: str, after: int, limit: int, now: float) -> QueuedPage:
-        log = self.queues.log
-        with log.lock:
+        with self.queues.memory() as log:
             cursor = log.cursor(subscriber_id)
             if cursor is None:
                 return QueuedPage()
@@ -170,18 +169,20 @@ class LogLayout(SQLStore):
             return page
 
     def purge(self, subscriber_id: str, now: float) -> int:
-        cursor = self.queues.log.cursor(subscriber_id)
-        if cursor is None:
-            return 0
-        return self.queues.settle_out(
-            subscriber_id, lambda seq, _: not cursor.leased_at(seq, now), None, now
-        )
+        with self.queues.memory() as log:
+            cursor = log.cursor(subscriber_id)
+            if cursor is None:
+                return 0
+            return self.queues.settle_out(
+                subscriber_id, lambda seq, _: not cursor.leased_at(seq, now), None, now
+            )
 
     def expire(self, now: float, retention_s: float) -> int:
         cutoff = now - retention_s
-        log = self.queues.log
+        with self.queues.memory() as log:
+            queues = list(log.queues())
         moved = 0
-        for name, cursor in log.queues():
+        for name, cursor in queues:
             with log.lock:  # (the committer's thread changes cursors meanwhile)
                 if not cursor.depth() or _oldest(log, cursor) >= cutoff:
                     continue  # (its first deliveries are the oldest: no scan of a young queue)
@@ -194,17 +195,16 @@ class LogLayout(SQLStore):
         return moved
 
     def may_lease(self, subscriber_id: str, now: float) -> bool:
-        return self.queues.log.may_take(subscriber_id, now)
+        queues = self.queues  # (a reload that failed: the lease's transaction reads memory)
+        return not queues.loaded or queues.log.may_take(subscriber_id, now)
 
     def queue_size(self, subscriber_id: str) -> tuple[int, int]:
-        log = self.queues.log
-        with log.lock:
+        with self.queues.memory() as log:
             cursor = log.cursor(subscriber_id)
             return (0, 0) if cursor is None else (cursor.depth(), cursor.queued_bytes())
 
     def trim_queue(self, subscriber_id: str, max_messages: int, max_bytes: int, now: float) -> int:
-        log = self.queues.log
-        with log.lock:
+        with self.queues.memory() as log:
             cursor = log.cursor(subscriber_id)
             if cursor is None:
                 return 0
@@ -227,8 +227,7 @@ class LogLayout(SQLStore):
     # ---- counts
 
     def depth(self, subscriber_id: str, now: float) -> QueueDepth:
-        log = self.queues.log
-        with log.lock:
+        with self.queues.memory() as log:
             cursor = log.cursor(subscriber_id)
             total = 0 if cursor is None else cursor.depth()
             hidden = 0 if cursor is None else cursor.hidden(now)
@@ -241,9 +240,8 @@ class LogLayout(SQLStore):
         return QueueDepth(total - hidden, hidden, dead)
 
     def _stats(self, now: float) -> list[QueueStats]:
-        log = self.queues.log
         out = []
-        with log.lock:
+        with self.queues.memory() as log:
             for name, cursor in log.queues():
                 total = cursor.depth()
                 if total:

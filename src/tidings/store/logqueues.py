@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from itertools import groupby
 from typing import Any, TypeVar
@@ -144,6 +145,21 @@ class LogQueues:
             self.nonce = os.urandom(4).hex()
             self._load()
             self._loaded = True
+
+    @property
+    def loaded(self) -> bool:
+        """False: a reload failed, and memory is not what was committed (`memory` reads it)."""
+        return self._loaded
+
+    @contextmanager
+    def memory(self) -> Iterator[QueueLog]:
+        """The log under its lock, read again first if a reload failed: a read outside a
+        transaction (a depth, a page, the depths told to other brokers) would otherwise
+        answer from what was left, a queue looking empty. Raises what reading raises."""
+        with self.log.lock:
+            if not self._loaded:
+                self.reload()
+            yield self.log
 
     # ------------------------------------------------------------------ transactions
 
@@ -580,7 +596,7 @@ class LogQueues:
     ) -> int:
         """Take out of the queue every delivery `pick(seq, body)` chooses, dead-lettering
         each with `reason` (None: dropped, a purge), in one transaction; how many went."""
-        with self.log.lock:
+        with self.memory():
             cursor = self.log.cursor(subscriber_id)
             if cursor is None:
                 return 0

@@ -140,8 +140,7 @@ class PartitionedLogStore(PostgresStore):
         now = time.time()
         depths: dict[str, tuple[int, int, int]] = {}
         for store in self.partition_stores():
-            log = store.queues.log
-            with log.lock:
+            with store.queues.memory() as log:
                 for name, cursor in log.queues():
                     hidden = cursor.hidden(now)
                     depths[name] = (cursor.depth() - hidden, hidden, cursor.queued_bytes())
@@ -312,8 +311,8 @@ class PartitionedLogStore(PostgresStore):
         part = self.ownership.part_of(subscriber_id)
         if part is not None:
             queues = part.store.queues
-            with queues.log.lock:
-                if queues.log.forget(subscriber_id) is not None:
+            with queues.memory() as log:
+                if log.forget(subscriber_id) is not None:
                     queues.commit_alone()
 
     def redrive(self, subscriber_id: str, ids: Sequence[int] | None, now: float) -> int:
