@@ -19,6 +19,7 @@ from tidings.addresses import Own
 from tidings.broker.access import Access
 from tidings.broker.alarms import DiskAlarm
 from tidings.broker.auth import Authenticator
+from tidings.broker.combining import PublishCombiner
 from tidings.broker.dedup import PublisherDedup
 from tidings.broker.following import Following
 from tidings.broker.functions import FunctionMatching
@@ -140,6 +141,7 @@ class Broker:
             self.telemetry,
             clock,
         )
+        self.combiner = PublishCombiner(self.publish_batch, self.access.check_publish)
         self._hosts = HostBudgets(settings.webhooks.host_bytes_per_s)  # every webhook's, shared
         self.overview = Overview(self.store, self.index, self.metrics, clock)
         self.following = Following(
@@ -273,7 +275,9 @@ class Broker:
     # ---------------------------------------------------------------- publishing
 
     async def publish(self, item: PublicationInput, key: str | None = None) -> Published:
-        return (await self.publish_batch([item], key))[0]
+        """Published with the single publishes that come in the same turn of the event loop
+        with the same key, as one batch (`tidings.broker.combining`)."""
+        return await self.combiner.publish(item, key)
 
     async def publish_batch(
         self, items: Sequence[PublicationInput], key: str | None = None
