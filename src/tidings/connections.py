@@ -47,6 +47,7 @@ from tidings.config import HTTPSettings
 from tidings.errors import ErrorCode, TidingsError
 from tidings.metrics import Metrics
 from tidings.networks import address_key, wider_keys
+from tidings.onesend import OneSend
 
 TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
 TOO_SLOW = b"HTTP/1.1 408 Request Timeout\r\n"
@@ -213,6 +214,8 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.transport.close()
 
     def on_response_complete(self) -> None:
+        if self.cycle is not None and isinstance(self.cycle.transport, OneSend):
+            self.cycle.transport.flush()  # (a head without a body: before the next answer's)
         super().on_response_complete()
         if self.timeout_keep_alive_task is not None:  # kept alive, awaiting the next request
             self.seats.idle[self] = None
@@ -265,6 +268,10 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._disarm()
         self.seats.make_room(len(self.connections))  # before uvicorn's check of its bound
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # (this request's cycle)
+            # the cycle only writes, closes and asks `is_closing`: what `OneSend` answers
+            cycle.transport = OneSend(self.transport)  # type: ignore[assignment]
         if not (self.parser.should_upgrade() and self._should_upgrade()):
             self._body_began, self._body_bytes = self.loop.time(), 0
             self._body_held = self._held_s()
