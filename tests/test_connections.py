@@ -101,6 +101,61 @@ def test_headers_that_trickle_in_are_cut_off_at_their_deadline(server: EmbeddedS
     assert healthy(server)
 
 
+def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> bool:
+    """Whether the server closes the connection within `seconds`, while `trickle` is sent
+    every 0.1 s (nothing: the client stays silent)."""
+    started = time.monotonic()
+    sock.settimeout(0.1)
+    while time.monotonic() - started < seconds:
+        try:
+            if trickle:
+                sock.sendall(trickle)
+            if sock.recv(65536) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("second", "trickle"),
+    [
+        pytest.param(
+            b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+            b"X-Slow: 1\r\n",
+            id="its head trickles",
+        ),
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", b"", id="its head stops"),
+        pytest.param(
+            b"POST /v1/publications HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+            b" ",
+            id="its body trickles",
+        ),
+    ],
+)
+@pytest.mark.parametrize("together", [False, True], ids=["read apart", "read with the first"])
+def test_a_kept_alive_connections_next_request_has_the_same_deadlines(
+    server: EmbeddedServer, second: bytes, trickle: bytes, together: bool
+) -> None:
+    """The next request on a kept-alive connection, sent alone or in the read that completed
+    the one before, is cut off at its head's or body's deadline as the first would be (0.5 s
+    here; uvicorn's keep-alive would wait 5 s)."""
+    first = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with connect(server) as sock:
+        if together:
+            sock.sendall(first + second)
+        else:
+            sock.sendall(first)
+            read_answer = sock.recv(65536)
+            assert read_answer.startswith(b"HTTP/1.1 200")
+            sock.sendall(second)
+        assert closed_within(sock, 3.0, trickle)
+    assert healthy(server)
+
+
 def test_a_silent_connection_is_closed_at_the_header_deadline(server: EmbeddedServer) -> None:
     with connect(server) as sock:
         assert answer_of(sock) == b""  # closed by the server, nothing said
