@@ -61,12 +61,22 @@ async def test_a_head_and_its_body_go_in_one_send() -> None:
 async def test_a_head_without_a_body_in_its_turn_is_sent_alone_at_the_next() -> None:
     transport = Recording()
     answer = one_send(transport)
-    answer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    answer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")  # (a HEAD's answer)
     assert transport.calls == []
     await asyncio.sleep(0)
+    assert transport.calls == [("write", b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")]
+    answer.write(b"ok")
+    assert transport.calls[-1] == ("write", b"ok")
+
+
+async def test_an_interim_answer_goes_at_once_and_the_final_head_waits_for_its_body() -> None:
+    transport = Recording()
+    answer = one_send(transport)
+    answer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
     assert transport.calls == [("write", b"HTTP/1.1 100 Continue\r\n\r\n")]
     answer.write(b"HTTP/1.1 201 Created\r\n\r\n")
-    assert transport.calls[-1] == ("write", b"HTTP/1.1 201 Created\r\n\r\n")
+    answer.write(b"{}")
+    assert transport.calls[1:] == [("writelines", [b"HTTP/1.1 201 Created\r\n\r\n", b"{}"])]
 
 
 async def test_what_is_held_is_sent_before_a_close_and_dropped_once_the_connection_is_gone() -> (

@@ -214,8 +214,6 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.transport.close()
 
     def on_response_complete(self) -> None:
-        if self.cycle is not None and isinstance(self.cycle.transport, OneSend):
-            self.cycle.transport.flush()  # (a head without a body: before the next answer's)
         super().on_response_complete()
         if self.timeout_keep_alive_task is not None:  # kept alive, awaiting the next request
             self.seats.idle[self] = None
@@ -271,7 +269,9 @@ class GuardedHttpTools(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # (this request's cycle)
             # the cycle only writes, closes and asks `is_closing`: what `OneSend` answers
-            cycle.transport = OneSend(self.transport)  # type: ignore[assignment]
+            one = OneSend(self.transport)
+            cycle.transport = one  # type: ignore[assignment]
+            cycle.on_response = functools.partial(_flushed, one, cycle.on_response)
         if not (self.parser.should_upgrade() and self._should_upgrade()):
             self._body_began, self._body_bytes = self.loop.time(), 0
             self._body_held = self._held_s()
@@ -385,6 +385,13 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._deadline = None
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def _flushed(one: OneSend, then: Callable[[], None]) -> None:
+    """An answer complete: what its cycle holds (a head without a body) sent before the
+    next pipelined answer begins."""
+    one.flush()
+    then()
 
 
 class SeatedWebSockets(WebSocketsSansIOProtocol):

@@ -129,6 +129,37 @@ async def test_a_caller_that_stops_waiting_leaves_the_others_answered() -> None:
     assert recorder.batches == [([1, 2], None)]  # (published all the same)
 
 
+async def test_closing_stops_the_batches_under_way_and_their_callers_hear_unavailable() -> None:
+    started, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck(items: Sequence[PublicationInput], key: str | None) -> list[Published]:
+        started.set()
+        await never.wait()  # (a commit that does not come back)
+        return []
+
+    combiner = PublishCombiner(stuck, allow_all)
+    callers = [asyncio.ensure_future(combiner.publish(PublicationInput(n), None)) for n in (1, 2)]
+    await started.wait()
+    await combiner.close()
+    outcomes = await asyncio.gather(*callers, return_exceptions=True)
+    assert all(isinstance(o, TidingsError) and o.status == 503 for o in outcomes)
+
+
+async def test_no_caller_is_left_waiting_when_a_batch_answers_wrongly() -> None:
+    async def short(items: Sequence[PublicationInput], key: str | None) -> list[Published]:
+        return []  # (fewer answers than publications)
+
+    combiner = PublishCombiner(short, allow_all)
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(
+            *(combiner.publish(PublicationInput(n), None) for n in range(2)),
+            return_exceptions=True,
+        ),
+        timeout=5,
+    )
+    assert all(isinstance(o, Exception) for o in outcomes)
+
+
 # ---------------------------------------------------------------- through a broker
 
 

@@ -12,7 +12,8 @@ What stays each caller's own: the publisher key's check of its topics (a refusal
 alone, made before it joins), and a publication with a dedup id, which is published alone
 (its claim answers it as a repeat or not, in its own batch as before). What a batch's failure
 raises (the store unreachable, the disk alarm) is raised to every caller in it, as the
-commit they shared would have failed for each.
+commit they shared would have failed for each; a batch stopped as the broker closes answers
+its callers `unavailable`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from tidings.broker.publishing import PublicationInput, Published
+from tidings.errors import ErrorCode, TidingsError
 
 PublishBatch = Callable[[Sequence[PublicationInput], str | None], Awaitable[list[Published]]]
 CheckTopics = Callable[[str | None, Sequence[Sequence[str]]], None]
@@ -66,17 +68,26 @@ class PublishCombiner:
 
     async def _run(self, key: str | None, group: Waiting) -> None:
         self.batches += 1
+        failed: BaseException | None = None
         try:
             answers = await self._publish_batch([item for item, _ in group], key)
-        except Exception as exc:  # (BaseException, a cancellation: the futures are cancelled)
+            for (_, future), answer in zip(group, answers, strict=True):
+                if not future.done():  # (its caller stopped waiting: published all the same)
+                    future.set_result(answer)
+        except asyncio.CancelledError:  # the broker closing: its callers hear it is away
+            failed = TidingsError(ErrorCode.UNAVAILABLE, detail="the broker is closing", retry_s=1)
+            raise
+        except Exception as exc:
+            failed = exc
+        finally:  # no caller is left waiting, whatever happened
             for _, future in group:
                 if not future.done():
-                    future.set_exception(exc)
-            return
-        except BaseException:
-            for _, future in group:
-                future.cancel()
-            raise
-        for (_, future), answer in zip(group, answers, strict=True):
-            if not future.done():  # (its caller stopped waiting: published all the same)
-                future.set_result(answer)
+                    future.set_exception(failed or TidingsError(ErrorCode.INTERNAL))
+
+    async def close(self) -> None:
+        """Stop the batches under way (their callers answered `unavailable`): nothing
+        publishes after the broker's parts are closed."""
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

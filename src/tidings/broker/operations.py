@@ -190,6 +190,7 @@ class Broker:
         return await self.lifecycle.housekeep(self, within_s)
 
     async def close(self) -> None:
+        await self.combiner.close()  # (before the parts its batches publish through close)
         await self.lifecycle.close()
 
     async def refresh(self, shared: bool) -> None:

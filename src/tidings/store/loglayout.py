@@ -301,6 +301,8 @@ class SQLiteLogStore(LogLayout, SQLiteStore):
             self.checkpoints = Checkpoints(self._connect)
 
     def apply_now(self, ops: Sequence[QueueOp]) -> list[Any] | None:
+        if not self.queues.loaded:  # (a reload that failed is done again on a worker thread)
+            return None
         with self.nowait():
             try:
                 return self.queues.apply(ops, wait=False)

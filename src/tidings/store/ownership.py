@@ -365,8 +365,8 @@ class Ownership:
                         due = now - last >= TICK_S
                         if due:
                             self._tend(now)
-                            self._on_tick()
                             last = now
+                            self._tick()
                         self._take_inboxes(told, due)
             except Exception as exc:  # (the thread goes on: ownership must be looked at)
                 if self._stop.is_set():
@@ -375,6 +375,14 @@ class Ownership:
                 with contextlib.suppress(psycopg.Error):
                     self._lost()
                 self._stop.wait(TICK_S)
+
+    def _tick(self) -> None:
+        """`on_tick`, whose failure (a partition's log unreadable for a moment) is logged:
+        the inboxes are taken in and ownership looked at all the same."""
+        try:
+            self._on_tick()
+        except Exception as exc:
+            log.warning("the partitions' tick failed (%r)", exc)
 
     def _take_inboxes(self, told: dict[int, set[str] | None], every: bool) -> None:
         """Partitions told of their subscribers' deliveries wake those (whose leases take
