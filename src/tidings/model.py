@@ -241,7 +241,10 @@ def _kind(value: JSON) -> str:
     )
 
 
-def _string(raw: JSON, field_name: str, *, max_len: int = 1024) -> str:
+_STRING_MAX = 1024  # a string field's bound unless said otherwise (a topic, a function type)
+
+
+def _string(raw: JSON, field_name: str, *, max_len: int = _STRING_MAX) -> str:
     if not isinstance(raw, str) or not raw:
         raise invalid(field_name, f"expected a non-empty string, got {_kind(raw)}")
     if len(raw) > max_len:
@@ -566,7 +569,6 @@ _PUBLICATION_KEYS = frozenset({"data", "topics", "attributes", "function_types"}
 _NO_LIST: list[JSON] = []  # never mutated: what a publication without topics reads as
 _NO_DICT: dict[str, JSON] = {}
 _SCALARS = frozenset({str, int, float, bool})
-_STRING_MAX = 1024  # `_string`'s bound on a topic or function type
 
 
 def parse_publication_body(raw: JSON, limits: Limits) -> PublicationParts:
@@ -616,7 +618,7 @@ def _plain_publication(raw: JSON, limits: Limits) -> PublicationParts | None:
 
 def _publication_parts(raw: JSON, limits: Limits) -> PublicationParts:
     obj = _object(raw, "$")
-    unknown = set(obj) - {"data", "topics", "attributes", "function_types"}
+    unknown = set(obj) - _PUBLICATION_KEYS
     if unknown:
         raise invalid(sorted(unknown)[0], "unknown field")
     topics = tuple(
