@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import orjson
+from starlette.datastructures import QueryParams
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope
 
@@ -397,7 +398,12 @@ async def body_as(
 
 def query_as(request: Request, into: type[T]) -> T:
     """The query parameters as the type that validates them (numbers from their text)."""
-    return convert(dict(request.query_params), into, strict=False)
+    return scope_query_as(request.scope, into)
+
+
+def scope_query_as(scope: Scope, into: type[T]) -> T:
+    """`query_as` for a pure ASGI endpoint: from the scope's query string."""
+    return convert(dict(QueryParams(scope.get("query_string", b""))), into, strict=False)
 
 
 def base_url(request: HTTPConnection, public_url: str) -> str:

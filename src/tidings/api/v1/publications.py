@@ -14,7 +14,6 @@ from typing import Any
 
 import msgspec
 import orjson
-from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -34,6 +33,7 @@ from tidings.api.io import (
     query_as,
     receive_body,
     scope_bearer,
+    scope_query_as,
     scope_simulation,
 )
 from tidings.api.operations import Operation, described
@@ -151,8 +151,7 @@ class PublishBatch(Endpoint):
 
     async def _publish(self, broker: Broker, scope: Scope, receive: Receive) -> bytes:
         settings = broker.settings
-        query = dict(QueryParams(scope.get("query_string", b"")))
-        kind = convert(query, w.BatchQuery, strict=False).answer
+        kind = scope_query_as(scope, w.BatchQuery).answer
         limits = settings.limits
         body = await receive_body(scope, receive, limits.max_publication_bytes * 16)
         content_type = header(scope, b"content-type")
