@@ -45,6 +45,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 
 from tidings.config import HTTPSettings
 from tidings.errors import ErrorCode, TidingsError
+from tidings.lightcycle import LightCycle
 from tidings.metrics import Metrics
 from tidings.networks import address_key, wider_keys
 from tidings.onesend import OneSend
@@ -153,6 +154,7 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     limits = HTTPSettings()
     seats = Seats(limits)
+    light: frozenset[bytes] = frozenset()  # paths of POSTs started on a `LightCycle`
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -265,17 +267,59 @@ class GuardedHttpTools(HttpToolsProtocol):
             raise Refused  # the parser stops here: the rest of this read is not a request's
         self._disarm()
         self.seats.make_room(len(self.connections))  # before uvicorn's check of its bound
-        super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is not None and cycle.transport is self.transport:  # (this request's cycle)
-            # the cycle only writes, closes and asks `is_closing`: what `OneSend` answers
-            one = OneSend(self.transport)
-            cycle.transport = one  # type: ignore[assignment]
-            cycle.on_response = functools.partial(_flushed, one, cycle.on_response)
+        if not self._lightly():
+            super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not None and cycle.transport is self.transport:  # this request's
+                # the cycle only writes, closes and asks `is_closing`: what `OneSend` answers
+                one = OneSend(self.transport)
+                cycle.transport = one  # type: ignore[assignment]
+                cycle.on_response = functools.partial(_flushed, one, cycle.on_response)
         if not (self.parser.should_upgrade() and self._should_upgrade()):
             self._body_began, self._body_bytes = self.loop.time(), 0
             self._body_held = self._held_s()
             self._deadline = self.loop.call_at(self._body_due(), self._body_check)
+
+    def _lightly(self) -> bool:
+        """Start this request on a `LightCycle` if it is a POST to one of the `light` paths
+        (as uvicorn's `on_headers_complete` would start it on its own cycle); whether it did."""
+        parser = self.parser
+        if parser.get_method() != b"POST" or parser.should_upgrade():
+            return False
+        raw_path, _, query = self.url.partition(b"?")
+        if raw_path not in self.light or self._over_limit():
+            return False
+        scope = self.scope
+        scope["method"] = "POST"
+        version = parser.get_http_version()
+        if version != "1.1":
+            scope["http_version"] = version
+        scope["path"] = self.root_path + raw_path.decode("ascii")
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = query
+        before = self.cycle
+        cycle = LightCycle(
+            scope,
+            self.transport,
+            self.flow,
+            self.server_state.default_headers,
+            version != "1.0" and parser.should_keep_alive(),
+            self.expect_100_continue,
+            self.on_response_complete,
+            (self.logger, self.access_logger, self.access_log),
+        )
+        self.cycle = cycle  # type: ignore[assignment]
+        if before is None or before.response_complete:
+            self._start_asgi_task(cycle, self.app)  # type: ignore[arg-type]
+        else:  # pipelined: after the one before, as uvicorn queues it
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, self.app))  # type: ignore[arg-type]
+        return True
+
+    def _over_limit(self) -> bool:
+        """uvicorn's bound on connections and requests at once (it answers 503 past it)."""
+        most = self.limit_concurrency
+        return most is not None and (len(self.connections) >= most or len(self.tasks) >= most)
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
@@ -462,6 +506,10 @@ def seated(limits: HTTPSettings) -> type[SeatedWebSockets]:
     return type("Seated", (SeatedWebSockets,), {"limits": limits})
 
 
-def guarded(limits: HTTPSettings, metrics: Metrics | None = None) -> type[GuardedHttpTools]:
-    """The protocol class for uvicorn's `http=`, with these limits and seats of its own."""
-    return type("Guarded", (GuardedHttpTools,), {"limits": limits, "seats": Seats(limits, metrics)})
+def guarded(
+    limits: HTTPSettings, metrics: Metrics | None = None, light: frozenset[bytes] = frozenset()
+) -> type[GuardedHttpTools]:
+    """The protocol class for uvicorn's `http=`, with these limits and seats of its own, its
+    POSTs to `light` paths started on a `LightCycle`."""
+    attributes = {"limits": limits, "seats": Seats(limits, metrics), "light": light}
+    return type("Guarded", (GuardedHttpTools,), attributes)
