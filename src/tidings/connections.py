@@ -166,6 +166,8 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._turned_away = False
         self._dropped = 0  # bytes read and dropped since it was turned away
         self._body_began = 0.0  # loop time of the request's headers' end
+        self._head_began = 0.0  # loop time of a kept-alive connection's next request's start
+        self._awaited = ""  # "head", "body": a deadline to arm when the read ends, if unarmed
         self._body_bytes = 0  # of its body so far
         self._body_held = 0.0  # the flow's held_s then
         self._chunks = 0  # of its body so far: each earns CHUNK_ALLOWANCE bytes of framing
@@ -245,12 +247,25 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._refuse(f"a request's headers are at most {self.limits.max_header_bytes} bytes")
         elif not self._in_head and self._loose > self._loose_bound():
             self._refuse_framing()
+        elif self._awaited and self._deadline is None:
+            self._arm_awaited()
+
+    def _arm_awaited(self) -> None:
+        """The deadline of the part of a request this read left incomplete. Armed only
+        here, at the end of a read: a request read whole in one (most are) needs none, and
+        arming and cancelling two timers a request was a cost of its own."""
+        if self._awaited == "head":
+            due = self._head_began + self.limits.header_timeout_s
+            self._deadline = self.loop.call_at(due, self._expired)
+        else:
+            self._deadline = self.loop.call_at(self._body_due(), self._body_check)
+        self._awaited = ""
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head, self._headers = True, 0
-        if self._deadline is None:  # a kept-alive connection's next request
-            self._arm(self.limits.header_timeout_s)
+        if self._deadline is None:  # a kept-alive connection's next request: its deadline
+            self._head_began, self._awaited = self.loop.time(), "head"  # if the read ends it
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if not self._in_head:
@@ -266,6 +281,7 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._refuse(f"a request has at most {self.limits.max_headers} headers")
             raise Refused  # the parser stops here: the rest of this read is not a request's
         self._disarm()
+        self._awaited = ""
         self.seats.make_room(len(self.connections))  # before uvicorn's check of its bound
         if not self._lightly():
             super().on_headers_complete()
@@ -278,7 +294,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         if not (self.parser.should_upgrade() and self._should_upgrade()):
             self._body_began, self._body_bytes = self.loop.time(), 0
             self._body_held = self._held_s()
-            self._deadline = self.loop.call_at(self._body_due(), self._body_check)
+            self._awaited = "body"  # its deadline armed if the read ends before the body
 
     def _lightly(self) -> bool:
         """Start this request on a `LightCycle` if it is a POST to one of the `light` paths
@@ -401,6 +417,7 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()
+        self._awaited = ""
         self._loose = 0  # the next request counts from the next read (this one is paid for)
         super().on_message_complete()
 
