@@ -149,6 +149,23 @@ async def test_a_body_that_is_not_the_length_said_is_the_applications_error(
         await light.send({"type": "http.response.body", "body": body})
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param((b"x-bad name", b"v"), id="a space in a name"),
+        pytest.param((b"x-ok", b"v\r\nset-cookie: a=b"), id="a line break in a value"),
+        pytest.param((b"x-ok", b"v\x00"), id="a NUL in a value"),
+    ],
+)
+async def test_an_answer_with_a_header_uvicorn_refuses_is_refused_too(
+    header: tuple[bytes, bytes],
+) -> None:
+    transport = Recording()
+    with pytest.raises(RuntimeError, match="Invalid HTTP header"):
+        await cycle(transport).send(start([*LENGTH_2, header]))
+    assert transport.calls == []
+
+
 async def test_a_body_is_handed_over_as_it_comes_and_a_client_gone_is_said() -> None:
     light = cycle(Recording())
     reading = asyncio.ensure_future(light.receive())
