@@ -37,3 +37,14 @@ def test_two_subscribers_leases_under_the_same_receipt_are_settled_each_its_own(
     leases.remember([leased(1, "a", "1.1.n"), leased(2, "b", "1.1.n")])
     assert [m.subscriber_id for m in leases.settle("b", ["1.1.n"])] == ["b"]
     assert [m.publication_id for m in leases.settle("a", ["1.1.n"])] == ["p1"]
+
+
+def test_past_the_capacity_the_oldest_are_forgotten_down_to_an_eighth_below_it() -> None:
+    leases = Leases(capacity=800)
+    leases.remember([leased(n) for n in range(800)])
+    settled = leases.settle("s", [f"r{n}" for n in range(700)])  # the front: holes now
+    assert len(settled) == 700 and len(leases) == 100
+    leases.remember([leased(n) for n in range(800, 1601)])  # 901 held: past the capacity
+    assert len(leases) == 700  # the newest 700 kept
+    kept = leases.settle("s", [f"r{n}" for n in range(700, 1601)])
+    assert [m.publication_id for m in kept] == [f"p{n}" for n in range(901, 1601)]

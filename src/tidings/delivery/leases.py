@@ -11,9 +11,9 @@ hundred thousand leases of 256 KiB bodies held 25 GiB.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -40,9 +40,9 @@ _leased: Callable[[tuple[Any, ...]], Leased] = partial(tuple.__new__, Leased)
 class Leases:
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity
-        # in the order leased; an OrderedDict, as forgetting the oldest of a dict whose
-        # front was settled walks over every hole left there
-        self._open: OrderedDict[tuple[str, str], tuple[Any, ...]] = OrderedDict()
+        # in the order leased (a plain dict: an OrderedDict's links cost half the time of a
+        # fan-out's lease bookkeeping)
+        self._open: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -50,11 +50,20 @@ class Leases:
     def remember(self, messages: Sequence[Message]) -> None:
         held = self._open
         held.update(zip(map(_KEY, messages), map(_KEPT, messages), strict=True))
-        while len(held) > self.capacity:
-            held.popitem(last=False)
+        if len(held) > self.capacity:
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        """Down to the capacity less an eighth, the oldest first, into a new dictionary: the
+        front of one whose oldest leases were settled is a run of holes, which forgetting one
+        at a time would walk again each time; a copy walks them once an eighth of the
+        capacity."""
+        held = self._open
+        keep = self.capacity - self.capacity // 8
+        self._open = dict(islice(held.items(), len(held) - keep, None))
 
     def settle(self, subscriber_id: str, receipts: Sequence[str]) -> list[Leased]:
         """Forget these receipts of the subscriber's; the leases this process made under
         them."""
-        found = (self._open.pop((subscriber_id, r), None) for r in receipts)
-        return [_leased(kept) for kept in found if kept is not None]
+        found = map(self._open.pop, zip(repeat(subscriber_id), receipts), repeat(None))
+        return list(map(_leased, filter(None, found)))
