@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope
 
 from tidings.api.beside import beside, decoded
 from tidings.errors import ErrorCode, TidingsError
-from tidings.model import children, convert
+from tidings.model import CONTAINERS, children, convert
 from tidings.networks import address_key
 
 T = TypeVar("T")
@@ -163,13 +163,13 @@ def _keys_written(body: bytes) -> int:
 def _keys_kept(value: Any) -> int:
     """Keys of every object in the decoded value (orjson keeps the last of duplicates);
     refused past `MAX_CONTAINERS` arrays and objects."""
-    count, containers, level = 0, 0, [value] if isinstance(value, dict | list) else []
+    count, containers, level = 0, 0, [value] if isinstance(value, CONTAINERS) else []
     while level:  # a level at a time, as `model.json_depth`
         containers += len(level)
         if containers > MAX_CONTAINERS:
             raise too_many_containers()
         count += sum(len(x) for x in level if isinstance(x, dict))
-        level = [c for c in children(level) if isinstance(c, dict | list)]
+        level = [c for c in children(level) if isinstance(c, CONTAINERS)]
     return count
 
 
@@ -294,7 +294,7 @@ def _msgpack_problem(value: Any) -> str | None:
     """What JSON could not say in a decoded body. A container at a time, its items' types
     gathered in C: a Python step per item (4 M one-byte items in a 4 MiB batch) held the
     event loop 4 s."""
-    if not isinstance(value, dict | list):
+    if not isinstance(value, CONTAINERS):
         return _scalar_problem({type(value)}, [value])
     level, depth, containers = [value], 1, 0
     while level:
@@ -314,7 +314,7 @@ def _msgpack_problem(value: Any) -> str | None:
             problem = _scalar_problem(kinds, items)
             if problem is not None:
                 return problem
-            deeper += [item for item in items if isinstance(item, dict | list)]
+            deeper += [item for item in items if isinstance(item, CONTAINERS)]
         level, depth = deeper, depth + 1
     return None
 

@@ -12,12 +12,14 @@ from collections.abc import Mapping
 
 from tidings.model import Op, Predicate, Scalar
 
+_NUMBERS = (int, float)  # a tuple: `int | float` builds a union object at each call
+
 
 def type_class(value: object) -> int:
     """0 for booleans, 1 for numbers, 2 for strings, -1 for anything else."""
     if isinstance(value, bool):
         return 0
-    if isinstance(value, int | float):
+    if isinstance(value, _NUMBERS):
         return 1
     return 2 if isinstance(value, str) else -1
 
