@@ -262,8 +262,11 @@ def _string_list(raw: JSON, field_name: str, limit: int) -> list[str]:
     return [_string(item, f"{field_name}[{i}]") for i, item in enumerate(raw)]
 
 
+SCALARS = (str, int, float, bool)
+
+
 def is_scalar(value: JSON) -> bool:
-    return isinstance(value, str | int | float | bool) and value == value  # NaN is not
+    return isinstance(value, SCALARS) and value == value  # NaN is not
 
 
 def required(raw: Mapping[str, JSON], key: str, prefix: str = "") -> JSON:

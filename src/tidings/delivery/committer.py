@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 from tidings.store.base import (
+    ENQUEUES,
+    SETTLES,
     Ack,
     AckResult,
     DedupClaim,
@@ -224,7 +226,7 @@ def _weight(op: QueueOp) -> int:
     thread for a second or two); one for the rest."""
     if isinstance(op, Enqueue):
         return op.size()
-    if isinstance(op, Ack | Nack):
+    if isinstance(op, SETTLES):
         return len(op.receipts)
     if isinstance(op, Lease):
         return min(op.max_messages, LEASE_WEIGHT)
@@ -238,7 +240,7 @@ def _recipients(ops: Sequence[QueueOp], among: dict[str, Any]) -> set[str]:
     for op in ops:
         if isinstance(op, Enqueue):
             found |= among.keys() & {m.subscriber_id for m in op.messages}
-        if isinstance(op, Enqueue | PublishOnce):
+        if isinstance(op, ENQUEUES):
             for f in op.fanouts:
                 found |= among.keys() & f.owners.keys()
     return found

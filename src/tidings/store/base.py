@@ -278,6 +278,9 @@ class Discharge:
 
 
 QueueOp = Enqueue | Lease | Ack | Nack | Reject | PublishOnce | Hasten | Owe | Discharge
+# for isinstance (a tuple: `Enqueue | PublishOnce` builds a union object at each call)
+ENQUEUES = (Enqueue, PublishOnce)  # what appends deliveries
+SETTLES = (Ack, Nack)
 
 
 @dataclass(frozen=True, slots=True)

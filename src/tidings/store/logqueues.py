@@ -29,6 +29,7 @@ import orjson
 from tidings.model import ATTEMPT_DIGITS, SEQ_DIGITS
 from tidings.store import inbox, logtables
 from tidings.store.base import (
+    ENQUEUES,
     Ack,
     AckResult,
     Busy,
@@ -635,7 +636,7 @@ class Refused(TypeError):
 
 def refuse_malformed(op: QueueOp) -> None:
     """Refuse a malformed enqueue before any of it is appended (the log has no savepoint)."""
-    if isinstance(op, Enqueue | PublishOnce):
+    if isinstance(op, ENQUEUES):
         for f in op.fanouts:  # (no object made per delivery to check it)
             if not all(isinstance(owner, str) for owner in f.owners):
                 raise Refused("a delivery needs a subscriber")

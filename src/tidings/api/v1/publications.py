@@ -48,6 +48,7 @@ log = logging.getLogger("tidings.api")
 PATH = "/v1/publications"
 BATCH_PATH = PATH + "/batch"
 HEADERS = [(b"content-type", b"application/json")]
+BINARY = (bytes, bytearray)  # MessagePack's `bin` (a tuple: a union is built at each call)
 
 
 def publication_input(
@@ -60,7 +61,7 @@ def publication_input(
     if isinstance(raw, dict) and "dedup_id" in raw:  # checked by the wire shape already
         raw = dict(raw)
         dedup_id = raw.pop("dedup_id")
-    if isinstance(raw, dict) and isinstance(raw.get("data"), bytes | bytearray):
+    if isinstance(raw, dict) and isinstance(raw.get("data"), BINARY):
         raw = {**raw, "data": base64.b64encode(raw["data"]).decode()}
         encoding = "base64"
     data, topics, attributes, ftypes = parse_publication_body(raw, settings.limits)
