@@ -183,6 +183,15 @@ async def test_a_body_is_handed_over_as_it_comes_and_a_client_gone_is_said() -> 
     assert await light.receive() == {"type": "http.disconnect"}
 
 
+async def test_two_readers_are_both_woken_as_by_an_event() -> None:
+    light = cycle(Recording())
+    readers = [asyncio.ensure_future(light.receive()) for _ in range(2)]
+    await asyncio.sleep(0)
+    light.disconnected = True
+    light.message_event.set()
+    assert await asyncio.gather(*readers) == [{"type": "http.disconnect"}] * 2
+
+
 async def test_reading_resumes_when_the_application_reads() -> None:
     light = cycle(Recording())
     light.more_body = False
@@ -202,17 +211,33 @@ async def test_a_client_expecting_100_continue_hears_it_when_the_body_is_first_r
     assert transport.calls == [("write", b"HTTP/1.1 100 Continue\r\n\r\n")]
 
 
-async def test_an_application_that_fails_before_answering_gets_a_500_and_the_connection_closes(
+async def test_an_application_that_fails_before_answering_gets_uvicorns_500(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def failing(scope: Any, receive: Any, send: Any) -> None:
         raise ValueError("a bug")
 
-    transport = Recording()
-    await cycle(transport).run_asgi(failing)
-    assert transport.calls[0][1].startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    transport, answered = Recording(), list[int]()
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        await cycle(transport, answered=answered, access_log=True).run_asgi(failing)
+    said = transport.calls[0][1]
+    assert said.startswith(b"HTTP/1.1 500 Internal Server Error\r\nserver: tidings\r\n")
+    assert said.endswith(b"connection: close\r\n\r\nInternal Server Error")
     assert transport.calls[-1] == ("close", None)
+    assert answered == [1]  # counted as an answer, as uvicorn counts it
     assert "Exception in ASGI application" in caplog.text
+    assert '"POST /v1/publications HTTP/1.1" 500' in caplog.text
+
+
+async def test_an_application_that_returns_something_closes_the_connection() -> None:
+    async def returning(scope: Any, receive: Any, send: Any) -> Any:
+        await send(start(LENGTH_2))
+        await send({"type": "http.response.body", "body": b"{}"})
+        return 1
+
+    transport = Recording()
+    await cycle(transport).run_asgi(returning)
+    assert transport.calls[-1] == ("close", None)
 
 
 async def test_an_application_that_returns_without_answering_gets_a_500() -> None:
@@ -314,6 +339,14 @@ def test_a_path_said_another_way_reaches_the_same_route_through_uvicorns_cycle(
     with connect(server) as sock:
         sock.sendall(publish(BODY, path=b"/v1/%70ublications"))
         assert answers(sock, 1)[0].startswith(b"HTTP/1.1 201 ")
+
+
+def test_a_fragment_after_the_query_is_not_read_as_part_of_it(server: EmbeddedServer) -> None:
+    batch = b'{"publications": [' + BODY + b"]}"
+    with connect(server) as sock:
+        sock.sendall(publish(batch, path=b"/v1/publications/batch?answer=count#x"))
+        said = answers(sock, 1)[0]
+    assert said.startswith(b"HTTP/1.1 201 ") and b'"published":1' in said
 
 
 def test_a_publisher_that_leaves_mid_body_publishes_nothing(server: EmbeddedServer) -> None:

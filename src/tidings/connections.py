@@ -303,8 +303,8 @@ class GuardedHttpTools(HttpToolsProtocol):
         if parser.get_method() != b"POST" or parser.should_upgrade():
             return False
         raw_path, _, query = self.url.partition(b"?")
-        if raw_path not in self.light or self._over_limit():
-            return False
+        if raw_path not in self.light or b"#" in query or self._over_limit():
+            return False  # (a fragment, which uvicorn's parse drops: its cycle then)
         scope = self.scope
         scope["method"] = "POST"
         version = parser.get_http_version()

@@ -32,10 +32,12 @@ from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
-SERVER_ERROR = (
-    b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 21\r\nconnection: close\r\n\r\nInternal Server Error"
-)
+SERVER_ERROR = b"Internal Server Error"
+SERVER_ERROR_HEADERS = [
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"content-length", b"21"),
+    (b"connection", b"close"),
+]
 
 
 class LightCycle:
@@ -43,7 +45,7 @@ class LightCycle:
         "_chunked",
         "_head",
         "_left",
-        "_waiter",
+        "_waiters",
         "_woken",
         "access_log",
         "access_logger",
@@ -82,7 +84,7 @@ class LightCycle:
         self.more_body = True
         self.disconnected = self.response_started = self.response_complete = False
         self._woken = False  # body, its end or a disconnection came since the last receive
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []  # receives waiting (as on an Event)
         self._head = b""  # the answer's head, held until its body
         self._chunked = False
         self._left = 0  # bytes of body the answer's length still promises
@@ -96,29 +98,39 @@ class LightCycle:
 
     def set(self) -> None:
         self._woken = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def run_asgi(self, app: ASGI3Application) -> None:
+        """The application's exchange, its failures answered as uvicorn's cycle answers
+        them: a 500 (through `send`: the server's headers, the access log) if nothing was
+        answered yet, else the connection closed."""
         try:
             result = await app(self.scope, self.receive, self.send)  # type: ignore[func-returns-value]
         except BaseException as exc:
             self.logger.error("Exception in ASGI application\n", exc_info=exc)
-            self._fail()
+            if not self.response_started:
+                await self._server_error()
+            else:
+                self.transport.close()
         else:
-            if result is not None or (not self.response_complete and not self.disconnected):
-                self.logger.error("ASGI callable returned without completing its response")
-                self._fail()
+            if result is not None:
+                self.logger.error("ASGI callable should return None, but returned '%s'.", result)
+                self.transport.close()
+            elif not self.response_started and not self.disconnected:
+                self.logger.error("ASGI callable returned without starting response.")
+                await self._server_error()
+            elif not self.response_complete and not self.disconnected:
+                self.logger.error("ASGI callable returned without completing response.")
+                self.transport.close()
         finally:
             self.on_response = _nothing
 
-    def _fail(self) -> None:
-        """A 500 if nothing was answered yet; the connection closes either way."""
-        if not self.response_started and not self.transport.is_closing():
-            self.response_started = True
-            self.transport.write(SERVER_ERROR)
-        self.transport.close()
+    async def _server_error(self) -> None:
+        start = {"type": "http.response.start", "status": 500, "headers": SERVER_ERROR_HEADERS}
+        await self.send(start)  # type: ignore[arg-type]
+        await self.send({"type": "http.response.body", "body": SERVER_ERROR})
 
     # ----------------------------------------------------------------- the ASGI channel
 
@@ -129,11 +141,12 @@ class LightCycle:
         if not self.disconnected and not self.response_complete:
             self.flow.resume_reading()
             if not self._woken:
-                self._waiter = asyncio.get_running_loop().create_future()
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
                 try:
-                    await self._waiter
+                    await waiter
                 finally:
-                    self._waiter = None
+                    self._waiters.remove(waiter)
             self._woken = False
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
