@@ -588,3 +588,53 @@ def test_a_stream_pinging_past_its_bound_a_second_is_closed_1008(server: Embedde
     opcode, payload = frames[-1]
     assert opcode == 0x8 and int.from_bytes(payload[:2], "big") == 1008
     assert b"http.ws_max_pings_per_s" in payload
+
+
+# ---- between requests: the keep-alive's time, whatever is read meanwhile
+
+
+@pytest.fixture(scope="module")
+def brief(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    settings = load_settings({"data_dir": tmp_path_factory.mktemp("brief")}, env={})
+    limits = dataclasses.replace(LIMITS, keep_alive_s=1)
+    with EmbeddedServer(dataclasses.replace(settings, http=limits)) as srv:
+        yield srv
+
+
+def test_blank_lines_between_requests_do_not_keep_a_connection_past_its_keep_alive(
+    brief: EmbeddedServer,
+) -> None:
+    """uvicorn stopped its keep-alive timer at every read and started it only after an
+    answer: a client sending a blank line every 0.1 s held its connection for good."""
+    with connect(brief) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert closed_within(sock, 3.0, b"\r\n")
+    assert healthy(brief)
+
+
+def test_a_body_sent_after_its_early_answer_does_not_keep_the_connection_open(
+    brief: EmbeddedServer,
+) -> None:
+    """A publication past the limit is answered 413 before its body is read; the body
+    that follows, then silence, left the connection with no timer at all."""
+    size = brief.settings.limits.max_publication_bytes + 1
+    with connect(brief) as sock:
+        sock.sendall(
+            b"POST /v1/publications HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % size
+        )
+        assert sock.recv(65536).startswith(b"HTTP/1.1 413")
+        sock.sendall(b"x" * size)
+        assert closed_within(sock, 3.0)
+    assert healthy(brief)
+
+
+def test_a_kept_alive_connection_still_serves_its_next_request_within_the_keep_alive(
+    brief: EmbeddedServer,
+) -> None:
+    with connect(brief) as sock:
+        for _ in range(3):
+            sock.sendall(b"\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            time.sleep(0.3)

@@ -168,6 +168,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._body_began = 0.0  # loop time of the request's headers' end
         self._head_began = 0.0  # loop time of a kept-alive connection's next request's start
         self._awaited = ""  # "head", "body": a deadline to arm when the read ends, if unarmed
+        self._idle_since = 0.0  # loop time of the last answer that left the connection idle
         self._body_bytes = 0  # of its body so far
         self._body_held = 0.0  # the flow's held_s then
         self._chunks = 0  # of its body so far: each earns CHUNK_ALLOWANCE bytes of framing
@@ -221,6 +222,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         super().on_response_complete()
         if self.timeout_keep_alive_task is not None:  # kept alive, awaiting the next request
             self.seats.idle[self] = None
+            self._idle_since = self.loop.time()
 
     def handle_websocket_upgrade(self) -> None:
         """The WebSocket protocol takes this connection over, and its seat with it."""
@@ -249,6 +251,24 @@ class GuardedHttpTools(HttpToolsProtocol):
             self._refuse_framing()
         elif self._awaited and self._deadline is None:
             self._arm_awaited()
+        elif self._deadline is None and self.timeout_keep_alive_task is None and self._idle():
+            self._keep_alive_again()
+
+    def _idle(self) -> bool:
+        """Between requests: the last one read whole and answered, no next one begun."""
+        cycle = self.cycle
+        return (
+            not self._in_head and not self.pipeline and (cycle is None or cycle.response_complete)
+        )
+
+    def _keep_alive_again(self) -> None:
+        """uvicorn stops the keep-alive timer at every read and starts it again only when an
+        answer completes, so a read between requests that begins none (blank lines, or the
+        rest of a body answered before it came, 413) left the connection open for good. Its
+        timer starts again here, counted from the last answer: blank lines do not extend it."""
+        due = self._idle_since + self.timeout_keep_alive
+        self.timeout_keep_alive_task = self.loop.call_at(due, self.timeout_keep_alive_handler)
+        self.seats.idle[self] = None
 
     def _arm_awaited(self) -> None:
         """The deadline of the part of a request this read left incomplete. Armed only
