@@ -3,8 +3,8 @@
 For every request uvicorn makes a `RequestResponseCycle` (twenty attributes and an
 `asyncio.Event`), checks each header of the answer against two regular expressions, and
 writes the head and the body apart. A publish of one publication per request paid that for
-an answer of a few dozen bytes, and the HTTP layer was then about half of the broker's CPU a
-publication (docs/perf.md, eighth sitting). `LightCycle` is what the connection
+an answer of a few dozen bytes, and the HTTP layer was then a third or more of the broker's
+CPU a publication (docs/perf.md, eighth sitting). `LightCycle` is what the connection
 (`connections.GuardedHttpTools`) makes instead for `POST /v1/publications` and
 `/v1/publications/batch`: the same application is called with the same scope, the body is
 handed over as it arrives, and the answer's head and body leave in one write.
