@@ -16,7 +16,9 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Origin
 
+from tidings.api.guards import HOSTS_KEPT, WebGuard
 from tidings.config import HTTPSettings, load_settings
+from tidings.errors import ErrorCode
 from tidings.server import EmbeddedServer
 
 
@@ -118,3 +120,35 @@ def test_the_docs_page_is_never_framed_nor_sniffed(raw: httpx.Client) -> None:
     assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["x-frame-options"] == "DENY"
+
+
+def refusal(checked: WebGuard, *headers: tuple[bytes, bytes]) -> ErrorCode | None:
+    """What the guard says of a POST with these headers (None: nothing)."""
+    problem = checked._problem({"type": "http", "method": "POST", "headers": list(headers)})
+    return None if problem is None else problem.code
+
+
+def guard() -> WebGuard:
+    return WebGuard(None, load_settings({}, env={}))  # type: ignore[arg-type]
+
+
+HOST = (b"host", b"127.0.0.1")
+
+
+def test_the_first_of_a_repeated_header_is_the_one_the_guard_reads() -> None:
+    typed = [(b"content-type", b"text/plain"), (b"content-type", b"application/json")]
+    assert refusal(guard(), HOST, *typed, (b"content-length", b"2")) == (
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE
+    )
+    came_from = [(b"origin", b"https://evil.example"), (b"origin", b"http://127.0.0.1")]
+    assert refusal(guard(), HOST, *came_from) == ErrorCode.FORBIDDEN_ORIGIN
+
+
+def test_a_hosts_answer_is_kept_and_the_answers_kept_are_bounded() -> None:
+    checked = guard()
+    for _ in range(2):  # asked again, answered from what was kept
+        assert refusal(checked, (b"host", b"rebound.example")) == ErrorCode.MISDIRECTED
+    for n in range(HOSTS_KEPT + 10):
+        assert refusal(checked, (b"host", b"10.0.%d.%d" % divmod(n, 256))) is None
+    assert len(checked._hosts_seen) <= HOSTS_KEPT
+    assert refusal(checked, (b"host", b"rebound.example")) == ErrorCode.MISDIRECTED

@@ -22,11 +22,13 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.api.answers import answer, error
-from tidings.api.io import header, is_msgpack
+from tidings.api.io import is_msgpack
 from tidings.config import Settings
 from tidings.errors import ErrorCode, TidingsError
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+HOSTS_KEPT = 1024  # `Host` values whose answer is kept (all forgotten past it)
+WANTED = frozenset({b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding"})
 JSON_TYPES = frozenset({"application/json"})
 
 
@@ -37,6 +39,7 @@ class WebGuard:
         self.origins = frozenset(
             o.strip().rstrip("/") for o in _split(settings.http.allowed_origins)
         )
+        self._hosts_seen: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
@@ -47,24 +50,35 @@ class WebGuard:
         await self.app(scope, receive, send)
 
     def _problem(self, scope: Scope) -> TidingsError | None:
-        if sum(1 for name, _ in scope["headers"] if name == b"host") > 1:
+        said = _Said(scope["headers"])
+        if said.hosts > 1:
             # RFC 9112 3.2: a server must answer 400; proxies before it may read another one
-            said = "a request carries one Host header"
-            return TidingsError(ErrorCode.INVALID_HEADER, field="Host", detail=said)
-        host = header(scope, b"host")
+            detail = "a request carries one Host header"
+            return TidingsError(ErrorCode.INVALID_HEADER, field="Host", detail=detail)
+        host = said.value(b"host")
         if not self._host_allowed(host):
             return TidingsError(ErrorCode.MISDIRECTED, field="Host", host=host[:100])
         websocket = scope["type"] == "websocket"
-        origin = header(scope, b"origin")
+        origin = said.value(b"origin")
         changing = websocket or scope["method"] in STATE_CHANGING
         if origin and changing and not self._origin_allowed(origin, scope, host):
             return TidingsError(ErrorCode.FORBIDDEN_ORIGIN, field="Origin", origin=origin[:100])
-        if not websocket and _has_body(scope) and not _declared(header(scope, b"content-type")):
-            said = "a body is sent with Content-Type application/json or application/msgpack"
-            return TidingsError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, field="Content-Type", detail=said)
+        if not websocket and said.has_body() and not _declared(said.value(b"content-type")):
+            detail = "a body is sent with Content-Type application/json or application/msgpack"
+            kind = ErrorCode.UNSUPPORTED_MEDIA_TYPE
+            return TidingsError(kind, field="Content-Type", detail=detail)
         return None
 
     def _host_allowed(self, host: str) -> bool:
+        """Answered once a `Host` (a client names the same one request after request)."""
+        known = self._hosts_seen.get(host)
+        if known is None:
+            if len(self._hosts_seen) >= HOSTS_KEPT:
+                self._hosts_seen.clear()
+            known = self._hosts_seen[host] = self._host_decided(host)
+        return known
+
+    def _host_decided(self, host: str) -> bool:
         name = hostname(host)
         if not name:
             return not host  # HTTP/1.0 without a Host: nothing to rebind
@@ -115,9 +129,27 @@ def _split(text: str) -> list[str]:
     return [part for part in text.split(",") if part.strip()]
 
 
-def _has_body(scope: Scope) -> bool:
-    length = header(scope, b"content-length")
-    return (length.isdigit() and int(length) > 0) or bool(header(scope, b"transfer-encoding"))
+class _Said:
+    """The headers the guard reads, in one pass over a request's (the first of a repeated
+    one, as `io.header` answers, and how many `Host`s): a pass a header cost five."""
+
+    __slots__ = ("first", "hosts")
+
+    def __init__(self, headers: list[tuple[bytes, bytes]]) -> None:
+        self.first: dict[bytes, bytes] = {}
+        self.hosts = 0
+        for name, value in headers:
+            if name in WANTED:
+                self.first.setdefault(name, value)
+                if name == b"host":
+                    self.hosts += 1
+
+    def value(self, name: bytes) -> str:
+        return self.first.get(name, b"").decode("latin-1")
+
+    def has_body(self) -> bool:
+        length = self.value(b"content-length")
+        return (length.isdigit() and int(length) > 0) or bool(self.value(b"transfer-encoding"))
 
 
 def _declared(content_type: str) -> bool:
