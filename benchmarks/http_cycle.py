@@ -31,6 +31,7 @@ import uvloop
 from common import emit, machine, versions
 
 from tidings.ports import free_port
+from tidings.sim.perf.cpu import cpu_seconds
 
 PATH = b"/v1/publications"
 ANSWER = orjson.dumps(
@@ -79,12 +80,6 @@ def serve(port: int, light: bool) -> None:
         lifespan="on",
     )
     uvicorn.Server(config).run()
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def load(port: int, requests: int, connections: int) -> float:
@@ -152,7 +147,7 @@ def round_of(requests: int, connections: int) -> list[dict[str, Any]]:
         before = [cpu_seconds(server.pid) for server, _ in servers]
         seconds = both(ports, requests, connections)
         after = [cpu_seconds(server.pid) for server, _ in servers]
-        spent = [a - b for a, b in zip(after, before, strict=True)]
+        spent = [(a or 0.0) - (b or 0.0) for a, b in zip(after, before, strict=True)]
     finally:
         for server, _ in servers:
             server.terminate()
