@@ -24,8 +24,8 @@ from tidings.store.base import Fanout, Message, NewMessage
 
 log = logging.getLogger("tidings.broker")
 KindOf = Callable[[str], SubscriptionKind | None]  # a subscription id's kind, None if unknown
-_ENQUEUED_AT = attrgetter("enqueued_at")  # a leased message's (taken in C, not a Python step)
-_SETTLED_AT = _ENQUEUED_AT  # a settled lease's (`tidings.delivery.leases.Leased`)
+# a leased message's, or a settled lease's (`Leased`): taken in C, not a Python step
+_ENQUEUED_AT = attrgetter("enqueued_at")
 
 
 class Telemetry:
@@ -104,7 +104,7 @@ class Telemetry:
     def acked(self, subscriber_id: str, receipts: list[str], now: float) -> None:
         self.metrics.inc("deliveries_acked_total", len(receipts))
         settled = self.leases.settle(subscriber_id, receipts)
-        self.metrics.publish_to_ack.observe_since(now, map(_SETTLED_AT, settled))
+        self.metrics.publish_to_ack.observe_since(now, map(_ENQUEUED_AT, settled))
         if self.eventlog is not None and settled:
             self.eventlog.delivery_lines(message_lines(settled, "acked", now))
 
