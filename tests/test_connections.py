@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from tests.sockets import connect, embedded
 
 from tidings.config import AccessSettings, HTTPSettings, load_settings
 from tidings.connections import WS_WRITE_HOLD, Full, SeatedWebSockets, Seats
@@ -25,15 +26,8 @@ LIMITS = HTTPSettings(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("broker")}, env={})
-    with EmbeddedServer(dataclasses.replace(settings, http=LIMITS)) as srv:
+    with embedded(tmp_path_factory, "broker", http=LIMITS) as srv:
         yield srv
-
-
-def connect(server: EmbeddedServer) -> socket.socket:
-    host, port = server.url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=10)
-    return sock
 
 
 def answer_of(sock: socket.socket) -> bytes:
@@ -252,8 +246,7 @@ RATED = HTTPSettings(body_timeout_s=60, body_min_rate=1000, body_rate_grace_s=0.
 
 @pytest.fixture(scope="module")
 def rated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("rated")}, env={})
-    with EmbeddedServer(dataclasses.replace(settings, http=RATED)) as srv:
+    with embedded(tmp_path_factory, "rated", http=RATED) as srv:
         yield srv
 
 
@@ -342,8 +335,7 @@ SEATED = HTTPSettings(max_connections=8, max_connections_per_address=4, limit_lo
 
 @pytest.fixture(scope="module")
 def seated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("seated")}, env={})
-    with EmbeddedServer(dataclasses.replace(settings, http=SEATED)) as srv:
+    with embedded(tmp_path_factory, "seated", http=SEATED) as srv:
         yield srv
 
 
@@ -524,9 +516,8 @@ def on_loop(server: EmbeddedServer, stream: SeatedWebSockets) -> tuple[bool, int
 
 @pytest.fixture(scope="module")
 def unbounded_pings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("pings")}, env={})
     limits = HTTPSettings(ws_max_pings_per_s=0)
-    with EmbeddedServer(dataclasses.replace(settings, http=limits)) as srv:
+    with embedded(tmp_path_factory, "pings", http=limits) as srv:
         yield srv
 
 
@@ -595,9 +586,8 @@ def test_a_stream_pinging_past_its_bound_a_second_is_closed_1008(server: Embedde
 
 @pytest.fixture(scope="module")
 def brief(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("brief")}, env={})
     limits = dataclasses.replace(LIMITS, keep_alive_s=1)
-    with EmbeddedServer(dataclasses.replace(settings, http=limits)) as srv:
+    with embedded(tmp_path_factory, "brief", http=limits) as srv:
         yield srv
 
 

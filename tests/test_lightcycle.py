@@ -7,7 +7,6 @@ client that leaves are answered as any request is."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import socket
 from collections.abc import Iterator
@@ -15,28 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.sockets import Recording, connect, embedded
 
-from tidings.config import load_settings
 from tidings.lightcycle import LightCycle
 from tidings.server import LIGHT_PATHS, EmbeddedServer
-
-
-class Recording:
-    """What a transport was asked to do, in order."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any]] = []
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.calls.append(("write", bytes(data)))
-
-    def close(self) -> None:
-        self.calls.append(("close", None))
-        self.closing = True
-
-    def is_closing(self) -> bool:
-        return self.closing
 
 
 class Flow:
@@ -277,14 +258,8 @@ def test_the_publish_routes_are_the_light_ones() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("light")}, env={})
-    with EmbeddedServer(dataclasses.replace(settings)) as srv:
+    with embedded(tmp_path_factory, "light") as srv:
         yield srv
-
-
-def connect(server: EmbeddedServer) -> socket.socket:
-    host, port = server.url.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=10)
 
 
 def answers(sock: socket.socket, count: int) -> list[bytes]:

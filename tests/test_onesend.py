@@ -5,40 +5,14 @@ at the loop's next turn or before a close; and over a real server, answers witho
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import socket
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from tests.sockets import Recording, connect, embedded
 
-from tidings.config import load_settings
 from tidings.onesend import OneSend
 from tidings.server import EmbeddedServer
-
-
-class Recording:
-    """What a transport was asked to do, in order (the event loop's transport is not ours)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any]] = []
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.calls.append(("write", bytes(data)))
-
-    def writelines(self, parts: Any) -> None:
-        self.calls.append(("writelines", [bytes(p) for p in parts]))
-
-    def close(self) -> None:
-        self.calls.append(("close", None))
-        self.closing = True
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def get_extra_info(self, name: str) -> str:
-        return f"extra {name}"
 
 
 def one_send(transport: Recording) -> OneSend:
@@ -107,14 +81,8 @@ async def test_the_rest_is_asked_of_the_transport() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
-    settings = load_settings({"data_dir": tmp_path_factory.mktemp("onesend")}, env={})
-    with EmbeddedServer(dataclasses.replace(settings)) as srv:
+    with embedded(tmp_path_factory, "onesend") as srv:
         yield srv
-
-
-def connect(server: EmbeddedServer) -> socket.socket:
-    host, port = server.url.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=10)
 
 
 def read_until(sock: socket.socket, ending: bytes, got: bytes = b"") -> bytes:
